@@ -1,0 +1,100 @@
+package resp
+
+import "bytes"
+
+// Parse parses one complete frame, as returned by ReadRaw. The Value's byte
+// slices point into raw. Trailing bytes after the frame are an error.
+func Parse(raw []byte) (Value, error) {
+	v, n, err := parse(raw, 0)
+	if err != nil {
+		return Value{}, err
+	}
+	if n != len(raw) {
+		return Value{}, protoErr("%d bytes after the frame", len(raw)-n)
+	}
+	return v, nil
+}
+
+func parse(b []byte, depth int) (Value, int, error) {
+	end := bytes.IndexByte(b, '\n')
+	if end < 2 || b[end-1] != '\r' {
+		return Value{}, 0, protoErr("frame without CRLF")
+	}
+	line := b[1 : end-1]
+	pos := end + 1
+	t := Type(b[0])
+	v := Value{Type: t}
+	switch t {
+	case SimpleString, Error, Double, BigNumber:
+		v.Str = line
+	case Boolean:
+		if len(line) != 1 || (line[0] != 't' && line[0] != 'f') {
+			return Value{}, 0, protoErr("invalid boolean")
+		}
+		v.Str = line
+	case Null:
+		v.IsNull = true
+	case Integer:
+		n, ok := parseInt(line)
+		if !ok {
+			return Value{}, 0, protoErr("invalid integer")
+		}
+		v.Int = n
+	case BulkString, BlobError, Verbatim:
+		n, ok := parseInt(line)
+		if !ok || n < -1 {
+			return Value{}, 0, protoErr("invalid bulk length")
+		}
+		if n == -1 {
+			v.IsNull = true
+			return v, pos, nil
+		}
+		if int64(len(b)-pos) < n+2 {
+			return Value{}, 0, protoErr("bulk payload truncated")
+		}
+		stop := pos + int(n)
+		if b[stop] != '\r' || b[stop+1] != '\n' {
+			return Value{}, 0, protoErr("bulk payload not followed by CRLF")
+		}
+		v.Str = b[pos:stop:stop]
+		pos = stop + 2
+	case Array, Map, Set, Attribute, Push:
+		n, ok := parseInt(line)
+		if !ok || n < -1 {
+			return Value{}, 0, protoErr("invalid aggregate length")
+		}
+		if n == -1 {
+			v.IsNull = true
+			return v, pos, nil
+		}
+		if t == Map || t == Attribute {
+			n *= 2
+		}
+		// Each element takes at least 3 bytes, which bounds n by the input.
+		if n > int64(len(b)-pos)/3 {
+			return Value{}, 0, protoErr("aggregate longer than its frame")
+		}
+		if depth >= DefaultLimits.MaxDepth {
+			return Value{}, 0, protoErr("nesting too deep")
+		}
+		v.Elems = make([]Value, n)
+		for i := range v.Elems {
+			e, used, err := parse(b[pos:], depth+1)
+			if err != nil {
+				return Value{}, 0, err
+			}
+			v.Elems[i] = e
+			pos += used
+		}
+		if t == Attribute { // skip the attribute, keep the frame it annotates
+			next, used, err := parse(b[pos:], depth)
+			if err != nil {
+				return Value{}, 0, err
+			}
+			return next, pos + used, nil
+		}
+	default:
+		return Value{}, 0, protoErr("unknown frame type '%s'", printable(b[:1]))
+	}
+	return v, pos, nil
+}

@@ -1,0 +1,181 @@
+package resp
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+)
+
+func reader(s string) *Reader { return NewReader(strings.NewReader(s), DefaultLimits) }
+
+func argsOf(c Command) []string {
+	var out []string
+	for _, a := range c.Args {
+		out = append(out, string(a))
+	}
+	return out
+}
+
+func TestReadCommand(t *testing.T) {
+	cases := []struct {
+		in   string
+		want []string
+	}{
+		{"*1\r\n$4\r\nPING\r\n", []string{"PING"}},
+		{"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$0\r\n\r\n", []string{"SET", "k", ""}},
+		{"PING\r\n", []string{"PING"}},
+		{"set k v\n", []string{"set", "k", "v"}},
+		{"\r\n\r\n*0\r\nGET  a\r\n", []string{"GET", "a"}},
+		{`SET k "a b\x41\n"` + "\r\n", []string{"SET", "k", "a bA\n"}},
+		{`SET k 'it\'s'` + "\r\n", []string{"SET", "k", "it's"}},
+		{`SET k ""` + "\r\n", []string{"SET", "k", ""}},
+	}
+	for _, c := range cases {
+		cmd, err := reader(c.in).ReadCommand()
+		if err != nil {
+			t.Fatalf("%q: %v", c.in, err)
+		}
+		if got := argsOf(cmd); strings.Join(got, "|") != strings.Join(c.want, "|") || len(got) != len(c.want) {
+			t.Errorf("%q: got %q, want %q", c.in, got, c.want)
+		}
+		// Raw is always the canonical array encoding of the arguments.
+		if want := AppendCommand(nil, cmd.Args...); !bytes.Equal(cmd.Raw, want) {
+			t.Errorf("%q: raw %q, want %q", c.in, cmd.Raw, want)
+		}
+	}
+}
+
+func TestReadCommandErrors(t *testing.T) {
+	small := Limits{MaxBulk: 10, MaxElems: 4, MaxInline: 64, MaxDepth: 4, MaxFrame: 100}
+	cases := []struct {
+		in   string
+		want string
+	}{
+		{"*1\r\n:4\r\n", "expected '$'"},
+		{"*x\r\n", "invalid multibulk length"},
+		{"*9\r\n", "invalid multibulk length 9"},
+		{"*1\r\n$11\r\n", "request of more than 10 bytes"},
+		{"*1\r\n$-3\r\n", "invalid bulk length"},
+		{"*1\r\n$2\r\nabcd\r\n", "not followed by CRLF"},
+		{`GET "abc` + "\r\n", "unbalanced quotes"},
+		{`GET "abc"d` + "\r\n", "unbalanced quotes"},
+		{strings.Repeat("a", 100) + "\r\n", "line longer than"},
+	}
+	for _, c := range cases {
+		_, err := NewReader(strings.NewReader(c.in), small).ReadCommand()
+		if !IsProtocolError(err) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: got %v, want protocol error containing %q", c.in, err, c.want)
+		}
+	}
+	if _, err := reader("*2\r\n$3\r\nGET\r\n").ReadCommand(); !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Errorf("truncated command: got %v, want unexpected EOF", err)
+	}
+	if _, err := reader("").ReadCommand(); err != io.EOF {
+		t.Errorf("empty stream: got %v, want EOF", err)
+	}
+}
+
+func TestRawRoundTrip(t *testing.T) {
+	frames := []string{
+		"+OK\r\n", "-ERR bad\r\n", ":-42\r\n", "$3\r\nabc\r\n", "$-1\r\n", "*-1\r\n", "*0\r\n",
+		"*2\r\n$1\r\na\r\n*1\r\n:1\r\n", "_\r\n", ",3.14\r\n", "#t\r\n", "(123\r\n",
+		"!3\r\nerr\r\n", "=7\r\ntxt:abc\r\n", "%1\r\n+k\r\n:1\r\n", "~1\r\n+a\r\n", ">1\r\n+p\r\n",
+		"|1\r\n+key\r\n+val\r\n:5\r\n",
+	}
+	all := strings.Join(frames, "")
+	r := reader(all)
+	for _, f := range frames {
+		raw, err := r.ReadRaw(nil)
+		if err != nil {
+			t.Fatalf("%q: %v", f, err)
+		}
+		if string(raw) != f {
+			t.Fatalf("raw %q, want %q", raw, f)
+		}
+		v, err := Parse(raw)
+		if err != nil {
+			t.Fatalf("parse %q: %v", f, err)
+		}
+		if f[0] == '|' { // attributes are dropped on parse
+			if v.Type != Integer || v.Int != 5 {
+				t.Fatalf("attribute frame parsed as %v", v)
+			}
+			continue
+		}
+		if enc := AppendValue(nil, v); string(enc) != f {
+			t.Errorf("re-encoded %q as %q", f, enc)
+		}
+	}
+}
+
+func TestValueString(t *testing.T) {
+	v, _ := Parse([]byte("*3\r\n:1\r\n$-1\r\n-ERR x\r\n"))
+	if got := v.String(); got != "[(integer) 1 (nil) (error) ERR x]" {
+		t.Errorf("got %s", got)
+	}
+}
+
+func TestAppendSimpleStripsLineBreaks(t *testing.T) {
+	if got := string(AppendError(nil, "ERR a\r\nb")); got != "-ERR a  b\r\n" {
+		t.Errorf("got %q", got)
+	}
+}
+
+func TestReaderPipelineBuffered(t *testing.T) {
+	r := NewReader(bufio.NewReader(strings.NewReader("PING\r\nPING\r\n")), DefaultLimits)
+	if _, err := r.ReadCommand(); err != nil {
+		t.Fatal(err)
+	}
+	if r.Buffered() == 0 {
+		t.Error("second pipelined command should be buffered")
+	}
+}
+
+// FuzzReadCommand checks that no input makes the reader panic, and that every
+// command it accepts re-reads identically from its raw form.
+func FuzzReadCommand(f *testing.F) {
+	for _, s := range []string{"*1\r\n$4\r\nPING\r\n", "SET a \"b\\x00\"\r\n", "*2\r\n$1\r\na\r\n$-1\r\n", "'\r\n"} {
+		f.Add([]byte(s))
+	}
+	lim := Limits{MaxBulk: 1 << 16, MaxElems: 1 << 10, MaxInline: 1 << 12, MaxDepth: 8, MaxFrame: 1 << 17}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		r := NewReader(bytes.NewReader(in), lim)
+		for i := 0; i < 100; i++ {
+			cmd, err := r.ReadCommand()
+			if err != nil {
+				return
+			}
+			again, err := NewReader(bytes.NewReader(cmd.Raw), lim).ReadCommand()
+			if err != nil || len(again.Args) != len(cmd.Args) {
+				t.Fatalf("raw %q does not re-read: %v", cmd.Raw, err)
+			}
+			for j := range cmd.Args {
+				if !bytes.Equal(again.Args[j], cmd.Args[j]) {
+					t.Fatalf("arg %d: %q vs %q", j, again.Args[j], cmd.Args[j])
+				}
+			}
+		}
+	})
+}
+
+// FuzzReadRaw checks that any frame the reader accepts parses, and that
+// parsing never panics.
+func FuzzReadRaw(f *testing.F) {
+	for _, s := range []string{"+OK\r\n", "*2\r\n:1\r\n$1\r\na\r\n", "%1\r\n+a\r\n_\r\n", "|1\r\n+a\r\n+b\r\n#t\r\n"} {
+		f.Add([]byte(s))
+	}
+	lim := Limits{MaxBulk: 1 << 16, MaxElems: 1 << 10, MaxInline: 1 << 12, MaxDepth: 8, MaxFrame: 1 << 17}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		_, _ = Parse(in)
+		raw, err := NewReader(bytes.NewReader(in), lim).ReadRaw(nil)
+		if err != nil {
+			return
+		}
+		if _, err := Parse(raw); err != nil {
+			t.Fatalf("accepted frame %q does not parse: %v", raw, err)
+		}
+	})
+}
