@@ -1,0 +1,35 @@
+// Command troop is a resilience lab for distributed key-value stores: a
+// Dynomite-style store over real Redis, a benchmark, a chaos monkey and
+// lineage-driven fault injection, in one binary. Each verb is a subcommand.
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func main() {
+	root := &cobra.Command{
+		Use:           "troop",
+		Short:         "A resilience lab for distributed key-value stores",
+		Version:       version,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	for _, add := range subcommands {
+		root.AddCommand(add())
+	}
+	if err := root.Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "troop:", err)
+		os.Exit(1)
+	}
+}
+
+// subcommands holds one constructor per verb; each verb's file registers
+// itself in an init function so that verbs stay independent of each other.
+var subcommands []func() *cobra.Command

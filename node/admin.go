@@ -1,0 +1,261 @@
+package node
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/troop-lab/troop/node/consistency"
+)
+
+// adminHandler serves the admin API on stats_listen (docs/store.md):
+//
+//	GET  /info                          counters and latency, JSON
+//	GET  /metrics                       the same in Prometheus text format
+//	GET  /cluster_describe              datacenters, racks, nodes, tokens, addresses
+//	GET  /get_consistency               {"read": ..., "write": ...}
+//	POST /set_consistency/{read|write}/{level}
+//	POST /state/{normal|standby|writes_only}, GET /state
+//	GET  /ping
+//
+// The setters also accept GET, as Dynomite's do.
+func (n *Node) adminHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/info", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, n.Info()) })
+	mux.HandleFunc("/metrics", n.serveMetrics)
+	mux.HandleFunc("/cluster_describe", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, n.Describe()) })
+	mux.HandleFunc("/get_consistency", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, map[string]string{"read": n.level(false).String(), "write": n.level(true).String()})
+	})
+	mux.HandleFunc("/set_consistency/{op}/{level}", func(w http.ResponseWriter, r *http.Request) {
+		l, err := consistency.ParseLevel(r.PathValue("level"))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		switch r.PathValue("op") {
+		case "read":
+			n.readLevel.Store(int32(l))
+		case "write":
+			n.writeLevel.Store(int32(l))
+		default:
+			http.Error(w, fmt.Sprintf("want /set_consistency/read/LEVEL or /set_consistency/write/LEVEL, got %q", r.PathValue("op")), http.StatusBadRequest)
+			return
+		}
+		n.log.Info("consistency changed", r.PathValue("op"), l.String())
+		writeJSON(w, map[string]string{"read": n.level(false).String(), "write": n.level(true).String()})
+	})
+	mux.HandleFunc("/state/{state}", func(w http.ResponseWriter, r *http.Request) {
+		for i, name := range stateNames {
+			if name == r.PathValue("state") {
+				n.state.Store(int32(i))
+				n.log.Info("state changed", "state", name)
+				writeJSON(w, map[string]string{"state": name})
+				return
+			}
+		}
+		http.Error(w, fmt.Sprintf("unknown state %q: want %s", r.PathValue("state"), strings.Join(stateNames, ", ")), http.StatusBadRequest)
+	})
+	mux.HandleFunc("/state", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, map[string]string{"state": stateNames[n.state.Load()]})
+	})
+	mux.HandleFunc("/ping", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "pong") })
+	return mux
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(v)
+}
+
+// Info is the /info document.
+type Info struct {
+	Name             string                     `json:"name"`
+	Datacenter       string                     `json:"datacenter"`
+	Rack             string                     `json:"rack"`
+	State            string                     `json:"state"`
+	UptimeSeconds    int64                      `json:"uptime_seconds"`
+	ReadConsistency  string                     `json:"read_consistency"`
+	WriteConsistency string                     `json:"write_consistency"`
+	Requests         map[string]map[string]Rate `json:"requests"` // "read"/"write" -> level -> figures
+	Commands         map[string]int64           `json:"commands"`
+	Forwarded        int64                      `json:"forwarded"`
+	Busy             int64                      `json:"busy"`
+	QuorumFailures   int64                      `json:"quorum_failures"`
+	Timeouts         int64                      `json:"timeouts"`
+	AsyncFailures    int64                      `json:"async_replication_failures"`
+	ProtocolErrors   int64                      `json:"protocol_errors"`
+	Connections      int64                      `json:"client_connections"`
+	Inflight         int64                      `json:"inflight"`
+	Links            []LinkInfo                 `json:"links"`
+}
+
+// Rate is one operation's figures at one level; latencies in microseconds.
+type Rate struct {
+	Count   int64            `json:"count"`
+	Errors  int64            `json:"errors"`
+	Latency map[string]int64 `json:"latency_us"`
+}
+
+// LinkInfo describes a connection to the datastore or a peer.
+type LinkInfo struct {
+	Name        string `json:"name"`
+	Addr        string `json:"addr"`
+	Up          bool   `json:"up"`
+	Connects    int64  `json:"connects"`
+	Failures    int64  `json:"failures"`
+	Timeouts    int64  `json:"timeouts"`
+	LastFailure string `json:"last_failure,omitempty"`
+}
+
+// Info gathers the node's counters.
+func (n *Node) Info() Info {
+	s := n.stats
+	info := Info{
+		Name: n.cfg.Name, Datacenter: n.cfg.Datacenter, Rack: n.cfg.Rack, State: stateNames[n.state.Load()],
+		UptimeSeconds:   int64(time.Since(s.started).Seconds()),
+		ReadConsistency: n.level(false).String(), WriteConsistency: n.level(true).String(),
+		Requests: map[string]map[string]Rate{"read": {}, "write": {}}, Commands: map[string]int64{},
+		Forwarded: s.forwarded.Load(), Busy: s.busy.Load(), QuorumFailures: s.quorumFailures.Load(),
+		Timeouts: s.timeouts.Load(), AsyncFailures: s.asyncFailures.Load(), ProtocolErrors: s.protocolErrors.Load(),
+		Connections: s.connections.Load(), Inflight: n.inflight.Load(),
+	}
+	for l := consistency.Level(0); l < levels; l++ {
+		for op, ls := range map[string]*levelStats{"read": &s.reads[l], "write": &s.writes[l]} {
+			lat := ls.latency()
+			info.Requests[op][l.String()] = Rate{Count: ls.requests.Load(), Errors: ls.errors.Load(), Latency: map[string]int64{
+				"p50": lat.P50, "p95": lat.P95, "p99": lat.P99, "p99.9": lat.P999, "max": lat.Max}}
+		}
+	}
+	for name, c := range commandTable {
+		if v := s.commands[c.id].Load(); v > 0 {
+			info.Commands[name] = v
+		}
+	}
+	for _, l := range n.store {
+		info.Links = append(info.Links, linkInfo(l))
+	}
+	for _, m := range n.members {
+		if m.link != nil {
+			info.Links = append(info.Links, linkInfo(m.link))
+		}
+	}
+	return info
+}
+
+func linkInfo(l *link) LinkInfo {
+	l.stats.mu.Lock()
+	defer l.stats.mu.Unlock()
+	return LinkInfo{Name: l.name, Addr: l.addr, Up: l.up(), Connects: l.stats.connects, Failures: l.stats.failures,
+		Timeouts: l.stats.timeouts, LastFailure: l.stats.lastFailure}
+}
+
+// ClusterNode is one node in /cluster_describe.
+type ClusterNode struct {
+	Name        string   `json:"name"`
+	Datacenter  string   `json:"datacenter"`
+	Rack        string   `json:"rack"`
+	Tokens      []uint32 `json:"tokens"`
+	Listen      string   `json:"listen"`       // client address; "" until the peer has been reached
+	DynListen   string   `json:"dyn_listen"`   // peer address
+	StatsListen string   `json:"stats_listen"` // admin address
+	Self        bool     `json:"self"`
+	Up          bool     `json:"up"`
+}
+
+// Describe lists the cluster as this node sees it, sorted by datacenter,
+// rack and token.
+func (n *Node) Describe() []ClusterNode {
+	var out []ClusterNode
+	for _, m := range n.members {
+		m.mu.Lock()
+		info := m.info
+		m.mu.Unlock()
+		up := m.self || m.link.up()
+		out = append(out, ClusterNode{Name: info.Name, Datacenter: m.dc, Rack: m.rack, Tokens: m.tokens,
+			Listen: info.Listen, DynListen: m.peerAddr, StatsListen: info.Stats, Self: m.self, Up: up})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.Datacenter != b.Datacenter {
+			return a.Datacenter < b.Datacenter
+		}
+		if a.Rack != b.Rack {
+			return a.Rack < b.Rack
+		}
+		return a.Tokens[0] < b.Tokens[0]
+	})
+	return out
+}
+
+func (n *Node) serveMetrics(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+	info := n.Info()
+	p := func(format string, args ...any) { fmt.Fprintf(w, format+"\n", args...) }
+	node := fmt.Sprintf(`node=%q,dc=%q,rack=%q`, info.Name, info.Datacenter, info.Rack)
+	p("# HELP troop_requests_total Client requests by operation and consistency level.")
+	p("# TYPE troop_requests_total counter")
+	for _, op := range []string{"read", "write"} {
+		for l := consistency.Level(0); l < levels; l++ {
+			p(`troop_requests_total{%s,op=%q,level=%q} %d`, node, op, l, info.Requests[op][l.String()].Count)
+		}
+	}
+	p("# HELP troop_request_errors_total Client requests answered with an error.")
+	p("# TYPE troop_request_errors_total counter")
+	for _, op := range []string{"read", "write"} {
+		for l := consistency.Level(0); l < levels; l++ {
+			p(`troop_request_errors_total{%s,op=%q,level=%q} %d`, node, op, l, info.Requests[op][l.String()].Errors)
+		}
+	}
+	p("# HELP troop_request_latency_seconds Client request latency quantiles since start.")
+	p("# TYPE troop_request_latency_seconds summary")
+	for _, op := range []string{"read", "write"} {
+		for l := consistency.Level(0); l < levels; l++ {
+			lat := info.Requests[op][l.String()].Latency
+			for _, q := range [][2]string{{"0.5", "p50"}, {"0.95", "p95"}, {"0.99", "p99"}, {"0.999", "p99.9"}} {
+				p(`troop_request_latency_seconds{%s,op=%q,level=%q,quantile=%q} %g`, node, op, l, q[0], float64(lat[q[1]])/1e6)
+			}
+		}
+	}
+	p("# HELP troop_commands_total Client requests by command.")
+	p("# TYPE troop_commands_total counter")
+	names := make([]string, 0, len(info.Commands))
+	for name := range info.Commands {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		p(`troop_commands_total{%s,command=%q} %d`, node, name, info.Commands[name])
+	}
+	for _, c := range []struct {
+		name, help, kind string
+		v                int64
+	}{
+		{"troop_forwarded_total", "Requests whose local-rack replica is another node.", "counter", info.Forwarded},
+		{"troop_busy_total", "Requests refused with -BUSY.", "counter", info.Busy},
+		{"troop_quorum_failures_total", "Requests that could not reach their consistency level.", "counter", info.QuorumFailures},
+		{"troop_timeouts_total", "Replica calls that timed out.", "counter", info.Timeouts},
+		{"troop_async_replication_failures_total", "Asynchronous replica writes that failed.", "counter", info.AsyncFailures},
+		{"troop_protocol_errors_total", "Client connections closed for malformed RESP.", "counter", info.ProtocolErrors},
+		{"troop_client_connections", "Open client connections.", "gauge", info.Connections},
+		{"troop_inflight", "Requests in progress.", "gauge", info.Inflight},
+	} {
+		p("# HELP %s %s", c.name, c.help)
+		p("# TYPE %s %s", c.name, c.kind)
+		p("%s{%s} %d", c.name, node, c.v)
+	}
+	p("# HELP troop_link_up Whether a datastore or peer connection is usable (1) or down (0).")
+	p("# TYPE troop_link_up gauge")
+	for _, l := range info.Links {
+		up := 0
+		if l.Up {
+			up = 1
+		}
+		p(`troop_link_up{%s,link=%q,addr=%q} %d`, node, l.Name, l.Addr, up)
+	}
+}

@@ -1,0 +1,401 @@
+package node
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/troop-lab/troop/node/consistency"
+	"github.com/troop-lab/troop/resp"
+)
+
+// serveClient serves one client connection on the RESP front.
+func (n *Node) serveClient(c net.Conn) {
+	n.stats.connections.Add(1)
+	n.stats.connsAccepted.Add(1)
+	defer n.stats.connections.Add(-1)
+	sess := &session{readLevel: -1, writeLevel: -1}
+	n.serveConn(c, n.cfg.MaxInflightPerConn, sess, n.handleClient)
+}
+
+// levelFor is the session's level when it set one, else the node's.
+func (n *Node) levelFor(sess *session, write bool) consistency.Level {
+	l := sess.readLevel
+	if write {
+		l = sess.writeLevel
+	}
+	if l < 0 {
+		return n.level(write)
+	}
+	return l
+}
+
+func (n *Node) handleClient(cmd resp.Command, s *slot, sess *session, b *batch) {
+	args := cmd.Args
+	c := lookup(args[0])
+	if c == nil {
+		s.complete(unknownCommand(args))
+		return
+	}
+	if !c.arityOK(len(args)) {
+		s.complete(resp.AppendError(nil, fmt.Sprintf("ERR wrong number of arguments for '%s' command", strings.ToLower(c.name))))
+		return
+	}
+	n.stats.commands[c.id].Add(1)
+	switch c.kind {
+	case kindLocal:
+		s.complete(n.local(c, args, sess))
+		return
+	case kindUnsupported:
+		s.complete(resp.AppendError(nil, fmt.Sprintf("ERR troop: '%s' is not supported: %s", c.name, c.why)))
+		return
+	}
+	write := c.kind == kindWrite || c.kind == kindMultiWrite || (c.kind == kindSplit && c.lww) || c.name == "MSET"
+	if reply := n.refuseInState(write); reply != nil {
+		s.complete(reply)
+		return
+	}
+	keys := args[1:2]
+	if c.keys != nil {
+		var bad string
+		if keys, bad = c.keys(args); bad != "" {
+			s.complete(resp.AppendError(nil, "ERR "+bad))
+			return
+		}
+	}
+	for _, k := range keys {
+		if bytes.HasPrefix(k, []byte(reservedPrefix)) {
+			s.complete(resp.AppendError(nil, fmt.Sprintf("ERR troop: keys starting with %q are reserved for troop", reservedPrefix)))
+			return
+		}
+	}
+	level := n.levelFor(sess, write)
+	done := n.timed(write, level, s.complete)
+	switch c.kind {
+	case kindRead:
+		n.read(level, keys, args, b, done)
+	case kindWrite:
+		n.write(level, c, keys, args, b, done)
+	case kindMultiRead, kindMultiWrite:
+		if !n.sameReplicas(keys) {
+			done(resp.AppendError(nil, fmt.Sprintf("ERR troop: the keys of '%s' belong to different nodes, and troop does not split it", c.name)))
+			return
+		}
+		if write {
+			n.write(level, c, keys, args, b, done)
+		} else {
+			n.read(level, keys, args, b, done)
+		}
+	case kindSplit:
+		n.split(c, level, keys, args, b, done)
+	}
+}
+
+// reservedPrefix covers the version keys troop keeps beside values.
+const reservedPrefix = "__troop:"
+
+func unknownCommand(args [][]byte) []byte {
+	var rest []string
+	for _, a := range args[1:] {
+		rest = append(rest, "'"+printableArg(a)+"'")
+	}
+	return resp.AppendError(nil, fmt.Sprintf("ERR unknown command '%s', with args beginning with: %s", printableArg(args[0]), strings.Join(rest, " ")))
+}
+
+func printableArg(a []byte) string {
+	if len(a) > 64 {
+		a = a[:64]
+	}
+	return strings.Map(func(r rune) rune {
+		if r < 32 || r == 127 {
+			return '?'
+		}
+		return r
+	}, string(a))
+}
+
+func (n *Node) refuseInState(write bool) []byte {
+	switch n.state.Load() {
+	case stateStandby:
+		return resp.AppendError(nil, "ERR troop: node is in standby and serves no requests")
+	case stateWritesOnly:
+		if !write {
+			return resp.AppendError(nil, "ERR troop: node is in writes_only state and serves no reads")
+		}
+	}
+	return nil
+}
+
+// split runs a multi-key command as one single-key command per key, each
+// routed to its own replicas at the same level, and merges the replies. If
+// any key fails, the whole command answers an error naming it: no silent
+// partial results.
+func (n *Node) split(c *command, level consistency.Level, keys [][]byte, args [][]byte, b *batch, done replyFunc) {
+	results := make([][]byte, len(keys))
+	var mu sync.Mutex
+	remaining := len(keys)
+	finish := func(i int) replyFunc {
+		return func(reply []byte) {
+			mu.Lock()
+			results[i] = reply
+			remaining--
+			last := remaining == 0
+			mu.Unlock()
+			if last {
+				done(mergeSplit(c, keys, results))
+			}
+		}
+	}
+	set := commandTable["SET"]
+	for i, k := range keys {
+		switch c.name {
+		case "MGET":
+			n.read(level, keys[i:i+1], [][]byte{[]byte("GET"), k}, b, finish(i))
+		case "EXISTS", "TOUCH":
+			n.read(level, keys[i:i+1], [][]byte{args[0], k}, b, finish(i))
+		case "MSET":
+			n.write(level, set, keys[i:i+1], [][]byte{[]byte("SET"), k, args[2+2*i]}, b, finish(i))
+		default: // DEL, UNLINK
+			n.write(level, c, keys[i:i+1], [][]byte{args[0], k}, b, finish(i))
+		}
+	}
+}
+
+func mergeSplit(c *command, keys, results [][]byte) []byte {
+	for i, r := range results {
+		if len(r) == 0 || r[0] != '-' {
+			continue
+		}
+		if c.name == "MGET" && bytes.HasPrefix(r, []byte("-WRONGTYPE")) {
+			results[i] = resp.AppendNullBulk(nil) // MGET answers nil for non-strings
+			continue
+		}
+		return resp.AppendError(nil, fmt.Sprintf("ERR troop: %s failed on key '%s': %s", c.name, printableArg(keys[i]), strings.TrimSpace(string(r[1:]))))
+	}
+	switch c.name {
+	case "MGET":
+		out := resp.AppendArrayHeader(nil, len(results))
+		for _, r := range results {
+			out = append(out, r...)
+		}
+		return out
+	case "MSET":
+		return resp.AppendSimple(nil, "OK")
+	}
+	var sum int64
+	for _, r := range results {
+		v, err := resp.Parse(r)
+		if err == nil {
+			sum += v.Int
+		}
+	}
+	return resp.AppendInt(nil, sum)
+}
+
+// local answers the commands the node handles itself.
+func (n *Node) local(c *command, args [][]byte, sess *session) []byte {
+	switch c.name {
+	case "PING":
+		if len(args) > 2 {
+			return resp.AppendError(nil, "ERR wrong number of arguments for 'ping' command")
+		}
+		if len(args) == 2 {
+			return resp.AppendBulk(nil, args[1])
+		}
+		return resp.AppendSimple(nil, "PONG")
+	case "ECHO":
+		return resp.AppendBulk(nil, args[1])
+	case "QUIT":
+		sess.quit = true
+		return resp.AppendSimple(nil, "OK")
+	case "SELECT":
+		if string(args[1]) != "0" {
+			return resp.AppendError(nil, "ERR troop: only database 0 exists")
+		}
+		return resp.AppendSimple(nil, "OK")
+	case "TIME":
+		now := time.Now()
+		out := resp.AppendArrayHeader(nil, 2)
+		out = resp.AppendBulkString(out, strconv.FormatInt(now.Unix(), 10))
+		return resp.AppendBulkString(out, strconv.Itoa(now.Nanosecond()/1000))
+	case "AUTH":
+		return resp.AppendError(nil, "ERR AUTH <password> called without any password configured for the default user")
+	case "INFO":
+		return resp.AppendBulkString(nil, n.infoText())
+	case "HELLO":
+		if len(args) > 1 && string(args[1]) != "2" {
+			return resp.AppendError(nil, "NOPROTO troop speaks RESP2 only")
+		}
+		out := resp.AppendArrayHeader(nil, 14)
+		for _, kv := range [][2]string{{"server", "troop"}, {"version", redisCompatVersion}, {"mode", "cluster"}, {"role", "master"}} {
+			out = resp.AppendBulkString(out, kv[0])
+			out = resp.AppendBulkString(out, kv[1])
+		}
+		out = resp.AppendBulkString(out, "proto")
+		out = resp.AppendInt(out, 2)
+		out = resp.AppendBulkString(out, "id")
+		out = resp.AppendInt(out, n.stats.connsAccepted.Load())
+		out = resp.AppendBulkString(out, "modules")
+		return resp.AppendArrayHeader(out, 0)
+	case "CLIENT":
+		return clientCommand(args)
+	case "CONFIG":
+		if len(args) >= 3 && strings.EqualFold(string(args[1]), "GET") {
+			return resp.AppendArrayHeader(nil, 0) // no redis-server settings are exposed through the node
+		}
+		return resp.AppendError(nil, "ERR troop: CONFIG is limited to GET; configure each redis-server directly")
+	case "COMMAND":
+		return commandCommand(args)
+	case "DYNO_CONFIG:CONN_CONSISTENCY":
+		l, err := consistency.ParseLevel(string(args[1]))
+		if err != nil {
+			return resp.AppendError(nil, "ERR troop: "+err.Error())
+		}
+		sess.readLevel, sess.writeLevel = l, l
+		return resp.AppendSimple(nil, "OK")
+	case "TROOP":
+		return n.troopCommand(args, sess)
+	}
+	return resp.AppendError(nil, "ERR troop: unhandled command "+c.name)
+}
+
+// redisCompatVersion is the Redis version troop reports, for clients that
+// check it before using a feature.
+const redisCompatVersion = "7.0.0"
+
+func clientCommand(args [][]byte) []byte {
+	if len(args) < 2 {
+		return resp.AppendError(nil, "ERR wrong number of arguments for 'client' command")
+	}
+	switch strings.ToUpper(string(args[1])) {
+	case "SETNAME", "SETINFO", "NO-EVICT", "NO-TOUCH":
+		return resp.AppendSimple(nil, "OK")
+	case "GETNAME":
+		return resp.AppendNullBulk(nil)
+	case "ID":
+		return resp.AppendInt(nil, 1)
+	}
+	return resp.AppendError(nil, fmt.Sprintf("ERR troop: 'CLIENT %s' is not supported", strings.ToUpper(printableArg(args[1]))))
+}
+
+// commandCommand answers enough of COMMAND for redis-cli and client
+// libraries: the table with arities, COUNT, INFO, and no DOCS.
+func commandCommand(args [][]byte) []byte {
+	sub := ""
+	if len(args) > 1 {
+		sub = strings.ToUpper(string(args[1]))
+	}
+	entry := func(out []byte, c *command) []byte {
+		first, last := 1, 1
+		switch c.kind {
+		case kindLocal, kindUnsupported:
+			first, last = 0, 0
+		case kindMultiRead, kindMultiWrite, kindSplit:
+			last = -1
+		}
+		flag := "readonly"
+		if c.kind == kindWrite || c.kind == kindMultiWrite {
+			flag = "write"
+		}
+		out = resp.AppendArrayHeader(out, 6)
+		out = resp.AppendBulkString(out, strings.ToLower(c.name))
+		out = resp.AppendInt(out, int64(c.arity))
+		out = resp.AppendArrayHeader(out, 1)
+		out = resp.AppendSimple(out, flag)
+		out = resp.AppendInt(out, int64(first))
+		out = resp.AppendInt(out, int64(last))
+		return resp.AppendInt(out, 1)
+	}
+	switch sub {
+	case "":
+		var cmds []*command
+		for _, c := range commandTable {
+			if c.kind != kindUnsupported {
+				cmds = append(cmds, c)
+			}
+		}
+		out := resp.AppendArrayHeader(nil, len(cmds))
+		for _, c := range cmds {
+			out = entry(out, c)
+		}
+		return out
+	case "COUNT":
+		return resp.AppendInt(nil, int64(len(commandTable)))
+	case "DOCS":
+		return resp.AppendArrayHeader(nil, 0)
+	case "INFO":
+		out := resp.AppendArrayHeader(nil, len(args)-2)
+		for _, name := range args[2:] {
+			if c := lookup(name); c != nil && c.kind != kindUnsupported {
+				out = entry(out, c)
+			} else {
+				out = resp.AppendArrayHeader(out, -1)
+			}
+		}
+		return out
+	}
+	return resp.AppendError(nil, fmt.Sprintf("ERR troop: 'COMMAND %s' is not supported", printableArg(args[1])))
+}
+
+// troopCommand is troop's own command:
+//
+//	TROOP CONSISTENCY                  -> [read level, write level] of this connection
+//	TROOP CONSISTENCY level            -> set both for this connection
+//	TROOP CONSISTENCY READ|WRITE level -> set one
+//	TROOP CONSISTENCY RESET            -> follow the node's levels again
+func (n *Node) troopCommand(args [][]byte, sess *session) []byte {
+	if len(args) < 2 || !strings.EqualFold(string(args[1]), "CONSISTENCY") {
+		return resp.AppendError(nil, "ERR troop: usage: TROOP CONSISTENCY [READ|WRITE] [DC_ONE|DC_QUORUM|DC_SAFE_QUORUM|RESET]")
+	}
+	switch len(args) {
+	case 2:
+		out := resp.AppendArrayHeader(nil, 2)
+		out = resp.AppendBulkString(out, n.levelFor(sess, false).String())
+		return resp.AppendBulkString(out, n.levelFor(sess, true).String())
+	case 3:
+		if strings.EqualFold(string(args[2]), "RESET") {
+			sess.readLevel, sess.writeLevel = -1, -1
+			return resp.AppendSimple(nil, "OK")
+		}
+		l, err := consistency.ParseLevel(string(args[2]))
+		if err != nil {
+			return resp.AppendError(nil, "ERR troop: "+err.Error())
+		}
+		sess.readLevel, sess.writeLevel = l, l
+		return resp.AppendSimple(nil, "OK")
+	case 4:
+		l, err := consistency.ParseLevel(string(args[3]))
+		if err != nil {
+			return resp.AppendError(nil, "ERR troop: "+err.Error())
+		}
+		switch strings.ToUpper(string(args[2])) {
+		case "READ":
+			sess.readLevel = l
+		case "WRITE":
+			sess.writeLevel = l
+		default:
+			return resp.AppendError(nil, fmt.Sprintf("ERR troop: want READ or WRITE, got '%s'", printableArg(args[2])))
+		}
+		return resp.AppendSimple(nil, "OK")
+	}
+	return resp.AppendError(nil, "ERR wrong number of arguments for 'troop consistency' command")
+}
+
+// infoText is the node's INFO reply, in Redis's format.
+func (n *Node) infoText() string {
+	var b strings.Builder
+	client, _, _ := n.Addrs()
+	_, port, _ := net.SplitHostPort(client)
+	fmt.Fprintf(&b, "# Server\r\nredis_version:%s\r\ntroop_node:%s\r\nredis_mode:cluster\r\ntcp_port:%s\r\nuptime_in_seconds:%d\r\n",
+		redisCompatVersion, n.cfg.Name, port, int64(time.Since(n.stats.started).Seconds()))
+	fmt.Fprintf(&b, "datacenter:%s\r\nrack:%s\r\nread_consistency:%s\r\nwrite_consistency:%s\r\n",
+		n.cfg.Datacenter, n.cfg.Rack, n.level(false), n.level(true))
+	fmt.Fprintf(&b, "\r\n# Clients\r\nconnected_clients:%d\r\n", n.stats.connections.Load())
+	fmt.Fprintf(&b, "\r\n# Stats\r\ntotal_connections_received:%d\r\ninflight_requests:%d\r\nforwarded_requests:%d\r\nbusy_replies:%d\r\nquorum_failures:%d\r\ntimeouts:%d\r\n",
+		n.stats.connsAccepted.Load(), n.inflight.Load(), n.stats.forwarded.Load(), n.stats.busy.Load(), n.stats.quorumFailures.Load(), n.stats.timeouts.Load())
+	return b.String()
+}

@@ -1,0 +1,199 @@
+package node
+
+import (
+	"fmt"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// A write at DC_QUORUM through one node reads back through every node, at
+// every level, and lands on every replica's redis-server as a plain value.
+func TestQuorumWriteReadsBackEverywhere(t *testing.T) {
+	tc := startCluster(t, clusterOpts{racks: 3})
+	w := tc.client(0, "DC_QUORUM")
+	for i := 0; i < 20; i++ {
+		if got := w.must("SET", fmt.Sprintf("k%d", i), fmt.Sprintf("v%d", i)); got != "OK" {
+			t.Fatalf("SET: %q", got)
+		}
+	}
+	for n := range tc.nodes {
+		for _, level := range []string{"DC_QUORUM", "DC_SAFE_QUORUM", "DC_ONE"} {
+			c := tc.client(n, level)
+			for i := 0; i < 20; i++ {
+				key, want := fmt.Sprintf("k%d", i), fmt.Sprintf("v%d", i)
+				eventually(t, 2*time.Second, func() string {
+					if got := c.must("GET", key); got != want {
+						return fmt.Sprintf("node %d %s GET %s = %q, want %q", n, level, key, got, want)
+					}
+					return ""
+				})
+			}
+		}
+	}
+	// Every replica holds the plain value.
+	for _, tn := range tc.nodes {
+		r := dial(t, tn.redis.addr)
+		eventually(t, 2*time.Second, func() string {
+			if got := r.must("GET", "k7"); got != "v7" {
+				return fmt.Sprintf("redis %s GET k7 = %q", tn.redis.addr, got)
+			}
+			return ""
+		})
+	}
+}
+
+// One redis-server down: DC_QUORUM still reads and writes; DC_ONE through the
+// node whose replica is down fails over to another rack, as documented.
+// Two down: DC_QUORUM fails with a clear error within the timeout.
+func TestQuorumSurvivesOneFailureNotTwo(t *testing.T) {
+	tc := startCluster(t, clusterOpts{racks: 3, timeout: time.Second})
+	c := tc.client(0, "DC_QUORUM")
+	c.must("SET", "before", "1")
+
+	tc.nodes[1].redis.kill()
+	c.must("SET", "after-one", "2")
+	if got := c.must("GET", "before"); got != "1" {
+		t.Fatalf("GET before = %q", got)
+	}
+	if got := c.must("GET", "after-one"); got != "2" {
+		t.Fatalf("GET after-one = %q", got)
+	}
+	one := tc.client(1, "DC_ONE") // rack2's node, whose redis is down
+	if got := one.must("GET", "after-one"); got != "2" {
+		t.Fatalf("DC_ONE failover read = %q", got)
+	}
+	if got := one.must("SET", "one-failover", "3"); got != "OK" {
+		t.Fatalf("DC_ONE failover write = %q", got)
+	}
+
+	tc.nodes[2].redis.kill()
+	start := time.Now()
+	v := c.do("SET", "after-two", "4")
+	if !v.IsError() || !contains(string(v.Str), "DC_QUORUM write (SET) failed: 1 of 3 replicas acknowledged, 2 needed") {
+		t.Fatalf("SET with two replicas down: %s", v)
+	}
+	v = c.do("GET", "before")
+	if !v.IsError() || !contains(string(v.Str), "DC_QUORUM read (GET) failed") {
+		t.Fatalf("GET with two replicas down: %s", v)
+	}
+	if took := time.Since(start); took > 3*time.Second {
+		t.Fatalf("failing took %v, more than the timeout allows", took)
+	}
+}
+
+// A paused redis-server (SIGSTOP) answers nothing: requests to it time out
+// within the configured timeout, and DC_QUORUM goes on without it.
+func TestPausedReplicaTimesOut(t *testing.T) {
+	tc := startCluster(t, clusterOpts{racks: 3, timeout: 500 * time.Millisecond})
+	c := tc.client(0, "DC_SAFE_QUORUM")
+	c.must("SET", "k", "v")
+	p := tc.nodes[2].redis.cmd.Process
+	p.Signal(syscall.SIGSTOP)
+	defer p.Signal(syscall.SIGCONT)
+	start := time.Now()
+	q := tc.client(0, "DC_QUORUM")
+	if got := q.must("SET", "k", "v2"); got != "OK" {
+		t.Fatalf("DC_QUORUM SET with a paused replica = %q", got)
+	}
+	if took := time.Since(start); took > 400*time.Millisecond {
+		t.Errorf("DC_QUORUM waited %v for the paused replica", took)
+	}
+	// SAFE waits for every reachable replica, so it sees the timeout.
+	v := c.do("SET", "k", "v3")
+	if v.IsError() {
+		t.Fatalf("DC_SAFE_QUORUM SET: %s (a timeout is not an error answer)", v.Str)
+	}
+	if took := time.Since(start); took < 500*time.Millisecond || took > 3*time.Second {
+		t.Errorf("DC_SAFE_QUORUM took %v, want about the timeout", took)
+	}
+	eventually(t, 3*time.Second, func() string {
+		if info := tc.nodes[0].node.Info(); info.Timeouts == 0 {
+			return "no timeout counted in /info"
+		}
+		return ""
+	})
+}
+
+// Replicas that disagree make DC_SAFE_QUORUM fail, while DC_QUORUM returns
+// the newest value among the first quorum of answers.
+func TestSafeQuorumRefusesDisagreement(t *testing.T) {
+	tc := startCluster(t, clusterOpts{racks: 3})
+	c := tc.client(0, "DC_QUORUM")
+	c.must("SET", "k", "agreed")
+	// Behind the store's back: every replica gets a different value and a
+	// different version.
+	for i, tn := range tc.nodes {
+		r := dial(t, tn.redis.addr)
+		r.must("SET", "k", fmt.Sprintf("v%d", i))
+		r.must("SET", versionPrefix+"k", string(encodeVersion(uint64(1+i)<<60, 1)))
+	}
+	safe := tc.client(0, "DC_SAFE_QUORUM")
+	v := safe.do("GET", "k")
+	if !v.IsError() || !contains(string(v.Str), "replicas disagree") {
+		t.Fatalf("DC_SAFE_QUORUM GET over disagreeing replicas: %s", v)
+	}
+	got := c.must("GET", "k")
+	if got != "v1" && got != "v2" { // the newest of whichever two answered first
+		t.Fatalf("DC_QUORUM GET = %q, want v1 or v2", got)
+	}
+	// Two replicas agreeing is enough for DC_SAFE_QUORUM.
+	r := dial(t, tc.nodes[2].redis.addr)
+	r.must("SET", "k", "v1")
+	r.must("SET", versionPrefix+"k", string(encodeVersion(uint64(2)<<60, 1)))
+	if got := safe.must("GET", "k"); got != "v1" {
+		t.Fatalf("DC_SAFE_QUORUM GET with two agreeing = %q", got)
+	}
+}
+
+// An older write never replaces a newer value on a replica (last writer wins
+// by version), and a delete leaves a tombstone an older write cannot undo.
+func TestVersionsOrderWrites(t *testing.T) {
+	tc := startCluster(t, clusterOpts{racks: 1})
+	tn := tc.nodes[0]
+	r := dial(t, tn.redis.addr)
+	peer := dial(t, tn.cfg.DynListen)
+	peer.must("HELLO", "1", "test", "dc1", "rack9", "", "")
+	newer, older := string(encodeVersion(2<<20, 1)), string(encodeVersion(1<<20, 1))
+	peer.must("WRITE", newer, "SET", "k", "new")
+	if got := peer.must("WRITE", older, "SET", "k", "old"); got != "OK" {
+		t.Fatalf("stale write answered %q", got)
+	}
+	if got := r.must("GET", "k"); got != "new" {
+		t.Fatalf("after a stale write, k = %q", got)
+	}
+	peer.must("WRITE", string(encodeVersion(3<<20, 1)), "DEL", "k")
+	peer.must("WRITE", newer, "SET", "k", "resurrected")
+	if got := r.must("EXISTS", "k"); got != "0" {
+		t.Fatal("an older write brought a deleted key back")
+	}
+	if ttl := r.must("PTTL", versionPrefix+"k"); ttl == "-1" || ttl == "-2" {
+		t.Fatalf("tombstone has PTTL %s, want the grace period", ttl)
+	}
+}
+
+// A write in one datacenter appears in the other.
+func TestTwoDatacenters(t *testing.T) {
+	tc := startCluster(t, clusterOpts{dcs: 2, racks: 2})
+	tc.client(0, "DC_QUORUM").must("SET", "cross", "dc")
+	for i := 2; i < 4; i++ { // dc2's nodes
+		c := tc.client(i, "DC_ONE")
+		eventually(t, 3*time.Second, func() string {
+			if got := c.must("GET", "cross"); got != "dc" {
+				return fmt.Sprintf("dc2 node %d GET cross = %q", i, got)
+			}
+			return ""
+		})
+		r := dial(t, tc.nodes[i].redis.addr)
+		eventually(t, 3*time.Second, func() string {
+			if got := r.must("GET", "cross"); got != "dc" {
+				return fmt.Sprintf("dc2 redis %d GET cross = %q", i, got)
+			}
+			return ""
+		})
+	}
+	// Reads stay in their datacenter: dc2 answers at DC_QUORUM on its own.
+	if got := tc.client(2, "DC_QUORUM").must("GET", "cross"); got != "dc" {
+		t.Fatalf("dc2 DC_QUORUM GET = %q", got)
+	}
+}

@@ -1,0 +1,233 @@
+package node
+
+import (
+	"bytes"
+	"strconv"
+	"strings"
+)
+
+// kind says how the coordinator routes a command.
+type kind int
+
+const (
+	kindRead       kind = iota // one key, read
+	kindWrite                  // one key, write
+	kindMultiRead              // several keys that must share an owner, read
+	kindMultiWrite             // several keys that must share an owner, write
+	kindSplit                  // several keys, split per key and merged (MGET, MSET, DEL, EXISTS ...)
+	kindLocal                  // answered by the node itself (PING, INFO, TROOP ...)
+	kindUnsupported
+)
+
+// A command is one entry of the command table.
+type command struct {
+	id    int
+	name  string // upper case
+	kind  kind
+	arity int // as in Redis: n means exactly n words, -n at least n
+
+	// keys returns the command's keys (multi-key kinds only; single-key
+	// commands have their key at args[1]). An error string means the
+	// arguments do not name their keys properly.
+	keys func(args [][]byte) ([][]byte, string)
+
+	// lww marks writes that replace the whole value: a replica ignores one
+	// that is older than what it holds, and answers staleReply instead.
+	lww        bool
+	staleReply string // "OK" or an integer
+
+	why string // kindUnsupported: the reason
+}
+
+var commandTable = map[string]*command{}
+
+func init() {
+	id := 0
+	add := func(k kind, arity int, names ...string) {
+		for _, n := range names {
+			commandTable[n] = &command{id: id, name: n, kind: k, arity: arity}
+			id++
+		}
+	}
+	// Strings.
+	add(kindRead, 2, "GET", "STRLEN", "TYPE", "TTL", "PTTL", "EXPIRETIME", "PEXPIRETIME", "DUMP")
+	add(kindRead, 4, "GETRANGE", "SUBSTR")
+	add(kindRead, 3, "GETBIT")
+	add(kindRead, -2, "BITCOUNT")
+	add(kindRead, -3, "BITPOS")
+	add(kindWrite, -3, "SET")
+	add(kindWrite, 3, "SETNX", "GETSET", "APPEND", "INCRBY", "DECRBY", "INCRBYFLOAT")
+	add(kindWrite, 4, "SETEX", "PSETEX", "SETRANGE", "SETBIT")
+	add(kindWrite, 2, "GETDEL", "INCR", "DECR", "PERSIST")
+	add(kindWrite, -2, "GETEX")
+	// Expiry.
+	add(kindWrite, -3, "EXPIRE", "PEXPIRE", "EXPIREAT", "PEXPIREAT")
+	// Hashes.
+	add(kindRead, 3, "HGET", "HEXISTS", "HSTRLEN")
+	add(kindRead, 2, "HGETALL", "HKEYS", "HVALS", "HLEN")
+	add(kindRead, -3, "HMGET", "HSCAN")
+	add(kindRead, -2, "HRANDFIELD")
+	add(kindWrite, -4, "HSET", "HMSET")
+	add(kindWrite, 4, "HSETNX", "HINCRBY", "HINCRBYFLOAT")
+	add(kindWrite, -3, "HDEL")
+	// Lists.
+	add(kindRead, 4, "LRANGE")
+	add(kindRead, 2, "LLEN")
+	add(kindRead, 3, "LINDEX")
+	add(kindRead, -3, "LPOS")
+	add(kindWrite, -3, "LPUSH", "RPUSH", "LPUSHX", "RPUSHX")
+	add(kindWrite, -2, "LPOP", "RPOP")
+	add(kindWrite, 4, "LSET", "LREM", "LTRIM")
+	add(kindWrite, 5, "LINSERT")
+	// Sets.
+	add(kindRead, 2, "SMEMBERS", "SCARD")
+	add(kindRead, 3, "SISMEMBER")
+	add(kindRead, -3, "SMISMEMBER", "SSCAN")
+	add(kindRead, -2, "SRANDMEMBER")
+	add(kindWrite, -3, "SADD", "SREM")
+	// Sorted sets.
+	add(kindRead, -4, "ZRANGE", "ZRANGEBYSCORE", "ZREVRANGE", "ZREVRANGEBYSCORE", "ZRANGEBYLEX", "ZREVRANGEBYLEX")
+	add(kindRead, 3, "ZSCORE")
+	add(kindRead, -3, "ZMSCORE", "ZRANK", "ZREVRANK", "ZSCAN")
+	add(kindRead, 2, "ZCARD")
+	add(kindRead, 4, "ZCOUNT", "ZLEXCOUNT")
+	add(kindRead, -2, "ZRANDMEMBER")
+	add(kindWrite, -4, "ZADD")
+	add(kindWrite, -3, "ZREM")
+	add(kindWrite, 4, "ZINCRBY", "ZREMRANGEBYRANK", "ZREMRANGEBYSCORE", "ZREMRANGEBYLEX")
+	add(kindWrite, -2, "ZPOPMIN", "ZPOPMAX")
+	// HyperLogLog.
+	add(kindWrite, -2, "PFADD")
+	// Multi-key commands whose keys must share an owner.
+	add(kindMultiRead, -2, "SUNION", "SINTER", "SDIFF", "PFCOUNT")
+	add(kindMultiRead, -3, "LCS")
+	add(kindMultiRead, -3, "ZUNION", "ZINTER", "ZDIFF")
+	add(kindMultiWrite, 3, "RENAME", "RENAMENX", "RPOPLPUSH")
+	add(kindMultiWrite, 4, "SMOVE")
+	add(kindMultiWrite, 5, "LMOVE")
+	add(kindMultiWrite, -3, "SUNIONSTORE", "SINTERSTORE", "SDIFFSTORE", "COPY")
+	add(kindMultiWrite, -4, "ZUNIONSTORE", "ZINTERSTORE", "ZDIFFSTORE")
+	add(kindMultiWrite, -5, "ZRANGESTORE")
+	add(kindMultiWrite, -2, "PFMERGE")
+	add(kindMultiWrite, -4, "BITOP")
+	// Split across owners and merged.
+	add(kindSplit, -2, "MGET", "DEL", "UNLINK", "EXISTS", "TOUCH")
+	add(kindSplit, -3, "MSET")
+	// Answered by the node.
+	add(kindLocal, -1, "PING", "COMMAND", "INFO", "HELLO", "CLIENT", "CONFIG", "TROOP")
+	add(kindLocal, 2, "ECHO", "SELECT", "DYNO_CONFIG:CONN_CONSISTENCY")
+	add(kindLocal, 1, "QUIT", "TIME")
+	add(kindLocal, -2, "AUTH")
+
+	unsupported := func(why string, names ...string) {
+		for _, n := range names {
+			commandTable[n] = &command{id: id, name: n, kind: kindUnsupported, arity: -1, why: why}
+			id++
+		}
+	}
+	unsupported("transactions would span replicas", "MULTI", "EXEC", "DISCARD", "WATCH", "UNWATCH")
+	unsupported("pub/sub is not replicated", "SUBSCRIBE", "PSUBSCRIBE", "SSUBSCRIBE", "UNSUBSCRIBE", "PUNSUBSCRIBE", "SUNSUBSCRIBE", "PUBLISH", "SPUBLISH", "PUBSUB")
+	unsupported("blocking commands are not supported", "BLPOP", "BRPOP", "BLMOVE", "BRPOPLPUSH", "BZPOPMIN", "BZPOPMAX", "BLMPOP", "BZMPOP")
+	unsupported("it would have to reach every node", "FLUSHALL", "FLUSHDB", "KEYS", "SCAN", "RANDOMKEY", "DBSIZE", "SWAPDB", "WAIT")
+	unsupported("scripts cannot be routed by key", "EVAL", "EVALSHA", "EVAL_RO", "EVALSHA_RO", "SCRIPT", "FUNCTION", "FCALL", "FCALL_RO")
+	unsupported("administrative commands go to each redis-server directly", "MONITOR", "DEBUG", "SHUTDOWN", "SAVE", "BGSAVE", "BGREWRITEAOF", "LASTSAVE", "REPLICAOF", "SLAVEOF", "SYNC", "PSYNC", "MIGRATE", "MOVE", "OBJECT", "SLOWLOG", "LATENCY", "MEMORY", "ACL", "MODULE", "FAILOVER", "RESET")
+	unsupported("its result would differ on each replica", "SPOP", "SORT", "SORT_RO")
+	unsupported("it cannot be atomic across owners", "MSETNX")
+	unsupported("streams are not supported yet", "XADD", "XRANGE", "XREVRANGE", "XREAD", "XREADGROUP", "XLEN", "XDEL", "XTRIM", "XGROUP", "XACK", "XPENDING", "XCLAIM", "XAUTOCLAIM", "XINFO", "XSETID")
+	unsupported("geo commands are not supported yet", "GEOADD", "GEOPOS", "GEODIST", "GEOHASH", "GEORADIUS", "GEORADIUSBYMEMBER", "GEOSEARCH", "GEOSEARCHSTORE", "GEORADIUS_RO", "GEORADIUSBYMEMBER_RO")
+
+	// Keys of multi-key commands.
+	all := func(from int) func([][]byte) ([][]byte, string) {
+		return func(a [][]byte) ([][]byte, string) { return a[from:], "" }
+	}
+	pair := func(a [][]byte) ([][]byte, string) { return a[1:3], "" }
+	numkeys := func(at int, dest bool) func([][]byte) ([][]byte, string) {
+		return func(a [][]byte) ([][]byte, string) {
+			n, err := strconv.Atoi(string(a[at]))
+			if err != nil || n < 1 || at+1+n > len(a) {
+				return nil, "numkeys should be greater than 0 and match the keys given"
+			}
+			keys := a[at+1 : at+1+n]
+			if dest {
+				keys = append([][]byte{a[1]}, keys...)
+			}
+			return keys, ""
+		}
+	}
+	for _, n := range []string{"SUNION", "SINTER", "SDIFF", "PFCOUNT", "SUNIONSTORE", "SINTERSTORE", "SDIFFSTORE", "PFMERGE", "DEL", "UNLINK", "EXISTS", "TOUCH", "MGET"} {
+		commandTable[n].keys = all(1)
+	}
+	for _, n := range []string{"RENAME", "RENAMENX", "RPOPLPUSH", "SMOVE", "LMOVE", "COPY", "ZRANGESTORE", "LCS"} {
+		commandTable[n].keys = pair
+	}
+	for _, n := range []string{"ZUNION", "ZINTER", "ZDIFF"} {
+		commandTable[n].keys = numkeys(1, false)
+	}
+	for _, n := range []string{"ZUNIONSTORE", "ZINTERSTORE", "ZDIFFSTORE"} {
+		commandTable[n].keys = numkeys(2, true)
+	}
+	commandTable["BITOP"].keys = all(2)
+	commandTable["MSET"].keys = func(a [][]byte) ([][]byte, string) {
+		if len(a)%2 == 0 {
+			return nil, "wrong number of arguments for 'mset' command"
+		}
+		keys := make([][]byte, 0, len(a)/2)
+		for i := 1; i < len(a); i += 2 {
+			keys = append(keys, a[i])
+		}
+		return keys, ""
+	}
+	// Whole-value writes are last-writer-wins by version.
+	for _, n := range []string{"SETEX", "PSETEX"} {
+		commandTable[n].lww, commandTable[n].staleReply = true, "OK"
+	}
+	// A delete is a whole-value write too: an older delete must not remove a
+	// newer value (the version it leaves behind is a tombstone).
+	for _, n := range []string{"DEL", "UNLINK"} {
+		commandTable[n].lww, commandTable[n].staleReply = true, "0"
+	}
+}
+
+// lookup finds a command by its name in any case, without allocating for
+// the common upper- and lower-case spellings.
+func lookup(name []byte) *command {
+	if c, ok := commandTable[string(name)]; ok {
+		return c
+	}
+	return commandTable[strings.ToUpper(string(name))]
+}
+
+// arityOK applies Redis's arity rule.
+func (c *command) arityOK(n int) bool {
+	if c.arity >= 0 {
+		return n == c.arity
+	}
+	return n >= -c.arity
+}
+
+// isLWW says whether this particular call replaces the whole value. SET is,
+// unless a condition (NX, XX), GET or KEEPTTL makes its effect depend on what
+// the replica holds.
+func (c *command) isLWW(args [][]byte) bool {
+	if c.name != "SET" {
+		return c.lww
+	}
+	for _, a := range args[3:] {
+		switch {
+		case bytes.EqualFold(a, []byte("NX")), bytes.EqualFold(a, []byte("XX")),
+			bytes.EqualFold(a, []byte("GET")), bytes.EqualFold(a, []byte("KEEPTTL")):
+			return false
+		}
+	}
+	return true
+}
+
+func (c *command) staleReplyFor() string {
+	if c.name == "SET" {
+		return "OK"
+	}
+	return c.staleReply
+}
+
+// commandCount is the number of table entries, for per-command counters.
+func commandCount() int { return len(commandTable) }

@@ -1,0 +1,379 @@
+package node
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/troop-lab/troop/node/consistency"
+	"github.com/troop-lab/troop/resp"
+	"github.com/troop-lab/troop/ring"
+)
+
+// replicas returns, for a key, its owner in each rack of the local
+// datacenter, the coordinator's own rack first.
+func (n *Node) replicas(key []byte) []*member {
+	h := ring.Hash(key)
+	out := make([]*member, len(n.localRacks))
+	for i, r := range n.localRacks {
+		out[i] = n.members[r.ring.Owner(h)]
+	}
+	return out
+}
+
+// sameReplicas reports whether all keys have the same owner in every local
+// rack, so that one command can carry them all.
+func (n *Node) sameReplicas(keys [][]byte) bool {
+	first := n.replicas(keys[0])
+	for _, k := range keys[1:] {
+		for i, m := range n.replicas(k) {
+			if m != first[i] {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// replyFunc receives the reply to send to the client.
+type replyFunc func(reply []byte)
+
+// read runs a read at level: DC_ONE asks the local rack's replica and fails
+// over to the other racks in order when it is unreachable; the quorum levels
+// ask every local replica for the value and its version.
+func (n *Node) read(level consistency.Level, keys [][]byte, args [][]byte, b *batch, done replyFunc) {
+	reps := n.replicas(keys[0])
+	if !reps[0].self {
+		n.stats.forwarded.Add(1)
+	}
+	if level == consistency.DCOne {
+		n.readOne(reps, 0, args, b, nil, done)
+		return
+	}
+	q := &readQuorum{n: n, level: level, name: string(args[0]), replicas: reps,
+		answers: make([]*consistency.Reply, len(reps)), reasons: make([]string, len(reps)), done: done}
+	q.tally.Replicas = len(reps)
+	local := appendRead(nil, keys, args)
+	var remote []byte
+	for i, m := range reps {
+		i := i
+		if m.self {
+			b.send(n.storeFor(keys[0]), local, func(raw []byte, err error) { q.answer(i, raw, err) })
+			continue
+		}
+		if remote == nil {
+			remote = appendPeerRequest(nil, "READ", nil, args)
+		}
+		b.send(m.link, remote, func(raw []byte, err error) { q.answer(i, raw, err) })
+	}
+}
+
+// readOne tries replica i and, if it cannot be reached, the next one.
+func (n *Node) readOne(reps []*member, i int, args [][]byte, b *batch, reasons []string, done replyFunc) {
+	m := reps[i]
+	next := func(raw []byte, err error) {
+		if err == nil {
+			done(raw)
+			return
+		}
+		n.countFailure(err)
+		reasons = append(reasons, replicaName(m)+": "+err.Error())
+		if i+1 < len(reps) {
+			n.readOne(reps, i+1, args, nil, reasons, done) // from a link goroutine: no batch
+			return
+		}
+		done(resp.AppendError(nil, fmt.Sprintf("ERR troop: DC_ONE read failed: no replica answered (%s)", strings.Join(reasons, "; "))))
+	}
+	if m.self {
+		b.send(n.storeFor(args[1]), resp.AppendCommand(nil, args...), next)
+		return
+	}
+	b.send(m.link, appendPeerRequest(nil, "LOCAL", nil, args), next)
+}
+
+// write runs a write at level on every local replica, and forwards it to
+// each remote datacenter, which applies it asynchronously.
+func (n *Node) write(level consistency.Level, cmd *command, keys [][]byte, args [][]byte, b *batch, done replyFunc) {
+	version := n.clock.next()
+	reps := n.replicas(keys[0])
+	if !reps[0].self {
+		n.stats.forwarded.Add(1)
+	}
+	w := &writeQuorum{n: n, level: level, name: string(args[0]), replicas: reps,
+		replies: make([][]byte, len(reps)), reasons: make([]string, len(reps)), done: done}
+	w.tally.Replicas = len(reps)
+	stale := ""
+	if cmd.isLWW(args) {
+		stale = cmd.staleReplyFor()
+	}
+	var remote []byte
+	for i, m := range reps {
+		i := i
+		if m.self {
+			req := appendWrite(nil, version, keys, stale, n.cfg.TombstoneGrace.Milliseconds(), args)
+			b.send(n.storeFor(keys[0]), req, func(raw []byte, err error) { w.answer(i, raw, err) })
+			continue
+		}
+		if remote == nil {
+			remote = appendPeerRequest(nil, "WRITE", version, args)
+		}
+		b.send(m.link, remote, func(raw []byte, err error) { w.answer(i, raw, err) })
+	}
+	n.forwardToRemoteDCs(keys[0], version, args, b)
+}
+
+// forwardToRemoteDCs sends a write to the key's owner in one rack of each
+// remote datacenter, which applies it and fans it out in its datacenter.
+func (n *Node) forwardToRemoteDCs(key, version []byte, args [][]byte, b *batch) {
+	if len(n.remoteDCs) == 0 {
+		return
+	}
+	h := ring.Hash(key)
+	req := appendPeerRequest(nil, "FWD", version, args)
+	for _, dc := range n.remoteDCs {
+		m := n.members[dc.ring.Owner(h)]
+		b.send(m.link, req, n.asyncDone)
+	}
+}
+
+// asyncDone accounts for the outcome of a write nobody waits for.
+func (n *Node) asyncDone(raw []byte, err error) {
+	if err != nil || (len(raw) > 0 && raw[0] == '-') {
+		n.stats.asyncFailures.Add(1)
+	}
+	if err != nil {
+		n.countFailure(err)
+	}
+}
+
+func (n *Node) countFailure(err error) {
+	if isTimeout(err) {
+		n.stats.timeouts.Add(1)
+	}
+}
+
+// storeFor picks the datastore connection for a key; a key always uses the
+// same one, so one client's writes to it stay in order.
+func (n *Node) storeFor(key []byte) *link {
+	if len(n.store) == 1 {
+		return n.store[0]
+	}
+	return n.store[ring.Hash(key)%uint32(len(n.store))]
+}
+
+// appendPeerRequest encodes a request to a peer: OP [version] command...
+func appendPeerRequest(dst []byte, op string, version []byte, args [][]byte) []byte {
+	n := 1 + len(args)
+	if version != nil {
+		n++
+	}
+	dst = resp.AppendArrayHeader(dst, n)
+	dst = resp.AppendBulkString(dst, op)
+	if version != nil {
+		dst = resp.AppendBulk(dst, version)
+	}
+	for _, a := range args {
+		dst = resp.AppendBulk(dst, a)
+	}
+	return dst
+}
+
+func replicaName(m *member) string { return m.dc + "/" + m.rack }
+
+// writeQuorum gathers the replicas' answers to one write.
+type writeQuorum struct {
+	n        *Node
+	level    consistency.Level
+	name     string
+	replicas []*member
+	done     replyFunc
+
+	mu      sync.Mutex
+	tally   consistency.Tally
+	replies [][]byte
+	reasons []string
+	decided bool
+}
+
+func (w *writeQuorum) answer(i int, raw []byte, err error) {
+	w.mu.Lock()
+	outcome := consistency.OK
+	switch {
+	case err != nil:
+		outcome = consistency.Unreachable
+		w.tally.Unreachable++
+		w.reasons[i] = err.Error()
+		w.n.countFailure(err)
+	case len(raw) > 0 && raw[0] == '-':
+		outcome = consistency.Failed
+		w.tally.Failed++
+		w.reasons[i] = strings.TrimSpace(string(raw[1:]))
+	default:
+		w.tally.OK++
+	}
+	w.replies[i] = raw
+	if i == 0 {
+		w.tally.Local = outcome
+	}
+	if w.decided {
+		w.mu.Unlock()
+		if outcome != consistency.OK {
+			w.n.stats.asyncFailures.Add(1)
+		}
+		return
+	}
+	var reply []byte
+	switch consistency.DecideWrite(w.level, w.tally) {
+	case consistency.Succeed:
+		reply = w.replies[0]
+		if w.tally.Local != consistency.OK {
+			for j, r := range w.replies {
+				if r != nil && r[0] != '-' {
+					reply = w.replies[j]
+					break
+				}
+			}
+		}
+	case consistency.Fail:
+		reply = w.failure()
+		w.n.stats.quorumFailures.Add(1)
+	default:
+		w.mu.Unlock()
+		return
+	}
+	w.decided = true
+	w.mu.Unlock()
+	w.done(reply)
+}
+
+// failure explains a failed write. When every replica that answered gave the
+// same error (WRONGTYPE, say), that error is the answer, as Redis would give.
+func (w *writeQuorum) failure() []byte {
+	if w.tally.Local == consistency.Failed && w.level == consistency.DCOne {
+		return w.replies[0]
+	}
+	if w.tally.OK == 0 && w.tally.Failed > 0 {
+		var same []byte
+		for _, r := range w.replies {
+			if r == nil || r[0] != '-' {
+				continue
+			}
+			if same != nil && !bytes.Equal(same, r) {
+				same = nil
+				break
+			}
+			same = r
+		}
+		if same != nil && w.tally.Unreachable == 0 {
+			return same
+		}
+	}
+	q := consistency.Quorum(w.tally.Replicas)
+	return resp.AppendError(nil, fmt.Sprintf("ERR troop: %s write (%s) failed: %d of %d replicas acknowledged, %s (%s)",
+		w.level, w.name, w.tally.OK, w.tally.Replicas, w.needs(q), explain(w.replicas, w.reasons)))
+}
+
+func (w *writeQuorum) needs(q int) string {
+	switch w.level {
+	case consistency.DCOne:
+		return "1 needed"
+	case consistency.DCSafeQuorum:
+		return fmt.Sprintf("%d needed and no errors", q)
+	}
+	return fmt.Sprintf("%d needed", q)
+}
+
+func explain(reps []*member, reasons []string) string {
+	var parts []string
+	for i, r := range reasons {
+		if r != "" {
+			parts = append(parts, replicaName(reps[i])+": "+r)
+		}
+	}
+	if len(parts) == 0 {
+		return "no answers"
+	}
+	return strings.Join(parts, "; ")
+}
+
+// readQuorum gathers the replicas' answers to one quorum read.
+type readQuorum struct {
+	n        *Node
+	level    consistency.Level
+	name     string
+	replicas []*member
+	done     replyFunc
+
+	mu      sync.Mutex
+	tally   consistency.Tally
+	answers []*consistency.Reply // by replica, nil until answered
+	reasons []string
+	decided bool
+}
+
+func (q *readQuorum) answer(i int, raw []byte, err error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if err == nil {
+		version, reply, perr := splitVersioned(raw)
+		switch {
+		case perr != nil:
+			err = perr
+		case version == nil: // the datastore could not run the read at all
+			err = fmt.Errorf("%s", strings.TrimSpace(string(reply[1:])))
+		default:
+			q.answers[i] = &consistency.Reply{Version: version, Raw: reply}
+			q.tally.OK++
+			q.n.clock.observe(version)
+		}
+	}
+	if err != nil {
+		q.tally.Unreachable++
+		q.reasons[i] = err.Error()
+		q.n.countFailure(err)
+	}
+	if q.decided {
+		return
+	}
+	var answered []consistency.Reply
+	for _, a := range q.answers {
+		if a != nil {
+			answered = append(answered, *a)
+		}
+	}
+	size, agreeing := consistency.LargestAgreement(answered)
+	q.tally.Agreeing = size
+	var reply []byte
+	switch consistency.DecideRead(q.level, q.tally) {
+	case consistency.Succeed:
+		if q.level == consistency.DCSafeQuorum {
+			reply = answered[agreeing].Raw
+		} else {
+			reply = answered[consistency.Newest(answered)].Raw
+		}
+	case consistency.Fail:
+		q.n.stats.quorumFailures.Add(1)
+		need := consistency.Quorum(q.tally.Replicas)
+		what := fmt.Sprintf("%d of %d replicas answered, %d needed", q.tally.OK, q.tally.Replicas, need)
+		if q.level == consistency.DCSafeQuorum && q.tally.OK >= need {
+			what = fmt.Sprintf("replicas disagree: at most %d of %d agree, %d needed", size, q.tally.Replicas, need)
+		}
+		reply = resp.AppendError(nil, fmt.Sprintf("ERR troop: %s read (%s) failed: %s (%s)", q.level, q.name, what, explain(q.replicas, q.reasons)))
+	default:
+		return
+	}
+	q.decided = true
+	// done runs under the lock; it only completes a slot, which never blocks.
+	q.done(reply)
+}
+
+// timed wraps done to record the request's latency and outcome.
+func (n *Node) timed(write bool, level consistency.Level, done replyFunc) replyFunc {
+	start := time.Now()
+	return func(reply []byte) {
+		n.stats.record(write, level, time.Since(start), len(reply) > 0 && reply[0] == '-')
+		done(reply)
+	}
+}

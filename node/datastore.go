@@ -1,0 +1,152 @@
+package node
+
+import (
+	"crypto/sha1"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"strconv"
+
+	"github.com/troop-lab/troop/resp"
+)
+
+// Values live in redis-server as plain values under their own keys, so a
+// plain Redis client sees plain data. Each key's version lives beside it
+// under versionPrefix+key, with the same expiry; a deleted key leaves its
+// version behind for the tombstone grace period, so an older write that
+// arrives late cannot bring it back.
+const versionPrefix = "__troop:v:"
+
+// writeScript applies a write with its version, atomically. KEYS alternate
+// key, version key; ARGV is the version, the reply to give when the write is
+// stale ("" when the write is not last-writer-wins), the tombstone grace in
+// ms, then the command.
+const writeScript = `
+local v = ARGV[1]
+if ARGV[2] ~= '' then
+  local cur = redis.call('GET', KEYS[2])
+  if cur and cur >= v then
+    if ARGV[2] == 'OK' then return redis.status_reply('OK') end
+    return tonumber(ARGV[2])
+  end
+end
+local r = redis.pcall(unpack(ARGV, 4))
+if type(r) == 'table' and r.err then return r end
+for i = 1, #KEYS, 2 do
+  local vk = KEYS[i+1]
+  local nv = redis.call('GET', vk)
+  if not nv or nv < v then nv = v end
+  local ttl = redis.call('PTTL', KEYS[i])
+  if ttl == -2 then
+    redis.call('SET', vk, nv, 'PX', ARGV[3])
+  elseif ttl == -1 then
+    redis.call('SET', vk, nv)
+  else
+    redis.call('SET', vk, nv, 'PX', ttl)
+  end
+end
+return r
+`
+
+// readScript runs a read and returns {version, reply}; the version is the
+// newest of the keys' versions, "" when none has one.
+const readScript = `
+local r = redis.pcall(unpack(ARGV))
+local v = ''
+for i = 1, #KEYS do
+  local x = redis.call('GET', KEYS[i])
+  if x and x > v then v = x end
+end
+return {v, r}
+`
+
+var (
+	writeSHA = scriptSHA(writeScript)
+	readSHA  = scriptSHA(readScript)
+)
+
+func scriptSHA(s string) string {
+	sum := sha1.Sum([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
+
+// loadScripts runs on every new connection to redis-server, which may have
+// restarted empty since the last one.
+func loadScripts(conn net.Conn, rd *resp.Reader) error {
+	var req []byte
+	req = resp.AppendCommandStrings(req, "SCRIPT", "LOAD", writeScript)
+	req = resp.AppendCommandStrings(req, "SCRIPT", "LOAD", readScript)
+	if _, err := conn.Write(req); err != nil {
+		return err
+	}
+	for _, want := range []string{writeSHA, readSHA} {
+		v, err := rd.ReadValue()
+		if err != nil {
+			return err
+		}
+		if v.IsError() || string(v.Str) != want {
+			return fmt.Errorf("loading scripts: redis answered %s", v)
+		}
+	}
+	return nil
+}
+
+// appendWrite encodes a versioned write of args, touching keys, for the
+// local redis-server.
+func appendWrite(dst []byte, version []byte, keys [][]byte, staleReply string, graceMS int64, args [][]byte) []byte {
+	dst = resp.AppendArrayHeader(dst, 3+2*len(keys)+3+len(args))
+	dst = resp.AppendBulkString(dst, "EVALSHA")
+	dst = resp.AppendBulkString(dst, writeSHA)
+	dst = resp.AppendBulkString(dst, strconv.Itoa(2*len(keys)))
+	for _, k := range keys {
+		dst = resp.AppendBulk(dst, k)
+		dst = appendVersionKey(dst, k)
+	}
+	dst = resp.AppendBulk(dst, version)
+	dst = resp.AppendBulkString(dst, staleReply)
+	dst = resp.AppendBulkString(dst, strconv.FormatInt(max(graceMS, 1), 10))
+	for _, a := range args {
+		dst = resp.AppendBulk(dst, a)
+	}
+	return dst
+}
+
+// appendRead encodes a read of args that also returns the keys' version.
+func appendRead(dst []byte, keys [][]byte, args [][]byte) []byte {
+	dst = resp.AppendArrayHeader(dst, 3+len(keys)+len(args))
+	dst = resp.AppendBulkString(dst, "EVALSHA")
+	dst = resp.AppendBulkString(dst, readSHA)
+	dst = resp.AppendBulkString(dst, strconv.Itoa(len(keys)))
+	for _, k := range keys {
+		dst = appendVersionKey(dst, k)
+	}
+	for _, a := range args {
+		dst = resp.AppendBulk(dst, a)
+	}
+	return dst
+}
+
+func appendVersionKey(dst, key []byte) []byte {
+	dst = append(dst, '$')
+	dst = strconv.AppendInt(dst, int64(len(versionPrefix)+len(key)), 10)
+	dst = append(dst, '\r', '\n')
+	dst = append(dst, versionPrefix...)
+	dst = append(dst, key...)
+	return append(dst, '\r', '\n')
+}
+
+// splitVersioned takes apart the {version, reply} array the read script
+// returns, re-encoding the reply as the frame a plain command would give.
+func splitVersioned(raw []byte) (version, reply []byte, err error) {
+	v, err := resp.Parse(raw)
+	if err != nil {
+		return nil, nil, err
+	}
+	if v.IsError() {
+		return nil, raw, nil // the script itself failed; pass its error on
+	}
+	if len(v.Elems) != 2 {
+		return nil, nil, fmt.Errorf("versioned read: unexpected reply %s", v)
+	}
+	return v.Elems[0].Str, resp.AppendValue(nil, v.Elems[1]), nil
+}

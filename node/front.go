@@ -1,0 +1,164 @@
+package node
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+
+	"github.com/troop-lab/troop/node/consistency"
+	"github.com/troop-lab/troop/resp"
+)
+
+// A slot holds the reply to one request of a connection. Replies may
+// complete in any order (different replicas answer at different speeds), but
+// a connection's writer takes slots in request order, so pipelined clients
+// get their replies in order.
+type slot struct {
+	ch chan []byte
+	// Counts to release on completion; nil for replies given at once.
+	connInflight, nodeInflight *atomic.Int64
+}
+
+var slotPool = sync.Pool{New: func() any { return &slot{ch: make(chan []byte, 1)} }}
+
+func newSlot() *slot {
+	s := slotPool.Get().(*slot)
+	s.connInflight, s.nodeInflight = nil, nil
+	return s
+}
+
+// complete hands the reply over; it never blocks and is called once.
+func (s *slot) complete(reply []byte) {
+	if s.connInflight != nil {
+		s.connInflight.Add(-1)
+		s.nodeInflight.Add(-1)
+	}
+	s.ch <- reply
+}
+
+// session is the per-connection state a handler may change.
+type session struct {
+	readLevel, writeLevel consistency.Level
+	quit                  bool
+}
+
+// requestHandler answers one request, now or later, by completing its slot;
+// it queues datastore and peer traffic on b, which the connection flushes
+// once the client's pipeline is drained.
+type requestHandler func(cmd resp.Command, s *slot, sess *session, b *batch)
+
+// serveConn runs a connection: a reader that parses requests and hands them
+// to handle, and a writer that sends replies back in order. At most
+// maxInflight requests of one connection are in progress; past that the
+// reader answers -BUSY at once. The reply queue is bounded too, so a client
+// that does not read its replies stops being read from: memory stays bounded.
+func (n *Node) serveConn(c net.Conn, maxInflight int, sess *session, handle requestHandler) {
+	if tc, ok := c.(*net.TCPConn); ok {
+		tc.SetNoDelay(true)
+	}
+	replies := make(chan *slot, maxInflight+64)
+	writerDone := make(chan struct{})
+	go func() {
+		defer close(writerDone)
+		writeReplies(c, replies)
+	}()
+
+	rd := resp.NewReader(c, n.limits)
+	var b batch
+	var inflight atomic.Int64
+	for !sess.quit {
+		cmd, err := rd.ReadCommand()
+		if err != nil {
+			if resp.IsProtocolError(err) {
+				n.stats.protocolErrors.Add(1)
+				s := newSlot()
+				s.complete(resp.AppendError(nil, "ERR "+err.Error()))
+				replies <- s
+			} else if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+				n.log.Debug("client connection", "remote", c.RemoteAddr().String(), "err", err)
+			}
+			break
+		}
+		s := newSlot()
+		replies <- s
+		if inflight.Load() >= int64(maxInflight) || n.inflight.Load() >= int64(n.cfg.MaxInflight) {
+			n.stats.busy.Add(1)
+			s.complete(resp.AppendError(nil, "BUSY troop: too many requests in flight on this connection or node; retry later"))
+		} else {
+			inflight.Add(1)
+			n.inflight.Add(1)
+			s.connInflight, s.nodeInflight = &inflight, &n.inflight
+			handle(cmd, s, sess, &b)
+		}
+		if rd.Buffered() == 0 {
+			b.flush()
+		}
+	}
+	b.flush()
+	close(replies)
+	<-writerDone
+	c.Close()
+}
+
+// writeReplies writes replies in order, flushing whenever the next reply is
+// not ready yet, so a pipeline's replies leave in as few writes as possible.
+func writeReplies(c net.Conn, replies <-chan *slot) {
+	bw := bufio.NewWriterSize(c, 64<<10)
+	failed := false
+	for s := range replies {
+		var reply []byte
+		select {
+		case reply = <-s.ch:
+		default:
+			if !failed && bw.Flush() != nil {
+				failed = true
+			}
+			reply = <-s.ch
+		}
+		slotPool.Put(s)
+		if !failed {
+			if _, err := bw.Write(reply); err != nil {
+				failed = true
+			}
+		}
+		if len(replies) == 0 && !failed && bw.Flush() != nil {
+			failed = true
+		}
+		if failed { // keep draining so completions never block
+			c.Close()
+		}
+	}
+	if !failed {
+		bw.Flush()
+	}
+}
+
+// A batch collects the links a connection sent to while working through its
+// pipeline, to flush each once at the end.
+type batch struct {
+	links []*link
+}
+
+func (b *batch) send(l *link, req []byte, done func([]byte, error)) {
+	if b == nil {
+		l.do(req, done)
+		return
+	}
+	l.send(req, done)
+	for _, x := range b.links {
+		if x == l {
+			return
+		}
+	}
+	b.links = append(b.links, l)
+}
+
+func (b *batch) flush() {
+	for _, l := range b.links {
+		l.flush()
+	}
+	b.links = b.links[:0]
+}

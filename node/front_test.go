@@ -1,0 +1,300 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/troop-lab/troop/resp"
+	"github.com/troop-lab/troop/ring"
+)
+
+// keysOnDifferentOwners finds two keys owned by different nodes of a rack
+// with two nodes, and two owned by the same one.
+func keysByOwner(n *Node) (differ [2]string, same [2]string) {
+	owner := func(k string) int { return n.localRacks[0].ring.Owner(ring.Hash([]byte(k))) }
+	first := "key0"
+	for i := 1; ; i++ {
+		k := fmt.Sprintf("key%d", i)
+		if owner(k) != owner(first) && differ[1] == "" {
+			differ = [2]string{first, k}
+		}
+		if owner(k) == owner(first) && same[1] == "" {
+			same = [2]string{first, k}
+		}
+		if differ[1] != "" && same[1] != "" {
+			return differ, same
+		}
+	}
+}
+
+func TestMultiKeyCommands(t *testing.T) {
+	tc := startCluster(t, clusterOpts{racks: 2, perRack: 2})
+	c := tc.client(0, "DC_QUORUM")
+	differ, same := keysByOwner(tc.nodes[0].node)
+	a, b := differ[0], differ[1]
+	if got := c.must("MSET", a, "1", b, "2"); got != "OK" {
+		t.Fatalf("MSET = %q", got)
+	}
+	v := c.do("MGET", a, b, "missing")
+	if v.IsError() || len(v.Elems) != 3 || string(v.Elems[0].Str) != "1" || string(v.Elems[1].Str) != "2" || !v.Elems[2].IsNull {
+		t.Fatalf("MGET = %s", v)
+	}
+	if got := c.must("EXISTS", a, b, "missing"); got != "2" {
+		t.Fatalf("EXISTS = %s", got)
+	}
+	// Keys on different owners: a command troop cannot split is refused.
+	c.must("SADD", a+"s", "x")
+	v = c.do("SUNION", a, b)
+	if !v.IsError() || !contains(string(v.Str), "belong to different nodes") {
+		t.Fatalf("SUNION across owners: %s", v)
+	}
+	// Keys on the same owner: it runs.
+	c.must("SADD", same[0]+"-never", "x") // unrelated key, keeps the set below honest
+	c.must("DEL", same[0], same[1])
+	c.must("SADD", same[0], "x", "y")
+	c.must("SADD", same[1], "y", "z")
+	if v := c.do("SUNION", same[0], same[1]); v.IsError() || len(v.Elems) != 3 {
+		t.Fatalf("SUNION on one owner: %s", v)
+	}
+	if got := c.must("DEL", a, b, "missing"); got != "2" {
+		t.Fatalf("DEL = %s", got)
+	}
+	if got := c.must("MGET", a); got != "" {
+		// MGET answers an array; must() renders arrays as ""
+		t.Fatalf("MGET after DEL rendered %q", got)
+	}
+	v = c.do("MSET", a, "1", b)
+	if !v.IsError() || !contains(string(v.Str), "wrong number of arguments") {
+		t.Fatalf("MSET with a missing value: %s", v)
+	}
+}
+
+func TestCommandSupport(t *testing.T) {
+	tc := startCluster(t, clusterOpts{racks: 1})
+	c := tc.client(0, "")
+	for _, tt := range []struct {
+		args []string
+		want string // prefix of the error, or "" for success
+	}{
+		{[]string{"PING"}, ""},
+		{[]string{"ECHO", "hi"}, ""},
+		{[]string{"SELECT", "0"}, ""},
+		{[]string{"SELECT", "1"}, "ERR troop: only database 0"},
+		{[]string{"INFO"}, ""},
+		{[]string{"COMMAND", "COUNT"}, ""},
+		{[]string{"MULTI"}, "ERR troop: 'MULTI' is not supported"},
+		{[]string{"SUBSCRIBE", "ch"}, "ERR troop: 'SUBSCRIBE' is not supported"},
+		{[]string{"BLPOP", "l", "0"}, "ERR troop: 'BLPOP' is not supported"},
+		{[]string{"FLUSHALL"}, "ERR troop: 'FLUSHALL' is not supported"},
+		{[]string{"NOSUCH", "a"}, "ERR unknown command 'NOSUCH'"},
+		{[]string{"GET"}, "ERR wrong number of arguments for 'get'"},
+		{[]string{"GET", "__troop:v:x"}, "ERR troop: keys starting with"},
+		{[]string{"TROOP", "CONSISTENCY", "QUORUM"}, "ERR troop: unknown consistency level"},
+		{[]string{"DYNO_CONFIG:CONN_CONSISTENCY", "DC_QUORUM"}, ""},
+		{[]string{"HSET", "h", "f", "v"}, ""},
+		{[]string{"HGET", "h", "f"}, ""},
+		{[]string{"GET", "h"}, "WRONGTYPE"},
+		{[]string{"ZADD", "z", "1", "a"}, ""},
+		{[]string{"EXPIRE", "z", "100"}, ""},
+		{[]string{"TTL", "z"}, ""},
+	} {
+		v := c.do(tt.args...)
+		switch {
+		case tt.want == "" && v.IsError():
+			t.Errorf("%v: %s", tt.args, v.Str)
+		case tt.want != "" && (!v.IsError() || !strings.HasPrefix(string(v.Str), tt.want)):
+			t.Errorf("%v: got %s, want an error starting %q", tt.args, v, tt.want)
+		}
+	}
+	if got := c.must("TROOP", "CONSISTENCY"); got != "" { // an array
+		t.Errorf("TROOP CONSISTENCY rendered %q", got)
+	}
+	v := c.do("TROOP", "CONSISTENCY")
+	if len(v.Elems) != 2 || string(v.Elems[0].Str) != "DC_QUORUM" {
+		t.Errorf("after DYNO_CONFIG:CONN_CONSISTENCY DC_QUORUM, TROOP CONSISTENCY = %s", v)
+	}
+}
+
+// Malformed input gets an error and a closed connection; the node keeps
+// serving everyone else.
+func TestBadInputClosesOnlyThatConnection(t *testing.T) {
+	tc := startCluster(t, clusterOpts{racks: 1})
+	tc.nodes[0].node.limits.MaxBulk = 1 << 20
+	tc.nodes[0].node.limits.MaxFrame = 1 << 20
+	good := tc.client(0, "")
+	for _, bad := range []string{
+		"*1\r\n:5\r\n",
+		"*2\r\n$3\r\nGET\r\n$-5\r\n",
+		"*1\r\n$99999999\r\n",
+		"GET \"unterminated\r\n",
+		"*abc\r\n",
+	} {
+		c, err := net.Dial("tcp", tc.nodes[0].cfg.Listen)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		c.Write([]byte(bad))
+		reply, _ := io.ReadAll(c) // the node closes the connection after its error
+		c.Close()
+		if !strings.HasPrefix(string(reply), "-ERR Protocol error") {
+			t.Errorf("%q: reply %q, want a protocol error", bad, reply)
+		}
+		if got := good.must("PING"); got != "PONG" {
+			t.Fatalf("after %q, another client got %q", bad, got)
+		}
+	}
+	if got := tc.nodes[0].node.Info().ProtocolErrors; got != 5 {
+		t.Errorf("protocol errors counted: %d, want 5", got)
+	}
+}
+
+// Past the per-connection bound on requests in flight, the client gets
+// -BUSY at once, and every request still gets exactly one reply in order.
+func TestBackpressureBusy(t *testing.T) {
+	tc := startCluster(t, clusterOpts{racks: 1, maxInflightPerConn: 4, timeout: 3 * time.Second})
+	p := tc.nodes[0].redis.cmd.Process
+	c := dial(t, tc.nodes[0].cfg.Listen)
+	p.Signal(syscall.SIGSTOP) // requests pile up in flight
+	var req []byte
+	for i := 0; i < 10; i++ {
+		req = resp.AppendCommandStrings(req, "GET", fmt.Sprintf("k%d", i))
+	}
+	c.c.Write(req)
+	time.Sleep(300 * time.Millisecond)
+	p.Signal(syscall.SIGCONT)
+	busy := 0
+	for i := 0; i < 10; i++ {
+		c.c.SetDeadline(time.Now().Add(5 * time.Second))
+		v, err := c.rd.ReadValue()
+		if err != nil {
+			t.Fatalf("reply %d: %v", i, err)
+		}
+		if v.IsError() && strings.HasPrefix(string(v.Str), "BUSY") {
+			busy++
+			if i < 4 {
+				t.Errorf("reply %d is BUSY, but only 4 were in flight", i)
+			}
+		}
+	}
+	if busy != 6 {
+		t.Errorf("%d BUSY replies, want 6", busy)
+	}
+	if got := c.must("PING"); got != "PONG" {
+		t.Fatalf("after BUSY: %q", got)
+	}
+}
+
+func TestAdminAPI(t *testing.T) {
+	tc := startCluster(t, clusterOpts{racks: 3})
+	c := tc.client(0, "")
+	c.must("SET", "a", "1")
+	c.must("GET", "a")
+	admin := "http://" + tc.nodes[0].cfg.StatsListen
+	get := func(path string, into any) string {
+		t.Helper()
+		res, err := http.Get(admin + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		body, _ := io.ReadAll(res.Body)
+		if res.StatusCode != 200 {
+			t.Fatalf("%s: %d %s", path, res.StatusCode, body)
+		}
+		if into != nil {
+			if err := json.Unmarshal(body, into); err != nil {
+				t.Fatalf("%s: %v", path, err)
+			}
+		}
+		return string(body)
+	}
+	var info Info
+	get("/info", &info)
+	if info.Requests["write"]["DC_ONE"].Count != 1 || info.Requests["read"]["DC_ONE"].Count != 1 || info.Commands["GET"] != 1 {
+		t.Errorf("/info counters: %+v", info.Requests)
+	}
+	if _, ok := info.Requests["read"]["DC_ONE"].Latency["p99.9"]; !ok {
+		t.Error("/info has no p99.9")
+	}
+	metrics := get("/metrics", nil)
+	for _, want := range []string{`troop_requests_total{node="dc1-rack1-1",dc="dc1",rack="rack1",op="write",level="DC_ONE"} 1`, "troop_request_latency_seconds", "troop_link_up"} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	var nodes []ClusterNode
+	get("/cluster_describe", &nodes)
+	if len(nodes) != 3 || nodes[1].Listen != tc.nodes[1].cfg.Listen || !nodes[0].Self {
+		t.Errorf("/cluster_describe: %+v", nodes)
+	}
+	get("/set_consistency/read/dc_safe_quorum", nil)
+	var levels map[string]string
+	get("/get_consistency", &levels)
+	if levels["read"] != "DC_SAFE_QUORUM" || levels["write"] != "DC_ONE" {
+		t.Errorf("/get_consistency after set: %v", levels)
+	}
+	res, _ := http.Get(admin + "/set_consistency/read/ALL")
+	if res.StatusCode != 400 {
+		t.Errorf("bad level: status %d", res.StatusCode)
+	}
+	get("/state/writes_only", nil)
+	if v := c.do("GET", "a"); !v.IsError() || !contains(string(v.Str), "writes_only") {
+		t.Errorf("GET in writes_only: %s", v)
+	}
+	c.must("SET", "a", "2")
+	get("/state/standby", nil)
+	if v := c.do("SET", "a", "3"); !v.IsError() || !contains(string(v.Str), "standby") {
+		t.Errorf("SET in standby: %s", v)
+	}
+	get("/state/normal", nil)
+	if got := c.must("GET", "a"); got != "2" {
+		t.Errorf("GET after normal = %q", got)
+	}
+}
+
+// go-redis works unchanged, pipelines included.
+func TestGoRedisClient(t *testing.T) {
+	tc := startCluster(t, clusterOpts{racks: 3})
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: tc.nodes[0].cfg.Listen})
+	defer rdb.Close()
+	if err := rdb.Set(ctx, "gr", "1", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	pipe := rdb.Pipeline()
+	for i := 0; i < 100; i++ {
+		pipe.Set(ctx, fmt.Sprintf("p%d", i), i, time.Minute)
+		pipe.Get(ctx, fmt.Sprintf("p%d", i))
+	}
+	cmds, err := pipe.Exec(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 100; i++ {
+		if got := cmds[2*i+1].(*redis.StringCmd).Val(); got != fmt.Sprint(i) {
+			t.Fatalf("pipelined GET p%d = %q", i, got)
+		}
+	}
+	if err := rdb.HSet(ctx, "h", "a", "1", "b", "2").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if m := rdb.HGetAll(ctx, "h").Val(); m["b"] != "2" {
+		t.Fatalf("HGETALL = %v", m)
+	}
+	if err := rdb.Get(ctx, "nothing").Err(); err != redis.Nil {
+		t.Fatalf("GET missing: %v", err)
+	}
+	if vals := rdb.MGet(ctx, "gr", "p1").Val(); len(vals) != 2 || vals[0] != "1" {
+		t.Fatalf("MGET = %v", vals)
+	}
+}

@@ -1,0 +1,264 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/troop-lab/troop/node/consistency"
+	"github.com/troop-lab/troop/resp"
+	"github.com/troop-lab/troop/ring"
+	"github.com/troop-lab/troop/topology"
+)
+
+// The tests in this package run real redis-server processes and in-process
+// nodes on loopback. Each process is stopped by PID when its test ends.
+
+func redisServerPath(t testing.TB) string {
+	t.Helper()
+	if p := os.Getenv("TROOP_REDIS_SERVER"); p != "" {
+		return p
+	}
+	p, err := exec.LookPath("redis-server")
+	if err != nil {
+		t.Fatal("redis-server not found on PATH: install it (Debian: apt-get install redis-server); make test does this when run as root")
+	}
+	return p
+}
+
+func freePort(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// redisProc is a redis-server started for a test.
+type redisProc struct {
+	addr string
+	cmd  *exec.Cmd
+}
+
+func startRedis(t testing.TB) *redisProc {
+	t.Helper()
+	addr := freePort(t)
+	_, port, _ := net.SplitHostPort(addr)
+	cmd := exec.Command(redisServerPath(t), "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--daemonize", "no", "--dir", t.TempDir())
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	r := &redisProc{addr: addr, cmd: cmd}
+	t.Cleanup(r.kill)
+	waitPing(t, addr)
+	return r
+}
+
+func (r *redisProc) kill() {
+	if r.cmd.Process != nil {
+		r.cmd.Process.Signal(syscall.SIGCONT) // a paused process cannot die of SIGKILL until continued
+		r.cmd.Process.Kill()
+		r.cmd.Wait()
+	}
+}
+
+func waitPing(t testing.TB, addr string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+			c.SetDeadline(time.Now().Add(time.Second))
+			c.Write([]byte("*1\r\n$4\r\nPING\r\n"))
+			buf := make([]byte, 7)
+			_, err := io.ReadFull(c, buf)
+			c.Close()
+			if err == nil && string(buf) == "+PONG\r\n" {
+				return
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("%s does not answer PING within 10s", addr)
+}
+
+// testNode is one position of a test cluster.
+type testNode struct {
+	cfg    *topology.Config
+	redis  *redisProc
+	node   *Node
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// testCluster is dcs x racks x perRack nodes, each over its own redis-server.
+type testCluster struct {
+	t     testing.TB
+	nodes []*testNode // in dc, rack, node order
+}
+
+type clusterOpts struct {
+	dcs, racks, perRack int
+	timeout             time.Duration
+	read, write         consistency.Level
+	maxInflightPerConn  int
+}
+
+func startCluster(t testing.TB, o clusterOpts) *testCluster {
+	t.Helper()
+	if o.dcs == 0 {
+		o.dcs = 1
+	}
+	if o.perRack == 0 {
+		o.perRack = 1
+	}
+	if o.timeout == 0 {
+		o.timeout = 2 * time.Second
+	}
+	tc := &testCluster{t: t}
+	tokens := ring.EvenTokens(o.perRack)
+	for d := 1; d <= o.dcs; d++ {
+		for r := 1; r <= o.racks; r++ {
+			for i := 0; i < o.perRack; i++ {
+				c := topology.Default()
+				c.Datacenter, c.Rack = fmt.Sprintf("dc%d", d), fmt.Sprintf("rack%d", r)
+				c.Name = fmt.Sprintf("%s-%s-%d", c.Datacenter, c.Rack, i+1)
+				c.Listen, c.DynListen, c.StatsListen = freePort(t), freePort(t), freePort(t)
+				c.Tokens = []uint32{tokens[i]}
+				c.Timeout = o.timeout
+				c.ReadConsistency, c.WriteConsistency = o.read, o.write
+				if o.maxInflightPerConn > 0 {
+					c.MaxInflightPerConn = o.maxInflightPerConn
+				}
+				tn := &testNode{cfg: c, redis: startRedis(t)}
+				c.Servers = []topology.Server{{Addr: tn.redis.addr, Weight: 1}}
+				tc.nodes = append(tc.nodes, tn)
+			}
+		}
+	}
+	for _, tn := range tc.nodes {
+		for _, other := range tc.nodes {
+			if other != tn {
+				tn.cfg.Seeds = append(tn.cfg.Seeds, topology.Seed{Addr: other.cfg.DynListen, Rack: other.cfg.Rack, DC: other.cfg.Datacenter, Tokens: other.cfg.Tokens})
+			}
+		}
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if testing.Verbose() {
+		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	for _, tn := range tc.nodes {
+		n, err := New(tn.cfg, log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		tn.node, tn.cancel, tn.done = n, cancel, make(chan struct{})
+		go func() { defer close(tn.done); n.Serve(ctx) }()
+		t.Cleanup(tn.stop)
+	}
+	for _, tn := range tc.nodes {
+		waitPing(t, tn.cfg.Listen)
+	}
+	// Wait for the peer links, so tests start from a connected cluster.
+	eventually(t, 10*time.Second, func() string {
+		for _, tn := range tc.nodes {
+			for _, m := range tn.node.members {
+				if m.link != nil && !m.link.connected() {
+					return fmt.Sprintf("%s is not connected to peer %s", tn.cfg.Name, m.peerAddr)
+				}
+			}
+		}
+		return ""
+	})
+	return tc
+}
+
+func (tn *testNode) stop() {
+	tn.cancel()
+	<-tn.done
+}
+
+// client is a minimal RESP client for tests: one connection, one request at
+// a time.
+type client struct {
+	t  testing.TB
+	c  net.Conn
+	rd *resp.Reader
+}
+
+func dial(t testing.TB, addr string) *client {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return &client{t: t, c: c, rd: resp.NewReader(c, resp.DefaultLimits)}
+}
+
+func (c *client) do(args ...string) resp.Value {
+	c.t.Helper()
+	c.c.SetDeadline(time.Now().Add(15 * time.Second))
+	if _, err := c.c.Write(resp.AppendCommandStrings(nil, args...)); err != nil {
+		c.t.Fatalf("%v: %v", args, err)
+	}
+	v, err := c.rd.ReadValue()
+	if err != nil {
+		c.t.Fatalf("%v: %v", args, err)
+	}
+	return v
+}
+
+// must runs a command that has to succeed and returns its reply as text.
+func (c *client) must(args ...string) string {
+	c.t.Helper()
+	v := c.do(args...)
+	if v.IsError() {
+		c.t.Fatalf("%v: %s", args, v.Str)
+	}
+	if v.Type == resp.Integer {
+		return strconv.FormatInt(v.Int, 10)
+	}
+	if v.IsNull {
+		return "(nil)"
+	}
+	return string(v.Str)
+}
+
+func (tc *testCluster) client(i int, level string) *client {
+	c := dial(tc.t, tc.nodes[i].cfg.Listen)
+	if level != "" {
+		c.must("TROOP", "CONSISTENCY", level)
+	}
+	return c
+}
+
+// eventually retries f until it returns "" or the deadline passes.
+func eventually(t testing.TB, within time.Duration, f func() string) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		msg := f()
+		if msg == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(msg)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func contains(s, sub string) bool { return strings.Contains(s, sub) }

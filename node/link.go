@@ -1,0 +1,257 @@
+package node
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/troop-lab/troop/resp"
+)
+
+// A link is one persistent, pipelined connection to a RESP server: the local
+// redis-server or a peer node. Requests are written in order and their
+// replies matched in order, so one connection carries many requests at once.
+// Callers queue requests with send and push them out with flush; a batch of
+// pipelined client commands therefore becomes one write.
+//
+// A link that cannot connect is down for a short backoff, during which
+// requests fail at once instead of waiting: a dead peer costs nothing.
+type link struct {
+	name      string // for errors: "redis" or "peer"
+	addr      string
+	timeout   time.Duration
+	handshake func(net.Conn, *resp.Reader) error // optional, runs after dial
+
+	mu        sync.Mutex
+	conn      net.Conn
+	bw        *bufio.Writer
+	pending   []*call // oldest first
+	downUntil time.Time
+	lastErr   error
+	closed    bool
+
+	stats *linkStats
+}
+
+type linkStats struct {
+	mu          sync.Mutex
+	timeouts    int64
+	failures    int64
+	connects    int64
+	lastFailure string
+}
+
+// A call is one request in flight; done runs exactly once, on the link's
+// reader goroutine or on the caller's, and must not block.
+type call struct {
+	deadline time.Time
+	done     func(raw []byte, err error)
+}
+
+const linkBackoff = 500 * time.Millisecond
+
+// errLinkDown wraps the reason a link is unusable.
+var errLinkDown = errors.New("unreachable")
+
+func newLink(name, addr string, timeout time.Duration, handshake func(net.Conn, *resp.Reader) error) *link {
+	l := &link{name: name, addr: addr, timeout: timeout, handshake: handshake, stats: &linkStats{}}
+	go l.watchdog()
+	return l
+}
+
+// send queues req; done gets the reply frame or an error. The request is not
+// on the wire until the next flush.
+func (l *link) send(req []byte, done func(raw []byte, err error)) {
+	l.mu.Lock()
+	if err := l.connectLocked(); err != nil {
+		l.mu.Unlock()
+		done(nil, err)
+		return
+	}
+	l.pending = append(l.pending, &call{deadline: time.Now().Add(l.timeout), done: done})
+	l.bw.Write(req) // errors surface on flush
+	l.mu.Unlock()
+}
+
+// flush writes queued requests out.
+func (l *link) flush() {
+	l.mu.Lock()
+	if l.bw == nil || l.bw.Buffered() == 0 {
+		l.mu.Unlock()
+		return
+	}
+	notify := func() {}
+	if err := l.bw.Flush(); err != nil {
+		notify = l.failLocked(fmt.Errorf("%s %s: %w: write: %v", l.name, l.addr, errLinkDown, err))
+	}
+	l.mu.Unlock()
+	notify()
+}
+
+// do sends one request and flushes it.
+func (l *link) do(req []byte, done func(raw []byte, err error)) {
+	l.send(req, done)
+	l.flush()
+}
+
+// up reports whether the link is usable or may be retried now.
+func (l *link) up() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.conn != nil || time.Now().After(l.downUntil)
+}
+
+// connected reports whether the link has an open connection.
+func (l *link) connected() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.conn != nil
+}
+
+func (l *link) connectLocked() error {
+	if l.closed {
+		return fmt.Errorf("%s: %w: node shutting down", l.name, errLinkDown)
+	}
+	if l.conn != nil {
+		return nil
+	}
+	if time.Now().Before(l.downUntil) {
+		return fmt.Errorf("%s %s: %w: %v", l.name, l.addr, errLinkDown, l.lastErr)
+	}
+	dialTimeout := min(l.timeout, 2*time.Second)
+	conn, err := net.DialTimeout("tcp", l.addr, dialTimeout)
+	if err == nil && l.handshake != nil {
+		conn.SetDeadline(time.Now().Add(dialTimeout))
+		rd := resp.NewReader(conn, resp.DefaultLimits)
+		if err = l.handshake(conn, rd); err == nil {
+			conn.SetDeadline(time.Time{})
+			l.startLocked(conn, rd)
+			return nil
+		}
+		conn.Close()
+	}
+	if err != nil {
+		var op *net.OpError
+		if errors.As(err, &op) { // "connection refused" says it all; the address is in our message
+			err = op.Err
+		}
+		l.lastErr = err
+		l.downUntil = time.Now().Add(linkBackoff)
+		l.stats.record(func(s *linkStats) { s.failures++; s.lastFailure = err.Error() })
+		return fmt.Errorf("%s %s: %w: %v", l.name, l.addr, errLinkDown, err)
+	}
+	l.startLocked(conn, resp.NewReader(conn, resp.DefaultLimits))
+	return nil
+}
+
+func (l *link) startLocked(conn net.Conn, rd *resp.Reader) {
+	if tc, ok := conn.(*net.TCPConn); ok {
+		tc.SetNoDelay(true)
+	}
+	l.conn = conn
+	l.bw = bufio.NewWriterSize(conn, 64<<10)
+	l.stats.record(func(s *linkStats) { s.connects++ })
+	go l.readLoop(conn, rd)
+}
+
+func (l *link) readLoop(conn net.Conn, rd *resp.Reader) {
+	for {
+		raw, err := rd.ReadRaw(nil)
+		l.mu.Lock()
+		if l.conn != conn { // this connection was already failed and replaced
+			l.mu.Unlock()
+			return
+		}
+		if err != nil {
+			notify := l.failLocked(fmt.Errorf("%s %s: %w: %v", l.name, l.addr, errLinkDown, err))
+			l.mu.Unlock()
+			notify()
+			return
+		}
+		if len(l.pending) == 0 {
+			notify := l.failLocked(fmt.Errorf("%s: reply without a request", l.name))
+			l.mu.Unlock()
+			notify()
+			return
+		}
+		c := l.pending[0]
+		l.pending[0] = nil
+		l.pending = l.pending[1:]
+		l.mu.Unlock()
+		c.done(raw, nil)
+	}
+}
+
+// failLocked closes the connection and detaches every request in flight:
+// with in-order replies there is no way to skip one lost answer. The caller
+// runs the returned function after unlocking, because a failed request's
+// callback may fail over to another link.
+func (l *link) failLocked(err error) (notify func()) {
+	if l.conn != nil {
+		l.conn.Close()
+		l.conn = nil
+		l.bw = nil
+	}
+	l.lastErr = err
+	pending := l.pending
+	l.pending = nil
+	return func() {
+		for _, c := range pending {
+			c.done(nil, err)
+		}
+	}
+}
+
+// watchdog fails the link when its oldest request is past its deadline, so a
+// stopped or partitioned server costs at most one timeout.
+func (l *link) watchdog() {
+	tick := time.NewTicker(max(l.timeout/20, 10*time.Millisecond))
+	defer tick.Stop()
+	for range tick.C {
+		l.mu.Lock()
+		if l.closed {
+			l.mu.Unlock()
+			return
+		}
+		notify := func() {}
+		if len(l.pending) > 0 && time.Now().After(l.pending[0].deadline) {
+			l.stats.record(func(s *linkStats) { s.timeouts++ })
+			notify = l.failLocked(&timeoutError{link: l.name, addr: l.addr, after: l.timeout})
+			// Do not dial again at once: the server is there but not answering.
+			l.downUntil = time.Now().Add(linkBackoff)
+		}
+		l.mu.Unlock()
+		notify()
+	}
+}
+
+func (l *link) close() {
+	l.mu.Lock()
+	l.closed = true
+	notify := l.failLocked(fmt.Errorf("%s: %w: node shutting down", l.name, errLinkDown))
+	l.mu.Unlock()
+	notify()
+}
+
+func (s *linkStats) record(f func(*linkStats)) {
+	s.mu.Lock()
+	f(s)
+	s.mu.Unlock()
+}
+
+type timeoutError struct {
+	link, addr string
+	after      time.Duration
+}
+
+func (e *timeoutError) Error() string {
+	return fmt.Sprintf("%s %s: timeout: no answer within %v", e.link, e.addr, e.after)
+}
+
+func isTimeout(err error) bool {
+	var te *timeoutError
+	return errors.As(err, &te)
+}

@@ -1,0 +1,312 @@
+// Package node is troop's store node: a RESP front end in front of one real
+// redis-server that shards keys on Dynomite's token ring and replicates them
+// across the racks of its datacenter (synchronously, as the consistency level
+// asks) and to other datacenters (asynchronously).
+//
+// A request's path: front.go reads it from a client connection, coordinator.go
+// decides where it goes and when it is done, link.go carries it to the local
+// redis-server or to a peer node (peer.go), and the reply goes back to the
+// client in request order. admin.go serves the HTTP admin API.
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/troop-lab/troop/node/consistency"
+	"github.com/troop-lab/troop/resp"
+	"github.com/troop-lab/troop/ring"
+	"github.com/troop-lab/troop/topology"
+)
+
+// Node states, settable over the admin API as in Dynomite.
+const (
+	stateNormal     int32 = iota
+	stateStandby          // serves no client requests
+	stateWritesOnly       // serves writes, refuses reads
+)
+
+var stateNames = []string{"normal", "standby", "writes_only"}
+
+// A member is a node of the cluster, this one included.
+type member struct {
+	index    int
+	dc, rack string
+	peerAddr string
+	tokens   []uint32
+	self     bool
+	link     *link // nil for self
+
+	mu   sync.Mutex
+	info peerInfo // what the peer said in its handshake
+}
+
+// peerInfo is what a node tells a peer about itself in the handshake.
+type peerInfo struct {
+	Name, DC, Rack, Listen, Stats string
+}
+
+// rackRing is one rack of the local datacenter, or the chosen rack of a
+// remote one: its ring maps a token to a member index.
+type rackRing struct {
+	dc, name string
+	ring     *ring.Ring
+}
+
+// Node is a running store node.
+type Node struct {
+	cfg    *topology.Config
+	log    *slog.Logger
+	clock  *clock
+	limits resp.Limits
+
+	members    []*member
+	localRacks []rackRing // own rack first, then by name
+	remoteDCs  []rackRing // one rack per remote datacenter
+	store      []*link    // connections to the local redis-server
+
+	readLevel, writeLevel atomic.Int32
+	state                 atomic.Int32
+	inflight              atomic.Int64
+	stats                 *stats
+
+	mu        sync.Mutex
+	listeners []net.Listener
+	conns     map[net.Conn]struct{}
+	admin     *http.Server
+	closed    bool
+	wg        sync.WaitGroup
+}
+
+// New builds a node from its config. It does not listen yet.
+func New(cfg *topology.Config, log *slog.Logger) (*Node, error) {
+	if len(cfg.Servers) != 1 {
+		return nil, fmt.Errorf("node: want exactly one server (redis-server), got %d", len(cfg.Servers))
+	}
+	n := &Node{
+		cfg:   cfg,
+		log:   log,
+		conns: map[net.Conn]struct{}{},
+		stats: newStats(),
+		limits: resp.Limits{
+			MaxBulk: cfg.MaxRequestBytes, MaxFrame: cfg.MaxRequestBytes,
+			MaxElems: resp.DefaultLimits.MaxElems, MaxInline: resp.DefaultLimits.MaxInline, MaxDepth: 1,
+		},
+	}
+	n.readLevel.Store(int32(cfg.ReadConsistency))
+	n.writeLevel.Store(int32(cfg.WriteConsistency))
+	if err := n.buildTopology(); err != nil {
+		return nil, err
+	}
+	n.clock = newClock(uint16(ring.Hash([]byte(cfg.Name))), time.Now)
+	conns := max(cfg.DatastoreConnections, 1)
+	for i := 0; i < conns; i++ {
+		n.store = append(n.store, newLink("redis", cfg.Servers[0].Addr, cfg.Timeout, loadScripts))
+	}
+	for _, m := range n.members {
+		if !m.self {
+			m.link = newLink("peer", m.peerAddr, cfg.Timeout, n.peerHandshake(m))
+		}
+	}
+	return n, nil
+}
+
+// buildTopology places this node and its seeds on rings: one per rack of the
+// local datacenter, and one per remote datacenter (its rack with our rack's
+// name if it has one, else its first rack by name), which receives our
+// writes and fans them out inside its datacenter.
+func (n *Node) buildTopology() error {
+	c := n.cfg
+	n.members = append(n.members, &member{index: 0, dc: c.Datacenter, rack: c.Rack, peerAddr: c.DynListen, tokens: c.Tokens, self: true,
+		info: peerInfo{Name: c.Name, DC: c.Datacenter, Rack: c.Rack, Listen: c.Listen, Stats: c.StatsListen}})
+	for _, s := range c.Seeds {
+		n.members = append(n.members, &member{index: len(n.members), dc: s.DC, rack: s.Rack, peerAddr: s.Addr, tokens: s.Tokens})
+	}
+	racks := map[[2]string][]ring.Entry{}
+	for _, m := range n.members {
+		key := [2]string{m.dc, m.rack}
+		for _, t := range m.tokens {
+			racks[key] = append(racks[key], ring.Entry{Token: t, Owner: m.index})
+		}
+	}
+	var keys [][2]string
+	for k := range racks {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i][0] != keys[j][0] {
+			return keys[i][0] < keys[j][0]
+		}
+		return keys[i][1] < keys[j][1]
+	})
+	chosen := map[string]int{} // remote dc -> index in n.remoteDCs
+	for _, k := range keys {
+		r, err := ring.New(racks[k])
+		if err != nil {
+			return fmt.Errorf("rack %s/%s: %v", k[0], k[1], err)
+		}
+		rr := rackRing{dc: k[0], name: k[1], ring: r}
+		switch {
+		case k[0] == c.Datacenter && k[1] == c.Rack:
+			n.localRacks = append([]rackRing{rr}, n.localRacks...)
+		case k[0] == c.Datacenter:
+			n.localRacks = append(n.localRacks, rr)
+		default:
+			if i, ok := chosen[k[0]]; !ok {
+				chosen[k[0]] = len(n.remoteDCs)
+				n.remoteDCs = append(n.remoteDCs, rr)
+			} else if k[1] == c.Rack {
+				n.remoteDCs[i] = rr
+			}
+		}
+	}
+	if len(n.localRacks) == 0 || n.localRacks[0].name != c.Rack {
+		return errors.New("node: this node's rack has no tokens")
+	}
+	return nil
+}
+
+// Serve listens on the client, peer and admin addresses and serves until
+// ctx ends; then it closes every listener and connection and returns.
+func (n *Node) Serve(ctx context.Context) error {
+	front, err := net.Listen("tcp", n.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen (client): %w", err)
+	}
+	peers, err := net.Listen("tcp", n.cfg.DynListen)
+	if err != nil {
+		front.Close()
+		return fmt.Errorf("dyn_listen (peers): %w", err)
+	}
+	adminLn, err := net.Listen("tcp", n.cfg.StatsListen)
+	if err != nil {
+		front.Close()
+		peers.Close()
+		return fmt.Errorf("stats_listen (admin): %w", err)
+	}
+	n.mu.Lock()
+	n.listeners = []net.Listener{front, peers, adminLn}
+	n.admin = &http.Server{Handler: n.adminHandler(), ReadHeaderTimeout: 5 * time.Second}
+	n.mu.Unlock()
+
+	n.log.Info("node serving", "name", n.cfg.Name, "dc", n.cfg.Datacenter, "rack", n.cfg.Rack,
+		"listen", front.Addr().String(), "dyn_listen", peers.Addr().String(), "stats_listen", adminLn.Addr().String(),
+		"redis", n.cfg.Servers[0].Addr, "racks", len(n.localRacks), "remote_dcs", len(n.remoteDCs),
+		"read_consistency", n.level(false).String(), "write_consistency", n.level(true).String())
+
+	n.wg.Add(4)
+	go func() { defer n.wg.Done(); n.acceptLoop(front, n.serveClient) }()
+	go func() { defer n.wg.Done(); n.acceptLoop(peers, n.servePeer) }()
+	go func() { defer n.wg.Done(); n.admin.Serve(adminLn) }()
+	go func() { defer n.wg.Done(); n.keepPeersWarm(ctx) }()
+	// Connect to the datastore now, so a missing redis-server shows in the
+	// log at start rather than on the first request.
+	n.store[0].do(resp.AppendCommandStrings(nil, "PING"), func(_ []byte, err error) {
+		if err != nil {
+			n.log.Warn("datastore not answering", "err", err)
+		}
+	})
+	<-ctx.Done()
+	n.shutdown()
+	return nil
+}
+
+func (n *Node) acceptLoop(ln net.Listener, serve func(net.Conn)) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if ne, ok := err.(net.Error); ok && ne.Timeout() {
+				continue
+			}
+			return
+		}
+		n.mu.Lock()
+		if n.closed {
+			n.mu.Unlock()
+			c.Close()
+			return
+		}
+		n.conns[c] = struct{}{}
+		n.mu.Unlock()
+		n.wg.Add(1)
+		go func() {
+			defer n.wg.Done()
+			serve(c)
+			n.mu.Lock()
+			delete(n.conns, c)
+			n.mu.Unlock()
+		}()
+	}
+}
+
+// keepPeersWarm pings every peer each second: it keeps connections open, so
+// the first request after a quiet spell does not pay for a dial, and it
+// learns the peers' client addresses for /cluster_describe.
+func (n *Node) keepPeersWarm(ctx context.Context) {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	ping := resp.AppendCommandStrings(nil, "PING")
+	for {
+		for _, m := range n.members {
+			if m.link != nil {
+				m.link.do(ping, func([]byte, error) {})
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+func (n *Node) shutdown() {
+	n.mu.Lock()
+	n.closed = true
+	for _, l := range n.listeners {
+		l.Close()
+	}
+	for c := range n.conns {
+		c.Close()
+	}
+	n.mu.Unlock()
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	n.admin.Shutdown(shutdownCtx)
+	cancel()
+	for _, m := range n.members {
+		if m.link != nil {
+			m.link.close()
+		}
+	}
+	for _, l := range n.store {
+		l.close()
+	}
+	n.wg.Wait()
+	n.log.Info("node stopped", "name", n.cfg.Name)
+}
+
+// Addrs returns the addresses the node listens on (client, peer, admin),
+// useful when the config asked for port 0.
+func (n *Node) Addrs() (client, peer, admin string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if len(n.listeners) < 3 {
+		return "", "", ""
+	}
+	return n.listeners[0].Addr().String(), n.listeners[1].Addr().String(), n.listeners[2].Addr().String()
+}
+
+func (n *Node) level(write bool) consistency.Level {
+	if write {
+		return consistency.Level(n.writeLevel.Load())
+	}
+	return consistency.Level(n.readLevel.Load())
+}

@@ -1,0 +1,151 @@
+package node
+
+import (
+	"fmt"
+	"net"
+	"strings"
+
+	"github.com/troop-lab/troop/resp"
+)
+
+// Peer protocol, version 1 (docs/peer-protocol.md). Peers speak RESP over a
+// persistent connection: requests are arrays of bulk strings, replies come in
+// request order.
+//
+//	HELLO 1 name dc rack listen stats   first request: who is calling
+//	  -> [1, name, dc, rack, listen, stats]   who answers
+//	PING                                -> +PONG
+//	LOCAL cmd args...                   run cmd on the peer's redis-server as is
+//	READ cmd args...                    run cmd; reply [version, reply]
+//	WRITE version cmd args...           apply cmd with that version
+//	FWD version cmd args...             WRITE, then replicate to the other
+//	                                    racks of the peer's datacenter
+const peerProtocol = "1"
+
+// peerHandshake introduces this node to peer m and checks that the node at
+// the seed's address is the one the seed describes.
+func (n *Node) peerHandshake(m *member) func(net.Conn, *resp.Reader) error {
+	hello := resp.AppendCommandStrings(nil, "HELLO", peerProtocol, n.cfg.Name, n.cfg.Datacenter, n.cfg.Rack, n.cfg.Listen, n.cfg.StatsListen)
+	return func(c net.Conn, rd *resp.Reader) error {
+		if _, err := c.Write(hello); err != nil {
+			return err
+		}
+		v, err := rd.ReadValue()
+		if err != nil {
+			return err
+		}
+		if v.IsError() {
+			return fmt.Errorf("handshake refused: %s", v.Str)
+		}
+		if len(v.Elems) != 6 || string(v.Elems[0].Str) != peerProtocol {
+			return fmt.Errorf("handshake: peer speaks another protocol (%s)", v)
+		}
+		info := peerInfo{Name: string(v.Elems[1].Str), DC: string(v.Elems[2].Str), Rack: string(v.Elems[3].Str),
+			Listen: string(v.Elems[4].Str), Stats: string(v.Elems[5].Str)}
+		if info.DC != m.dc || info.Rack != m.rack {
+			return fmt.Errorf("handshake: node at %s is in %s/%s, but dyn_seeds says %s/%s", m.peerAddr, info.DC, info.Rack, m.dc, m.rack)
+		}
+		m.mu.Lock()
+		m.info = info
+		m.mu.Unlock()
+		return nil
+	}
+}
+
+// servePeer serves one connection from a peer node.
+func (n *Node) servePeer(c net.Conn) {
+	sess := &session{readLevel: -1, writeLevel: -1}
+	greeted := false
+	n.serveConn(c, n.cfg.MaxInflight, sess, func(cmd resp.Command, s *slot, sess *session, b *batch) {
+		args := cmd.Args
+		op := strings.ToUpper(string(args[0]))
+		if !greeted {
+			if op != "HELLO" || len(args) != 7 {
+				sess.quit = true
+				s.complete(resp.AppendError(nil, "ERR troop peer protocol: HELLO first"))
+				return
+			}
+			if string(args[1]) != peerProtocol {
+				sess.quit = true
+				s.complete(resp.AppendError(nil, "ERR troop peer protocol: version "+peerProtocol+" only"))
+				return
+			}
+			greeted = true
+			s.complete(resp.AppendCommandStrings(nil, peerProtocol, n.cfg.Name, n.cfg.Datacenter, n.cfg.Rack, n.cfg.Listen, n.cfg.StatsListen))
+			return
+		}
+		n.handlePeer(op, args, s, b)
+	})
+}
+
+func (n *Node) handlePeer(op string, args [][]byte, s *slot, b *batch) {
+	done := func(raw []byte, err error) {
+		if err != nil {
+			raw = resp.AppendError(nil, "ERR troop: "+err.Error())
+		}
+		s.complete(raw)
+	}
+	switch {
+	case op == "PING":
+		s.complete(resp.AppendSimple(nil, "PONG"))
+	case op == "LOCAL" && len(args) >= 3:
+		b.send(n.storeFor(args[2]), resp.AppendCommand(nil, args[1:]...), done)
+	case op == "READ" && len(args) >= 3:
+		_, keys, bad := peerCommand(args[1:])
+		if bad != "" {
+			s.complete(resp.AppendError(nil, bad))
+			return
+		}
+		b.send(n.storeFor(keys[0]), appendRead(nil, keys, args[1:]), done)
+	case (op == "WRITE" || op == "FWD") && len(args) >= 4:
+		version := args[1]
+		if _, ok := decodeVersion(version); !ok {
+			s.complete(resp.AppendError(nil, "ERR troop peer protocol: bad version"))
+			return
+		}
+		cmdArgs := args[2:]
+		c, keys, bad := peerCommand(cmdArgs)
+		if bad != "" {
+			s.complete(resp.AppendError(nil, bad))
+			return
+		}
+		n.clock.observe(version)
+		stale := ""
+		if c.isLWW(cmdArgs) {
+			stale = c.staleReplyFor()
+		}
+		b.send(n.storeFor(keys[0]), appendWrite(nil, version, keys, stale, n.cfg.TombstoneGrace.Milliseconds(), cmdArgs), done)
+		if op == "FWD" {
+			n.fanOut(keys[0], version, cmdArgs, b)
+		}
+	default:
+		s.complete(resp.AppendError(nil, fmt.Sprintf("ERR troop peer protocol: unknown request '%s'", printableArg(args[0]))))
+	}
+}
+
+// peerCommand finds a forwarded command and its keys.
+func peerCommand(args [][]byte) (*command, [][]byte, string) {
+	c := lookup(args[0])
+	if c == nil || !c.arityOK(len(args)) || c.kind == kindLocal || c.kind == kindUnsupported {
+		return nil, nil, fmt.Sprintf("ERR troop peer protocol: cannot run '%s'", printableArg(args[0]))
+	}
+	if c.keys == nil || c.kind == kindSplit { // split commands arrive one key at a time
+		return c, args[1:2], ""
+	}
+	keys, bad := c.keys(args)
+	if bad != "" {
+		return nil, nil, "ERR " + bad
+	}
+	return c, keys, ""
+}
+
+// fanOut replicates a write that arrived from another datacenter to the
+// key's owners in the other racks of this one, asynchronously.
+func (n *Node) fanOut(key, version []byte, args [][]byte, b *batch) {
+	req := appendPeerRequest(nil, "WRITE", version, args)
+	for _, m := range n.replicas(key) {
+		if !m.self {
+			b.send(m.link, req, n.asyncDone)
+		}
+	}
+}

@@ -1,0 +1,75 @@
+package node
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+	"github.com/troop-lab/troop/node/consistency"
+)
+
+const levels = 3 // DC_ONE, DC_QUORUM, DC_SAFE_QUORUM
+
+// stats are the node's counters; /info and /metrics read them.
+type stats struct {
+	started time.Time
+
+	reads, writes [levels]levelStats
+	commands      []atomic.Int64 // by command id
+
+	forwarded      atomic.Int64 // requests whose local-rack replica is another node
+	busy           atomic.Int64 // requests refused with -BUSY
+	quorumFailures atomic.Int64
+	timeouts       atomic.Int64 // replica calls that timed out
+	asyncFailures  atomic.Int64 // asynchronous replication that failed
+	protocolErrors atomic.Int64
+	connections    atomic.Int64 // client connections open
+	connsAccepted  atomic.Int64
+}
+
+type levelStats struct {
+	requests atomic.Int64
+	errors   atomic.Int64
+
+	mu   sync.Mutex
+	hist *hdrhistogram.Histogram // microseconds
+}
+
+func newStats() *stats {
+	s := &stats{started: time.Now(), commands: make([]atomic.Int64, commandCount())}
+	for i := 0; i < levels; i++ {
+		s.reads[i].hist = hdrhistogram.New(1, int64(time.Minute/time.Microsecond), 3)
+		s.writes[i].hist = hdrhistogram.New(1, int64(time.Minute/time.Microsecond), 3)
+	}
+	return s
+}
+
+func (s *stats) record(write bool, level consistency.Level, d time.Duration, failed bool) {
+	ls := &s.reads[level]
+	if write {
+		ls = &s.writes[level]
+	}
+	ls.requests.Add(1)
+	if failed {
+		ls.errors.Add(1)
+	}
+	ls.mu.Lock()
+	ls.hist.RecordValue(max(d.Microseconds(), 1))
+	ls.mu.Unlock()
+}
+
+// latencySnapshot is a level's latency percentiles, in microseconds.
+type latencySnapshot struct {
+	P50, P95, P99, P999, Max int64
+}
+
+func (ls *levelStats) latency() latencySnapshot {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	h := ls.hist
+	return latencySnapshot{
+		P50: h.ValueAtQuantile(50), P95: h.ValueAtQuantile(95), P99: h.ValueAtQuantile(99),
+		P999: h.ValueAtQuantile(99.9), Max: h.Max(),
+	}
+}

@@ -1,0 +1,171 @@
+// Package topology reads and writes the config file of a troop node.
+//
+// The format is Dynomite's: a YAML file with exactly one top-level key, the
+// server pool name (normally dyn_o_mite), holding Dynomite's keys, plus a few
+// keys of troop's own, all prefixed troop_. Existing Dynomite configs load
+// unchanged as long as they ask only for what troop implements; anything
+// else is an error that names the key and its line, so that a node never
+// runs with a setting it silently ignores. docs/config.md is the reference.
+//
+// Everything here is a pure function of its input except Load, which reads
+// one file.
+package topology
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/troop-lab/troop/node/consistency"
+)
+
+// Config is one node's configuration.
+type Config struct {
+	Source string // file path or source name given to Parse
+	Pool   string // the top-level key, e.g. "dyn_o_mite"
+
+	// Name identifies the node in logs, metrics and reports
+	// (troop_node_name). Parse derives "<datacenter>-<rack>-<listen port>"
+	// when the file does not set it.
+	Name string
+
+	// Datacenter and Rack place the node. Dynomite, and so troop, default
+	// them to "localdc" and "localrack", which is what single-node configs
+	// that omit them rely on.
+	Datacenter, Rack string
+
+	Listen      string // host:port of the client (RESP) listener; required
+	DynListen   string // host:port of the peer listener; required with dyn_seeds, else "<listen host>:8101"
+	StatsListen string // host:port of the admin HTTP listener; default "0.0.0.0:22222"
+
+	Seeds   []Seed   // dyn_seeds: the other nodes of the cluster
+	Tokens  []uint32 // this node's tokens on the 32-bit ring; required
+	Servers []Server // the datastore (redis-server); exactly one
+
+	DataStore int // 0 = Redis, the only data store troop supports
+
+	ReadConsistency, WriteConsistency consistency.Level // default DC_ONE
+	Timeout                           time.Duration     // datastore and peer request timeout; default 5000 ms
+
+	// troop's own keys.
+	MaxInflightPerConn int           // troop_max_inflight_per_conn, default 1024
+	MaxInflight        int           // troop_max_inflight (per node), default 65536
+	MaxRequestBytes    int           // troop_max_request_bytes, default 64 MiB
+	TombstoneGrace     time.Duration // troop_tombstone_grace_ms, default 10 minutes
+
+	// Dynomite's connection and failure tuning. Parse fills in Dynomite's
+	// defaults; they are recorded for the node, which decides how far its
+	// own connection model follows them (docs/config.md).
+	Preconnect            bool          // preconnect, default true
+	AutoEjectHosts        bool          // auto_eject_hosts, default true
+	ServerRetryTimeout    time.Duration // server_retry_timeout, default 10000 ms
+	ServerFailureLimit    int           // server_failure_limit, default 3
+	ServerConnections     int           // server_connections, default 1
+	DatastoreConnections  int           // datastore_connections, default 1
+	LocalPeerConnections  int           // local_peer_connections, default 1
+	RemotePeerConnections int           // remote_peer_connections, default 1
+	DynConnections        int           // dyn_connections, default 100
+	DynReadTimeout        time.Duration // dyn_read_timeout, default 10000 ms
+	DynWriteTimeout       time.Duration // dyn_write_timeout, default 10000 ms
+
+	// Dynomite keys that change nothing in troop. They are kept as written,
+	// zero when absent, so that a config survives Parse and Marshal intact.
+	Env           string        // env
+	GosInterval   time.Duration // gos_interval (troop has no gossip)
+	StatsInterval time.Duration // stats_interval
+	MbufSize      int           // mbuf_size
+	MaxMsgs       int           // max_msgs
+	Backlog       int           // backlog
+	ClientConns   int           // client_connections
+	DynPort       int           // dyn_port
+	PemKeyFile    string        // pem_key_file
+	ReconKeyFile  string        // recon_key_file
+	ReconIVFile   string        // recon_iv_file
+}
+
+// Seed is another node, from dyn_seeds ("host:port:rack:dc:tokens").
+type Seed struct {
+	Addr     string // host:port of its peer listener
+	Rack, DC string
+	Tokens   []uint32
+}
+
+// Server is the datastore behind the node, from servers ("host:port:weight").
+type Server struct {
+	Addr   string // host:port
+	Weight int    // parsed for compatibility; troop, like Dynomite, uses one server
+}
+
+// Defaults of the keys troop honours. Dynomite's own defaults where the key
+// is Dynomite's.
+const (
+	DefaultPool               = "dyn_o_mite"
+	DefaultDatacenter         = "localdc"
+	DefaultRack               = "localrack"
+	DefaultDynPort            = "8101"
+	DefaultStatsListen        = "0.0.0.0:22222"
+	DefaultTimeout            = 5000 * time.Millisecond
+	DefaultMaxInflightPerConn = 1024
+	DefaultMaxInflight        = 65536
+	DefaultMaxRequestBytes    = 64 << 20
+	DefaultTombstoneGrace     = 10 * time.Minute
+)
+
+// Default returns a config holding every default and none of the required
+// keys (listen, servers, tokens). Parse starts from it; programs that
+// generate configs can start from it too, fill in the rest and Marshal.
+func Default() *Config {
+	c := &Config{Pool: DefaultPool}
+	for i := range keys {
+		if keys[i].reset != nil {
+			keys[i].reset(c)
+		}
+	}
+	return c
+}
+
+// Load reads and parses the config file at path.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(data, path)
+}
+
+// Parse parses a config. source names it in error messages, normally the
+// file path. Every error carries the key and line it is about; when there are
+// several, the returned error joins them, one per line.
+func Parse(data []byte, source string) (*Config, error) {
+	p := &parser{source: source, lines: map[string]int{}}
+	c := p.parse(data)
+	if len(p.errs) > 0 {
+		return nil, p.err()
+	}
+	return c, nil
+}
+
+// Validate checks a config as Parse would after reading it: required keys,
+// ranges, addresses, and the ring (no two nodes of a rack share a token).
+// Name and, without seeds, DynListen may be empty: Parse derives them.
+func (c *Config) Validate() error {
+	p := &parser{source: c.Source}
+	p.validate(c)
+	return p.err()
+}
+
+// deriveName is the node name used when troop_node_name is absent.
+func deriveName(c *Config) string {
+	_, port, _ := splitHostPort(c.Listen)
+	return fmt.Sprintf("%s-%s-%s", c.Datacenter, c.Rack, port)
+}
+
+// deriveDynListen is the peer listener used when dyn_listen is absent:
+// Dynomite's usual peer port on the client listener's host.
+func deriveDynListen(c *Config) string {
+	host, _, err := splitHostPort(c.Listen)
+	if err != nil {
+		return ""
+	}
+	return joinHostPort(host, DefaultDynPort)
+}
