@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/pprof"
 	"sort"
 	"strings"
 	"time"
@@ -20,6 +21,7 @@ import (
 //	POST /set_consistency/{read|write}/{level}
 //	POST /state/{normal|standby|writes_only}, GET /state
 //	GET  /ping
+//	GET  /debug/pprof/...               Go's profiler
 //
 // The setters also accept GET, as Dynomite's do.
 func (n *Node) adminHandler() http.Handler {
@@ -63,6 +65,9 @@ func (n *Node) adminHandler() http.Handler {
 		writeJSON(w, map[string]string{"state": stateNames[n.state.Load()]})
 	})
 	mux.HandleFunc("/ping", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "pong") })
+	// Go's profiler, for finding where a node spends its time under load.
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	return mux
 }
 
