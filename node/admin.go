@@ -170,7 +170,7 @@ type ClusterNode struct {
 	DynListen   string   `json:"dyn_listen"`   // peer address
 	StatsListen string   `json:"stats_listen"` // admin address
 	Self        bool     `json:"self"`
-	Up          bool     `json:"up"`
+	Up          bool     `json:"up"` // this node holds an open connection to it (always true for self)
 }
 
 // Describe lists the cluster as this node sees it, sorted by datacenter,
@@ -181,7 +181,7 @@ func (n *Node) Describe() []ClusterNode {
 		m.mu.Lock()
 		info := m.info
 		m.mu.Unlock()
-		up := m.self || m.link.up()
+		up := m.self || m.link.connected()
 		out = append(out, ClusterNode{Name: info.Name, Datacenter: m.dc, Rack: m.rack, Tokens: m.tokens,
 			Listen: info.Listen, DynListen: m.peerAddr, StatsListen: info.Stats, Self: m.self, Up: up})
 	}

@@ -59,6 +59,11 @@ func TestQuorumSurvivesOneFailureNotTwo(t *testing.T) {
 	if got := c.must("GET", "after-one"); got != "2" {
 		t.Fatalf("GET after-one = %q", got)
 	}
+	// A replica whose redis-server is down is unreachable, not an error
+	// answer, so DC_SAFE_QUORUM goes on with the other two.
+	if got := tc.client(0, "DC_SAFE_QUORUM").must("SET", "safe", "1"); got != "OK" {
+		t.Fatalf("DC_SAFE_QUORUM SET with one replica down = %q", got)
+	}
 	one := tc.client(1, "DC_ONE") // rack2's node, whose redis is down
 	if got := one.must("GET", "after-one"); got != "2" {
 		t.Fatalf("DC_ONE failover read = %q", got)

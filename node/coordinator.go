@@ -66,7 +66,7 @@ func (n *Node) read(level consistency.Level, keys [][]byte, args [][]byte, b *ba
 		if remote == nil {
 			remote = appendPeerRequest(nil, "READ", nil, args)
 		}
-		b.send(m.link, remote, func(raw []byte, err error) { q.answer(i, raw, err) })
+		b.send(m.link, remote, fromPeer(func(raw []byte, err error) { q.answer(i, raw, err) }))
 	}
 }
 
@@ -90,7 +90,7 @@ func (n *Node) readOne(reps []*member, i int, args [][]byte, b *batch, reasons [
 		b.send(n.storeFor(args[1]), resp.AppendCommand(nil, args...), next)
 		return
 	}
-	b.send(m.link, appendPeerRequest(nil, "LOCAL", nil, args), next)
+	b.send(m.link, appendPeerRequest(nil, "LOCAL", nil, args), fromPeer(next))
 }
 
 // write runs a write at level on every local replica, and forwards it to
@@ -119,7 +119,7 @@ func (n *Node) write(level consistency.Level, cmd *command, keys [][]byte, args 
 		if remote == nil {
 			remote = appendPeerRequest(nil, "WRITE", version, args)
 		}
-		b.send(m.link, remote, func(raw []byte, err error) { w.answer(i, raw, err) })
+		b.send(m.link, remote, fromPeer(func(raw []byte, err error) { w.answer(i, raw, err) }))
 	}
 	n.forwardToRemoteDCs(keys[0], version, args, b)
 }

@@ -30,6 +30,7 @@ type link struct {
 	bw        *bufio.Writer
 	pending   []*call // oldest first
 	downUntil time.Time
+	backoff   time.Duration // grows while dials keep failing
 	lastErr   error
 	closed    bool
 
@@ -51,7 +52,14 @@ type call struct {
 	done     func(raw []byte, err error)
 }
 
-const linkBackoff = 500 * time.Millisecond
+// A link that failed waits before dialling again: minBackoff at first, then
+// twice as long after each failure, up to maxBackoff. Peers that start at the
+// same moment thus find each other within tens of milliseconds, while a dead
+// one costs a dial at most once a second.
+const (
+	minBackoff = 20 * time.Millisecond
+	maxBackoff = time.Second
+)
 
 // errLinkDown wraps the reason a link is unusable.
 var errLinkDown = errors.New("unreachable")
@@ -139,7 +147,7 @@ func (l *link) connectLocked() error {
 			err = op.Err
 		}
 		l.lastErr = err
-		l.downUntil = time.Now().Add(linkBackoff)
+		l.markDownLocked()
 		l.stats.record(func(s *linkStats) { s.failures++; s.lastFailure = err.Error() })
 		return fmt.Errorf("%s %s: %w: %v", l.name, l.addr, errLinkDown, err)
 	}
@@ -147,7 +155,13 @@ func (l *link) connectLocked() error {
 	return nil
 }
 
+func (l *link) markDownLocked() {
+	l.backoff = min(max(2*l.backoff, minBackoff), maxBackoff)
+	l.downUntil = time.Now().Add(l.backoff)
+}
+
 func (l *link) startLocked(conn net.Conn, rd *resp.Reader) {
+	l.backoff = 0
 	if tc, ok := conn.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
 	}
@@ -221,7 +235,7 @@ func (l *link) watchdog() {
 			l.stats.record(func(s *linkStats) { s.timeouts++ })
 			notify = l.failLocked(&timeoutError{link: l.name, addr: l.addr, after: l.timeout})
 			// Do not dial again at once: the server is there but not answering.
-			l.downUntil = time.Now().Add(linkBackoff)
+			l.markDownLocked()
 		}
 		l.mu.Unlock()
 		notify()

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"strings"
@@ -80,8 +81,8 @@ func (n *Node) servePeer(c net.Conn) {
 
 func (n *Node) handlePeer(op string, args [][]byte, s *slot, b *batch) {
 	done := func(raw []byte, err error) {
-		if err != nil {
-			raw = resp.AppendError(nil, "ERR troop: "+err.Error())
+		if err != nil { // our datastore is down: to the caller, this replica is unreachable
+			raw = resp.AppendError(nil, unreachableCode+" "+err.Error())
 		}
 		s.complete(raw)
 	}
@@ -120,6 +121,22 @@ func (n *Node) handlePeer(op string, args [][]byte, s *slot, b *batch) {
 		}
 	default:
 		s.complete(resp.AppendError(nil, fmt.Sprintf("ERR troop peer protocol: unknown request '%s'", printableArg(args[0]))))
+	}
+}
+
+// unreachableCode starts the error a peer answers when its own datastore
+// cannot be reached, so that the coordinator counts that replica as
+// unreachable rather than as having answered with an error.
+const unreachableCode = "UNREACHABLE"
+
+// fromPeer turns a peer's UNREACHABLE answer back into an error.
+func fromPeer(done func([]byte, error)) func([]byte, error) {
+	return func(raw []byte, err error) {
+		if err == nil && len(raw) > len(unreachableCode)+1 && raw[0] == '-' && string(raw[1:1+len(unreachableCode)]) == unreachableCode {
+			err = errors.New(strings.TrimSpace(string(raw[2+len(unreachableCode):])))
+			raw = nil
+		}
+		done(raw, err)
 	}
 }
 

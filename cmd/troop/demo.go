@@ -1,0 +1,203 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/troop-lab/troop/lab"
+	"github.com/troop-lab/troop/resp"
+)
+
+func init() { subcommands = append(subcommands, newDemoCmd) }
+
+func newDemoCmd() *cobra.Command {
+	var dir string
+	cmd := &cobra.Command{
+		Use:   "demo",
+		Short: "Show a lab cluster serving reads and writes at each consistency level, and under failure",
+		Long: `Bring up a lab cluster (1 datacenter x 3 racks x 1 node, real redis-server
+and troop node processes on loopback), write and read keys through it at
+DC_ONE, DC_QUORUM and DC_SAFE_QUORUM, stop one and then two redis-servers to
+show what each level does under failure, and bring the cluster down.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return runDemo(ctx, os.Stdout, dir)
+		},
+	}
+	cmd.Flags().StringVar(&dir, "dir", ".troop/demo", "directory for the demo cluster's configs, data and logs")
+	return cmd
+}
+
+func runDemo(ctx context.Context, out io.Writer, dir string) error {
+	say := func(format string, args ...any) { fmt.Fprintf(out, format+"\n", args...) }
+	say("== Starting a lab cluster: 1 datacenter x 3 racks x 1 node (a redis-server and a troop node per rack)")
+	if err := os.RemoveAll(dir); err != nil {
+		return err
+	}
+	l, err := lab.Start(ctx, lab.Spec{Dir: dir, ReplaceAfter: time.Hour}) // the demo replaces nothing by itself
+	if err != nil {
+		return err
+	}
+	defer func() {
+		say("== Bringing the cluster down")
+		l.Stop()
+	}()
+	nodes := l.Nodes()
+	for _, n := range nodes {
+		say("   %-12s rack %-6s token %-10d client %s  admin %s  redis %s", n.Name, n.Rack, n.Token, n.Listen, n.StatsListen, n.Redis)
+	}
+	if err := waitMeshed(ctx, nodes, 10*time.Second); err != nil {
+		return err
+	}
+	conns := make([]*demoConn, len(nodes))
+	for i, n := range nodes {
+		if conns[i], err = dialDemo(n.Listen); err != nil {
+			return err
+		}
+		defer conns[i].Close()
+	}
+	first := conns[0]
+
+	say("\n== Writes through %s, read back through every node, at each level", nodes[0].Name)
+	for _, level := range []string{"DC_ONE", "DC_QUORUM", "DC_SAFE_QUORUM"} {
+		key := "demo:" + strings.ToLower(level)
+		for _, c := range conns {
+			c.Do("TROOP", "CONSISTENCY", level)
+		}
+		start := time.Now()
+		say("   %-15s SET %s hello  -> %s (%v)", level, key, first.Do("SET", key, "hello"), time.Since(start).Round(time.Microsecond))
+		time.Sleep(20 * time.Millisecond) // let DC_ONE's asynchronous copies land
+		for i, c := range conns {
+			start := time.Now()
+			say("   %-15s GET %s via %s -> %s (%v)", level, key, nodes[i].Name, c.Do("GET", key), time.Since(start).Round(time.Microsecond))
+		}
+	}
+
+	say("\n== Each redis-server holds the plain value, and its version beside it")
+	for _, n := range nodes {
+		r, err := dialDemo(n.Redis)
+		if err != nil {
+			return err
+		}
+		say("   redis %s: GET demo:dc_quorum -> %s, version %s", n.Redis, r.Do("GET", "demo:dc_quorum"), r.Do("GET", "__troop:v:demo:dc_quorum"))
+		r.Close()
+	}
+
+	say("\n== Stopping the redis-server of %s: one replica of three is down", nodes[2].Name)
+	if err := l.StopNode(nodes[2].Name, lab.RedisProc); err != nil {
+		return err
+	}
+	first.Do("TROOP", "CONSISTENCY", "DC_QUORUM")
+	say("   DC_QUORUM       SET demo:failure one-down -> %s", first.Do("SET", "demo:failure", "one-down"))
+	say("   DC_QUORUM       GET demo:failure          -> %s", first.Do("GET", "demo:failure"))
+	first.Do("TROOP", "CONSISTENCY", "DC_SAFE_QUORUM")
+	say("   DC_SAFE_QUORUM  GET demo:failure          -> %s", first.Do("GET", "demo:failure"))
+	conns[2].Do("TROOP", "CONSISTENCY", "DC_ONE")
+	say("   DC_ONE via %s (its own replica is down, so it fails over to another rack):", nodes[2].Name)
+	say("                   GET demo:failure          -> %s", conns[2].Do("GET", "demo:failure"))
+
+	say("\n== Stopping the redis-server of %s too: two of three are down, no quorum", nodes[1].Name)
+	if err := l.StopNode(nodes[1].Name, lab.RedisProc); err != nil {
+		return err
+	}
+	first.Do("TROOP", "CONSISTENCY", "DC_QUORUM")
+	say("   DC_QUORUM       SET demo:failure two-down -> %s", first.Do("SET", "demo:failure", "two-down"))
+	first.Do("TROOP", "CONSISTENCY", "DC_ONE")
+	say("   DC_ONE          SET demo:failure two-down -> %s", first.Do("SET", "demo:failure", "two-down"))
+	say("   DC_ONE          GET demo:failure          -> %s", first.Do("GET", "demo:failure"))
+
+	say("\n== Starting both redis-servers again")
+	for _, i := range []int{1, 2} {
+		if err := l.StartNode(nodes[i].Name, lab.RedisProc); err != nil {
+			return err
+		}
+	}
+	time.Sleep(time.Second) // the nodes' links retry after a short backoff
+	first.Do("TROOP", "CONSISTENCY", "DC_QUORUM")
+	say("   DC_QUORUM       SET demo:failure recovered -> %s", first.Do("SET", "demo:failure", "recovered"))
+	say("   DC_QUORUM       GET demo:failure           -> %s", first.Do("GET", "demo:failure"))
+	say("\n   (the restarted redis-servers came back empty: troop does not repair them yet, see docs/store.md)")
+	say("   Counters: curl http://%s/info ; metrics: curl http://%s/metrics", nodes[0].StatsListen, nodes[0].StatsListen)
+	return nil
+}
+
+// waitMeshed waits until every node reports an open connection to every
+// peer in /cluster_describe.
+func waitMeshed(ctx context.Context, nodes []lab.Node, within time.Duration) error {
+	deadline := time.Now().Add(within)
+	for {
+		missing := ""
+		for _, n := range nodes {
+			var described []struct {
+				Name string `json:"name"`
+				Up   bool   `json:"up"`
+			}
+			res, err := http.Get("http://" + n.StatsListen + "/cluster_describe")
+			if err == nil {
+				err = json.NewDecoder(res.Body).Decode(&described)
+				res.Body.Close()
+			}
+			if err != nil {
+				missing = fmt.Sprintf("%s: %v", n.Name, err)
+				break
+			}
+			for _, d := range described {
+				if !d.Up {
+					missing = fmt.Sprintf("%s has no connection to a peer yet", n.Name)
+				}
+			}
+		}
+		if missing == "" {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the cluster did not connect within %v: %s", within, missing)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// demoConn is a one-request-at-a-time RESP connection that renders replies
+// as redis-cli would.
+type demoConn struct {
+	c  net.Conn
+	rd *resp.Reader
+}
+
+func dialDemo(addr string) (*demoConn, error) {
+	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	return &demoConn{c: c, rd: resp.NewReader(c, resp.DefaultLimits)}, nil
+}
+
+func (d *demoConn) Do(args ...string) string {
+	d.c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := d.c.Write(resp.AppendCommandStrings(nil, args...)); err != nil {
+		return "(connection error) " + err.Error()
+	}
+	v, err := d.rd.ReadValue()
+	if err != nil {
+		return "(connection error) " + err.Error()
+	}
+	return v.String()
+}
+
+func (d *demoConn) Close() error { return d.c.Close() }
