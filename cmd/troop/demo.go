@@ -33,20 +33,21 @@ show what each level does under failure, and bring the cluster down.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			return runDemo(ctx, os.Stdout, dir)
+			return runDemo(ctx, os.Stdout, dir, "")
 		},
 	}
 	cmd.Flags().StringVar(&dir, "dir", ".troop/demo", "directory for the demo cluster's configs, data and logs")
 	return cmd
 }
 
-func runDemo(ctx context.Context, out io.Writer, dir string) error {
+// runDemo runs the demo; troop is the binary the nodes run ("" for this one).
+func runDemo(ctx context.Context, out io.Writer, dir, troop string) error {
 	say := func(format string, args ...any) { fmt.Fprintf(out, format+"\n", args...) }
 	say("== Starting a lab cluster: 1 datacenter x 3 racks x 1 node (a redis-server and a troop node per rack)")
 	if err := os.RemoveAll(dir); err != nil {
 		return err
 	}
-	l, err := lab.Start(ctx, lab.Spec{Dir: dir, ReplaceAfter: time.Hour}) // the demo replaces nothing by itself
+	l, err := lab.Start(ctx, lab.Spec{Dir: dir, Troop: troop, ReplaceAfter: time.Hour}) // the demo replaces nothing by itself
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,39 @@
+# troop: the two commands are `make demo` and `make test`.
+
+GO      ?= go
+BIN     := bin/troop
+VERSION := $(shell git describe --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -X main.version=$(VERSION)
+# Short fuzz runs in make test; `make fuzz FUZZTIME=10m` for a long one.
+FUZZTIME ?= 10s
+
+# nutcracker lives in /usr/sbin, which is not on every user's PATH.
+export PATH := $(PATH):/usr/sbin
+
+.PHONY: build test unit fuzz demo bench clean
+
+build:
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/troop
+
+test:
+	@scripts/need redis-server redis-cli redis-benchmark
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt would change:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
+	$(GO) vet ./...
+	$(GO) test -count=1 -timeout 10m ./...
+	@$(MAKE) --no-print-directory fuzz
+
+fuzz:
+	$(GO) test -run='^$$' -fuzz='^FuzzReadCommand$$' -fuzztime=$(FUZZTIME) ./resp
+	$(GO) test -run='^$$' -fuzz='^FuzzReadRaw$$' -fuzztime=$(FUZZTIME) ./resp
+	$(GO) test -run='^$$' -fuzz='^FuzzParse$$' -fuzztime=$(FUZZTIME) ./topology
+
+demo: build
+	@scripts/need redis-server
+	$(BIN) demo
+
+bench: build
+	@scripts/need redis-server redis-benchmark nutcracker
+	$(GO) run ./perf/store --troop $(BIN)
+
+clean:
+	rm -rf bin .troop

@@ -1,0 +1,162 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/troop-lab/troop/lab"
+)
+
+// The demo runs to the end and shows each level working, then failing as
+// documented.
+func TestDemo(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	bin, err := lab.BuildTroop(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	if err := runDemo(ctx, &out, t.TempDir(), bin); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	for _, want := range []string{
+		`DC_SAFE_QUORUM  GET demo:dc_safe_quorum via dc1-rack3-1 -> "hello"`,
+		`DC_QUORUM       SET demo:failure one-down -> "OK"`,
+		`DC_QUORUM       SET demo:failure two-down -> (error) ERR troop: DC_QUORUM write (SET) failed: `,
+		`of 3 replicas acknowledged, 2 needed`,
+		`DC_ONE          GET demo:failure          -> "two-down"`,
+		`DC_QUORUM       GET demo:failure           -> "recovered"`,
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("demo output lacks %q", want)
+		}
+	}
+	if t.Failed() {
+		t.Log(out.String())
+	}
+}
+
+// startLab brings up a 1 x 3 x 1 lab of real processes running the troop
+// binary built from this tree.
+func startLab(t *testing.T) *lab.Lab {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	bin, err := lab.BuildTroop(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := lab.Start(ctx, lab.Spec{Dir: t.TempDir(), Troop: bin})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Stop() })
+	if err := waitMeshed(ctx, l.Nodes(), 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+func need(t *testing.T, tool string) string {
+	t.Helper()
+	p, err := exec.LookPath(tool)
+	if err != nil {
+		t.Fatalf("%s not found on PATH: install redis-tools (make test does this when run as root)", tool)
+	}
+	return p
+}
+
+func hostPort(addr string) (string, string) {
+	i := strings.LastIndex(addr, ":")
+	return addr[:i], addr[i+1:]
+}
+
+// redis-cli works against a node: commands, replies, errors.
+func TestRedisCLI(t *testing.T) {
+	cli := need(t, "redis-cli")
+	l := startLab(t)
+	host, port := hostPort(l.Nodes()[0].Listen)
+	run := func(args ...string) string {
+		t.Helper()
+		out, err := exec.Command(cli, append([]string{"-h", host, "-p", port}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("redis-cli %v: %v\n%s", args, err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"PING"}, "PONG"},
+		{[]string{"SET", "cli", "hello world"}, "OK"},
+		{[]string{"GET", "cli"}, "hello world"},
+		{[]string{"TROOP", "CONSISTENCY", "DC_QUORUM"}, "OK"},
+		{[]string{"RPUSH", "list", "a", "b"}, "2"},
+		{[]string{"LRANGE", "list", "0", "-1"}, "a\nb"},
+		{[]string{"MULTI"}, "ERR troop: 'MULTI' is not supported: transactions would span replicas"},
+	} {
+		if got := run(c.args...); got != c.want {
+			t.Errorf("redis-cli %v = %q, want %q", c.args, got, c.want)
+		}
+	}
+	// Interactive mode reads commands from stdin, over one connection.
+	cmd := exec.Command(cli, "-h", host, "-p", port)
+	cmd.Stdin = strings.NewReader("TROOP CONSISTENCY DC_SAFE_QUORUM\nTROOP CONSISTENCY\nGET cli\n")
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "DC_SAFE_QUORUM\nDC_SAFE_QUORUM\nhello world") {
+		t.Errorf("redis-cli from stdin: %v\n%s", err, out)
+	}
+}
+
+// redis-benchmark, pipeline 1 and 10, against a node: every request answered
+// without an error, as the node's own counters confirm.
+func TestRedisBenchmark(t *testing.T) {
+	bench := need(t, "redis-benchmark")
+	l := startLab(t)
+	n := l.Nodes()[0]
+	host, port := hostPort(n.Listen)
+	for _, pipeline := range []string{"1", "10"} {
+		out, err := exec.Command(bench, "-h", host, "-p", port, "-c", "20", "-n", "4000", "-P", pipeline,
+			"-t", "set,get,incr,lpush,lpop,sadd,hset,mset", "-d", "100", "-r", "1000", "-q").CombinedOutput()
+		if err != nil {
+			t.Fatalf("redis-benchmark -P %s: %v\n%s", pipeline, err, out)
+		}
+		for _, line := range strings.Split(strings.ReplaceAll(string(out), "\r", "\n"), "\n") {
+			if strings.Contains(line, "rror") && !strings.Contains(line, "Could not fetch server CONFIG") {
+				t.Errorf("redis-benchmark -P %s: %s", pipeline, line)
+			}
+		}
+	}
+	res, err := http.Get("http://" + n.StatsListen + "/info")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var info struct {
+		Requests map[string]map[string]struct{ Count, Errors int64 }
+		Busy     int64
+	}
+	if err := json.NewDecoder(res.Body).Decode(&info); err != nil {
+		t.Fatal(err)
+	}
+	total := int64(0)
+	for op, levels := range info.Requests {
+		for level, r := range levels {
+			total += r.Count
+			if r.Errors != 0 {
+				t.Errorf("%s at %s: %d errors", op, level, r.Errors)
+			}
+		}
+	}
+	// 8 tests x 4000 requests x 2 pipelines; MSET counts once per key.
+	if total < 8*4000*2 || info.Busy != 0 {
+		t.Errorf("node counted %d requests and %d BUSY, want at least %d and none", total, info.Busy, 8*4000*2)
+	}
+}
