@@ -52,9 +52,7 @@ func (n *Node) read(level consistency.Level, keys [][]byte, args [][]byte, b *ba
 		n.readOne(reps, 0, args, b, nil, done)
 		return
 	}
-	q := &readQuorum{n: n, level: level, name: string(args[0]), replicas: reps,
-		answers: make([]*consistency.Reply, len(reps)), reasons: make([]string, len(reps)), done: done}
-	q.tally.Replicas = len(reps)
+	q := &readQuorum{replicated: n.newReplicated(level, args[0], reps, done), answers: make([]*consistency.Reply, len(reps))}
 	local := appendRead(nil, keys, args)
 	var remote []byte
 	for i, m := range reps {
@@ -101,9 +99,7 @@ func (n *Node) write(level consistency.Level, cmd *command, keys [][]byte, args 
 	if !reps[0].self {
 		n.stats.forwarded.Add(1)
 	}
-	w := &writeQuorum{n: n, level: level, name: string(args[0]), replicas: reps,
-		replies: make([][]byte, len(reps)), reasons: make([]string, len(reps)), done: done}
-	w.tally.Replicas = len(reps)
+	w := &writeQuorum{replicated: n.newReplicated(level, args[0], reps, done), replies: make([][]byte, len(reps))}
 	stale := ""
 	if cmd.isLWW(args) {
 		stale = cmd.staleReplyFor()
@@ -182,19 +178,30 @@ func appendPeerRequest(dst []byte, op string, version []byte, args [][]byte) []b
 
 func replicaName(m *member) string { return m.dc + "/" + m.rack }
 
-// writeQuorum gathers the replicas' answers to one write.
-type writeQuorum struct {
+// replicated is what reads and writes sent to several replicas share: who was
+// asked, what they answered so far, and whether the client has its reply.
+type replicated struct {
 	n        *Node
 	level    consistency.Level
-	name     string
+	name     string // the command, for error messages
 	replicas []*member
 	done     replyFunc
 
 	mu      sync.Mutex
 	tally   consistency.Tally
-	replies [][]byte
-	reasons []string
+	reasons []string // by replica: why it did not answer, or its error
 	decided bool
+}
+
+func (n *Node) newReplicated(level consistency.Level, name []byte, reps []*member, done replyFunc) replicated {
+	return replicated{n: n, level: level, name: string(name), replicas: reps, done: done,
+		tally: consistency.Tally{Replicas: len(reps)}, reasons: make([]string, len(reps))}
+}
+
+// writeQuorum gathers the replicas' answers to one write.
+type writeQuorum struct {
+	replicated
+	replies [][]byte // by replica
 }
 
 func (w *writeQuorum) answer(i int, raw []byte, err error) {
@@ -300,17 +307,8 @@ func explain(reps []*member, reasons []string) string {
 
 // readQuorum gathers the replicas' answers to one quorum read.
 type readQuorum struct {
-	n        *Node
-	level    consistency.Level
-	name     string
-	replicas []*member
-	done     replyFunc
-
-	mu      sync.Mutex
-	tally   consistency.Tally
+	replicated
 	answers []*consistency.Reply // by replica, nil until answered
-	reasons []string
-	decided bool
 }
 
 func (q *readQuorum) answer(i int, raw []byte, err error) {
