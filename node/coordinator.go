@@ -52,20 +52,30 @@ func (n *Node) read(level consistency.Level, keys [][]byte, args [][]byte, b *ba
 		n.readOne(reps, 0, args, b, nil, done)
 		return
 	}
-	q := &readQuorum{replicated: n.newReplicated(level, args[0], reps, done), answers: make([]*consistency.Reply, len(reps))}
-	local := appendRead(nil, keys, args)
-	var remote []byte
-	for i, m := range reps {
-		i := i
-		if m.self {
-			b.send(n.storeFor(keys[0]), local, func(raw []byte, err error) { q.answer(i, raw, err) })
-			continue
+	q := &readQuorum{replicated: n.newReplicated(level, args[0], reps, done), keys: keys, args: args,
+		answers: make([]*consistency.Reply, len(reps)), order: askOrder(reps)}
+	q.mu.Lock()
+	ask := q.toAskLocked()
+	q.mu.Unlock()
+	q.ask(ask, b)
+}
+
+// askOrder lists replicas in the order a quorum read asks them: this node
+// first, then the peers it is connected to, then the rest, racks by name.
+func askOrder(reps []*member) []int {
+	order := make([]int, 0, len(reps))
+	for _, pass := range []func(*member) bool{
+		func(m *member) bool { return m.self },
+		func(m *member) bool { return !m.self && m.link.connected() },
+		func(m *member) bool { return !m.self && !m.link.connected() },
+	} {
+		for i, m := range reps {
+			if pass(m) {
+				order = append(order, i)
+			}
 		}
-		if remote == nil {
-			remote = appendPeerRequest(nil, "READ", nil, args)
-		}
-		b.send(m.link, remote, fromPeer(func(raw []byte, err error) { q.answer(i, raw, err) }))
 	}
+	return order
 }
 
 // readOne tries replica i and, if it cannot be reached, the next one.
@@ -305,34 +315,72 @@ func explain(reps []*member, reasons []string) string {
 	return strings.Join(parts, "; ")
 }
 
-// readQuorum gathers the replicas' answers to one quorum read.
+// readQuorum gathers the replicas' answers to one quorum read. It asks only
+// as many replicas as it still needs (Q at first), and one more for each that
+// fails to answer or, at DC_SAFE_QUORUM, disagrees: a healthy cluster reads Q
+// replicas, not all of them.
 type readQuorum struct {
 	replicated
-	answers []*consistency.Reply // by replica, nil until answered
+	keys, args [][]byte
+	answers    []*consistency.Reply // by replica, nil until answered
+	order      []int                // replicas in the order to ask them
+	asked      int                  // how many of order have been asked
+	inflight   int
 }
 
-func (q *readQuorum) answer(i int, raw []byte, err error) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if err == nil {
-		version, reply, perr := splitVersioned(raw)
-		switch {
-		case perr != nil:
-			err = perr
-		case version == nil: // the datastore could not run the read at all
-			err = fmt.Errorf("%s", strings.TrimSpace(string(reply[1:])))
-		default:
-			q.answers[i] = &consistency.Reply{Version: version, Raw: reply}
-			q.tally.OK++
-			q.n.clock.observe(version)
-		}
+// toAskLocked returns the replicas to ask now, and counts them as asked.
+func (q *readQuorum) toAskLocked() []int {
+	need := consistency.Quorum(q.tally.Replicas)
+	have := q.tally.OK
+	if q.level == consistency.DCSafeQuorum {
+		have = q.tally.Agreeing
 	}
-	if err != nil {
+	var out []int
+	for !q.decided && q.inflight+have < need && q.asked < len(q.order) {
+		out = append(out, q.order[q.asked])
+		q.asked++
+		q.inflight++
+	}
+	return out
+}
+
+func (q *readQuorum) ask(replicas []int, b *batch) {
+	var remote []byte
+	for _, i := range replicas {
+		i := i
+		m := q.replicas[i]
+		if m.self {
+			q.n.readLocal(q.keys, q.args, b, func(version, reply []byte, err error) { q.answer(i, version, reply, err) })
+			continue
+		}
+		if remote == nil {
+			remote = appendPeerRequest(nil, "READ", nil, q.args)
+		}
+		b.send(m.link, remote, fromPeer(func(raw []byte, err error) {
+			if err != nil {
+				q.answer(i, nil, nil, err)
+				return
+			}
+			version, reply, err := splitVersioned(raw)
+			q.answer(i, version, reply, err)
+		}))
+	}
+}
+
+func (q *readQuorum) answer(i int, version, reply []byte, err error) {
+	q.mu.Lock()
+	q.inflight--
+	if err == nil {
+		q.answers[i] = &consistency.Reply{Version: version, Raw: reply}
+		q.tally.OK++
+		q.n.clock.observe(version)
+	} else {
 		q.tally.Unreachable++
 		q.reasons[i] = err.Error()
 		q.n.countFailure(err)
 	}
 	if q.decided {
+		q.mu.Unlock()
 		return
 	}
 	var answered []consistency.Reply
@@ -343,13 +391,13 @@ func (q *readQuorum) answer(i int, raw []byte, err error) {
 	}
 	size, agreeing := consistency.LargestAgreement(answered)
 	q.tally.Agreeing = size
-	var reply []byte
+	var out []byte // the client's reply
 	switch consistency.DecideRead(q.level, q.tally) {
 	case consistency.Succeed:
 		if q.level == consistency.DCSafeQuorum {
-			reply = answered[agreeing].Raw
+			out = answered[agreeing].Raw
 		} else {
-			reply = answered[consistency.Newest(answered)].Raw
+			out = answered[consistency.Newest(answered)].Raw
 		}
 	case consistency.Fail:
 		q.n.stats.quorumFailures.Add(1)
@@ -358,13 +406,16 @@ func (q *readQuorum) answer(i int, raw []byte, err error) {
 		if q.level == consistency.DCSafeQuorum && q.tally.OK >= need {
 			what = fmt.Sprintf("replicas disagree: at most %d of %d agree, %d needed", size, q.tally.Replicas, need)
 		}
-		reply = resp.AppendError(nil, fmt.Sprintf("ERR troop: %s read (%s) failed: %s (%s)", q.level, q.name, what, explain(q.replicas, q.reasons)))
+		out = resp.AppendError(nil, fmt.Sprintf("ERR troop: %s read (%s) failed: %s (%s)", q.level, q.name, what, explain(q.replicas, q.reasons)))
 	default:
+		more := q.toAskLocked()
+		q.mu.Unlock()
+		q.ask(more, nil) // from a link goroutine: no batch
 		return
 	}
 	q.decided = true
-	// done runs under the lock; it only completes a slot, which never blocks.
-	q.done(reply)
+	q.mu.Unlock()
+	q.done(out)
 }
 
 // timed wraps done to record the request's latency and outcome.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
 
 	"github.com/troop-lab/troop/resp"
 )
@@ -20,23 +21,29 @@ const versionPrefix = "__troop:v:"
 // writeScript applies a write with its version, atomically. KEYS alternate
 // key, version key; ARGV is the version, the reply to give when the write is
 // stale ("" when the write is not last-writer-wins), the tombstone grace in
-// ms, then the command.
+// ms, "persist" when the command leaves its key without expiry (so PTTL need
+// not be asked), then the command.
 const writeScript = `
 local v = ARGV[1]
-if ARGV[2] ~= '' then
+local lww = ARGV[2] ~= ''
+if lww then
   local cur = redis.call('GET', KEYS[2])
   if cur and cur >= v then
     if ARGV[2] == 'OK' then return redis.status_reply('OK') end
     return tonumber(ARGV[2])
   end
 end
-local r = redis.pcall(unpack(ARGV, 4))
+local r = redis.pcall(unpack(ARGV, 5))
 if type(r) == 'table' and r.err then return r end
 for i = 1, #KEYS, 2 do
   local vk = KEYS[i+1]
-  local nv = redis.call('GET', vk)
-  if not nv or nv < v then nv = v end
-  local ttl = redis.call('PTTL', KEYS[i])
+  local nv = v
+  if not lww then
+    local cur = redis.call('GET', vk)
+    if cur and cur > v then nv = cur end
+  end
+  local ttl = -1
+  if ARGV[4] ~= 'persist' then ttl = redis.call('PTTL', KEYS[i]) end
   if ttl == -2 then
     redis.call('SET', vk, nv, 'PX', ARGV[3])
   elseif ttl == -1 then
@@ -94,7 +101,11 @@ func loadScripts(conn net.Conn, rd *resp.Reader) error {
 // appendWrite encodes a versioned write of args, touching keys, for the
 // local redis-server.
 func appendWrite(dst []byte, version []byte, keys [][]byte, staleReply string, graceMS int64, args [][]byte) []byte {
-	dst = resp.AppendArrayHeader(dst, 3+2*len(keys)+3+len(args))
+	ttlHint := ""
+	if len(args) == 3 && isCommand(args[0], "SET") { // a plain SET clears any expiry
+		ttlHint = "persist"
+	}
+	dst = resp.AppendArrayHeader(dst, 3+2*len(keys)+4+len(args))
 	dst = resp.AppendBulkString(dst, "EVALSHA")
 	dst = resp.AppendBulkString(dst, writeSHA)
 	dst = resp.AppendBulkString(dst, strconv.Itoa(2*len(keys)))
@@ -105,6 +116,7 @@ func appendWrite(dst []byte, version []byte, keys [][]byte, staleReply string, g
 	dst = resp.AppendBulk(dst, version)
 	dst = resp.AppendBulkString(dst, staleReply)
 	dst = resp.AppendBulkString(dst, strconv.FormatInt(max(graceMS, 1), 10))
+	dst = resp.AppendBulkString(dst, ttlHint)
 	for _, a := range args {
 		dst = resp.AppendBulk(dst, a)
 	}
@@ -135,6 +147,50 @@ func appendVersionKey(dst, key []byte) []byte {
 	return append(dst, '\r', '\n')
 }
 
+// readLocal reads args from this node's redis-server together with the
+// version of keys. A GET of one key asks `MGET key versionkey`, a plain
+// command that costs redis a third of the read script; when that cannot tell
+// (no value but a version: a tombstone, or a key of another type), it asks
+// the script.
+func (n *Node) readLocal(keys, args [][]byte, b *batch, done func(version, reply []byte, err error)) {
+	l := n.storeFor(keys[0])
+	script := func(raw []byte, err error) {
+		if err != nil {
+			done(nil, nil, err)
+			return
+		}
+		done(splitVersioned(raw))
+	}
+	if len(args) != 2 || !isCommand(args[0], "GET") {
+		b.send(l, appendRead(nil, keys, args), script)
+		return
+	}
+	req := resp.AppendArrayHeader(nil, 3)
+	req = resp.AppendBulkString(req, "MGET")
+	req = resp.AppendBulk(req, args[1])
+	req = appendVersionKey(req, args[1])
+	b.send(l, req, func(raw []byte, err error) {
+		if err != nil {
+			done(nil, nil, err)
+			return
+		}
+		v, perr := resp.Parse(raw)
+		if perr == nil && len(v.Elems) == 2 && !(v.Elems[0].IsNull && !v.Elems[1].IsNull) {
+			version := v.Elems[1].Str
+			if version == nil {
+				version = []byte{}
+			}
+			done(version, resp.AppendValue(nil, v.Elems[0]), nil)
+			return
+		}
+		l.do(appendRead(nil, keys, args), script)
+	})
+}
+
+func isCommand(name []byte, want string) bool {
+	return len(name) == len(want) && strings.EqualFold(string(name), want)
+}
+
 // splitVersioned takes apart the {version, reply} array the read script
 // returns, re-encoding the reply as the frame a plain command would give.
 func splitVersioned(raw []byte) (version, reply []byte, err error) {
@@ -142,8 +198,8 @@ func splitVersioned(raw []byte) (version, reply []byte, err error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	if v.IsError() {
-		return nil, raw, nil // the script itself failed; pass its error on
+	if v.IsError() { // the datastore could not run the read at all
+		return nil, nil, fmt.Errorf("redis: %s", v.Str)
 	}
 	if len(v.Elems) != 2 {
 		return nil, nil, fmt.Errorf("versioned read: unexpected reply %s", v)

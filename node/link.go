@@ -1,7 +1,6 @@
 package node
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"net"
@@ -14,8 +13,10 @@ import (
 // A link is one persistent, pipelined connection to a RESP server: the local
 // redis-server or a peer node. Requests are written in order and their
 // replies matched in order, so one connection carries many requests at once.
-// Callers queue requests with send and push them out with flush; a batch of
-// pipelined client commands therefore becomes one write.
+// Callers queue requests with send and push them out with flush. Flushes
+// combine: while one caller is writing, others only append, and the writer
+// takes what they appended in its next write. Under load, the requests of many
+// client connections thus leave in one write, as in an event-loop proxy.
 //
 // A link that cannot connect is down for a short backoff, during which
 // requests fail at once instead of waiting: a dead peer costs nothing.
@@ -27,7 +28,9 @@ type link struct {
 
 	mu        sync.Mutex
 	conn      net.Conn
-	bw        *bufio.Writer
+	out       []byte  // requests queued and not yet written
+	spare     []byte  // the other buffer, swapped with out by the writer
+	writing   bool    // a caller is writing out; others just append
 	pending   []*call // oldest first
 	downUntil time.Time
 	backoff   time.Duration // grows while dials keep failing
@@ -80,23 +83,40 @@ func (l *link) send(req []byte, done func(raw []byte, err error)) {
 		return
 	}
 	l.pending = append(l.pending, &call{deadline: time.Now().Add(l.timeout), done: done})
-	l.bw.Write(req) // errors surface on flush
+	l.out = append(l.out, req...)
 	l.mu.Unlock()
 }
 
-// flush writes queued requests out.
+const maxSpare = 1 << 20
+
+// flush writes queued requests out, unless another caller is already
+// writing, in which case that caller takes them along.
 func (l *link) flush() {
 	l.mu.Lock()
-	if l.bw == nil || l.bw.Buffered() == 0 {
+	if l.writing || len(l.out) == 0 || l.conn == nil {
 		l.mu.Unlock()
 		return
 	}
-	notify := func() {}
-	if err := l.bw.Flush(); err != nil {
-		notify = l.failLocked(fmt.Errorf("%s %s: %w: write: %v", l.name, l.addr, errLinkDown, err))
+	l.writing = true
+	for len(l.out) > 0 && l.conn != nil {
+		conn, buf := l.conn, l.out
+		l.out = l.spare[:0]
+		l.mu.Unlock()
+		_, err := conn.Write(buf) // outside the lock: others keep appending
+		l.mu.Lock()
+		if cap(buf) <= maxSpare { // do not keep one huge request's buffer forever
+			l.spare = buf[:0]
+		}
+		if err != nil && l.conn == conn {
+			notify := l.failLocked(fmt.Errorf("%s %s: %w: write: %v", l.name, l.addr, errLinkDown, err))
+			l.writing = false
+			l.mu.Unlock()
+			notify()
+			return
+		}
 	}
+	l.writing = false
 	l.mu.Unlock()
-	notify()
 }
 
 // do sends one request and flushes it.
@@ -166,7 +186,7 @@ func (l *link) startLocked(conn net.Conn, rd *resp.Reader) {
 		tc.SetNoDelay(true)
 	}
 	l.conn = conn
-	l.bw = bufio.NewWriterSize(conn, 64<<10)
+	l.out = l.out[:0]
 	l.stats.record(func(s *linkStats) { s.connects++ })
 	go l.readLoop(conn, rd)
 }
@@ -207,8 +227,8 @@ func (l *link) failLocked(err error) (notify func()) {
 	if l.conn != nil {
 		l.conn.Close()
 		l.conn = nil
-		l.bw = nil
 	}
+	l.out = l.out[:0] // its requests fail below; none may reach a new connection
 	l.lastErr = err
 	pending := l.pending
 	l.pending = nil

@@ -97,7 +97,15 @@ func (n *Node) handlePeer(op string, args [][]byte, s *slot, b *batch) {
 			s.complete(resp.AppendError(nil, bad))
 			return
 		}
-		b.send(n.storeFor(keys[0]), appendRead(nil, keys, args[1:]), done)
+		n.readLocal(keys, args[1:], b, func(version, reply []byte, err error) {
+			if err != nil {
+				done(nil, err)
+				return
+			}
+			out := resp.AppendArrayHeader(nil, 2)
+			out = resp.AppendBulk(out, version)
+			done(append(out, reply...), nil)
+		})
 	case (op == "WRITE" || op == "FWD") && len(args) >= 4:
 		version := args[1]
 		if _, ok := decodeVersion(version); !ok {
