@@ -33,7 +33,7 @@ demo: build
 
 bench: build
 	@scripts/need redis-server redis-benchmark nutcracker
-	$(GO) run ./perf/store --troop $(BIN)
+	$(GO) run ./perf/store --troop $(BIN) --out .troop/perf-store.json
 
 clean:
 	rm -rf bin .troop

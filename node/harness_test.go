@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/troop-lab/troop/internal/freeport"
 	"github.com/troop-lab/troop/node/consistency"
 	"github.com/troop-lab/troop/resp"
 	"github.com/troop-lab/troop/ring"
@@ -37,12 +38,11 @@ func redisServerPath(t testing.TB) string {
 
 func freePort(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := freeport.Pick()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return addr
 }
 
 // redisProc is a redis-server started for a test.
@@ -165,7 +165,12 @@ func startCluster(t testing.TB, o clusterOpts) *testCluster {
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		tn.node, tn.cancel, tn.done = n, cancel, make(chan struct{})
-		go func() { defer close(tn.done); n.Serve(ctx) }()
+		go func() {
+			defer close(tn.done)
+			if err := n.Serve(ctx); err != nil {
+				t.Errorf("node %s: %v", tn.cfg.Name, err)
+			}
+		}()
 		t.Cleanup(tn.stop)
 	}
 	for _, tn := range tc.nodes {

@@ -1,0 +1,216 @@
+// Command store is troop's store benchmark harness (make bench).
+//
+// It measures what a troop node costs in front of redis-server, against two
+// anchors on the same machine in the same run: redis-server itself (direct)
+// and nutcracker (twemproxy) in front of the same redis-server. A second
+// experiment runs a three-rack troop cluster at DC_ONE and DC_QUORUM.
+//
+// The machines this runs on have two shared cores, so absolute throughput
+// swings from run to run. The harness therefore interleaves the targets
+// (direct, nutcracker, node, direct, ...), reports ratios within one run,
+// and reports the CPU time each process spent per operation, from
+// /proc/PID/stat. See docs/performance.md.
+//
+//	go run ./perf/store                 # the full run, about 4 minutes
+//	go run ./perf/store --quick         # a smoke run, about 20 seconds
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// config is the run's configuration; it is written to the JSON file as is.
+type config struct {
+	Troop     string  `json:"troop"` // the troop binary; "" builds ./cmd/troop
+	Rev       string  `json:"rev"`   // build troop from this git revision, not the working tree
+	Conns     int     `json:"conns"`
+	Pipelines []int   `json:"pipelines"`
+	Keys      int     `json:"keys"`
+	Rounds    int     `json:"rounds"`
+	Warmup    seconds `json:"warmup_s"`
+	Duration  seconds `json:"duration_s"`
+	Seed      uint64  `json:"seed"`
+	Anchor    bool    `json:"anchor"`  // also run redis-benchmark against redis-server
+	Cluster   bool    `json:"cluster"` // also run the three-rack experiment
+	Quick     bool    `json:"quick"`
+	Out       string  `json:"out"`
+	Pprof     string  `json:"pprof_dir"` // "" = no profiles
+
+	ValueSize   int `json:"value_size"`   // fixed: valueSize
+	ReadPercent int `json:"read_percent"` // fixed: readPercent
+}
+
+// seconds is a duration written to JSON as seconds.
+type seconds time.Duration
+
+func (s seconds) MarshalJSON() ([]byte, error) {
+	return []byte(strconv.FormatFloat(time.Duration(s).Seconds(), 'f', -1, 64)), nil
+}
+
+func (s *seconds) UnmarshalJSON(b []byte) error {
+	f, err := strconv.ParseFloat(string(b), 64)
+	*s = seconds(f * float64(time.Second))
+	return err
+}
+
+func defaultConfig() config {
+	return config{
+		Conns:       50,
+		Pipelines:   []int{1, 10},
+		Keys:        100_000,
+		Rounds:      3,
+		Warmup:      seconds(time.Second),
+		Duration:    seconds(5 * time.Second),
+		Seed:        1,
+		Anchor:      true,
+		Cluster:     true,
+		Out:         "perf-store.json",
+		ValueSize:   valueSize,
+		ReadPercent: readPercent,
+	}
+}
+
+// applyQuick shortens what the user did not set explicitly to a smoke run.
+func (c *config) applyQuick(set map[string]bool) {
+	if !set["rounds"] {
+		c.Rounds = 1
+	}
+	if !set["duration"] {
+		c.Duration = seconds(time.Second)
+	}
+	if !set["warmup"] {
+		c.Warmup = seconds(200 * time.Millisecond)
+	}
+	if !set["keys"] {
+		c.Keys = 1000
+	}
+}
+
+func (c *config) validate() error {
+	var bad []string
+	if c.Conns < 1 {
+		bad = append(bad, "--conns must be at least 1")
+	}
+	if len(c.Pipelines) == 0 {
+		bad = append(bad, "--pipelines needs at least one depth")
+	}
+	for _, p := range c.Pipelines {
+		if p < 1 || p > 1000 {
+			bad = append(bad, fmt.Sprintf("--pipelines: depth %d is outside 1..1000", p))
+		}
+	}
+	if c.Keys < 1 || c.Keys > 1_000_000_000_000 {
+		bad = append(bad, "--keys must be 1 to 10^12 (keys are key:%012d)")
+	}
+	if c.Rounds < 1 {
+		bad = append(bad, "--rounds must be at least 1")
+	}
+	if c.Troop != "" && c.Rev != "" {
+		bad = append(bad, "--troop and --rev exclude each other")
+	}
+	if c.Duration <= 0 || c.Warmup < 0 {
+		bad = append(bad, "--duration must be positive and --warmup not negative")
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("%s", strings.Join(bad, "; "))
+	}
+	return nil
+}
+
+// intList is a flag holding comma-separated integers.
+type intList []int
+
+func (l *intList) String() string {
+	s := make([]string, len(*l))
+	for i, n := range *l {
+		s[i] = strconv.Itoa(n)
+	}
+	return strings.Join(s, ",")
+}
+
+func (l *intList) Set(v string) error {
+	var out []int
+	for _, f := range strings.Split(v, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil {
+			return fmt.Errorf("not a list of whole numbers: %q", v)
+		}
+		out = append(out, n)
+	}
+	*l = out
+	return nil
+}
+
+func parseFlags(args []string, errOut io.Writer) (config, error) {
+	c := defaultConfig()
+	fs := flag.NewFlagSet("store", flag.ContinueOnError)
+	fs.SetOutput(errOut)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), `Usage: go run ./perf/store [flags]
+
+Benchmarks a troop node against redis-server (direct) and nutcracker in front
+of the same redis-server, then a three-rack troop cluster at DC_ONE and
+DC_QUORUM. Targets are interleaved round by round; the table reports medians,
+ratios, and CPU microseconds per operation of each process. The JSON file
+holds every round.
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
+	fs.StringVar(&c.Troop, "troop", c.Troop, "troop binary to benchmark (default: go build ./cmd/troop into a temporary directory)")
+	fs.StringVar(&c.Rev, "rev", c.Rev, "build troop from this git revision (git archive REV) instead of the working tree, e.g. HEAD")
+	fs.IntVar(&c.Conns, "conns", c.Conns, "client connections (C)")
+	pipes := intList(c.Pipelines)
+	fs.Var(&pipes, "pipelines", "pipeline depths (P) to run, comma-separated")
+	fs.IntVar(&c.Keys, "keys", c.Keys, "key space: keys are drawn uniformly from this many, all preloaded")
+	fs.IntVar(&c.Rounds, "rounds", c.Rounds, "rounds (R) of interleaved targets per pipeline depth")
+	fs.DurationVar((*time.Duration)(&c.Warmup), "warmup", time.Duration(c.Warmup), "load before each measured window")
+	fs.DurationVar((*time.Duration)(&c.Duration), "duration", time.Duration(c.Duration), "measured window (D) per target and round")
+	fs.Uint64Var(&c.Seed, "seed", c.Seed, "seed of the operation sequence (keys and GET/SET choices)")
+	fs.BoolVar(&c.Anchor, "anchor", c.Anchor, "also run redis-benchmark (GET) against redis-server: the load generator's anchor")
+	fs.BoolVar(&c.Cluster, "cluster", c.Cluster, "also run the three-rack DC_ONE vs DC_QUORUM experiment")
+	fs.BoolVar(&c.Quick, "quick", c.Quick, "smoke run: 1 round, 1s windows, 1000 keys (flags given explicitly still apply)")
+	fs.StringVar(&c.Out, "out", c.Out, "JSON result file")
+	fs.StringVar(&c.Pprof, "pprof", c.Pprof, "directory for CPU profiles of the troop nodes, taken in an extra unrecorded window per experiment and depth")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	c.Pipelines = pipes
+	if c.Quick {
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		c.applyQuick(set)
+	}
+	return c, c.validate()
+}
+
+func main() {
+	cfg, err := parseFlags(os.Args[1:], os.Stderr)
+	if err == flag.ErrHelp {
+		return
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "store:", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, cfg, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "store:", err)
+		stop()
+		os.Exit(1)
+	}
+}

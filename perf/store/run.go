@@ -1,0 +1,208 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/troop-lab/troop/topology"
+)
+
+// proxyExperiment is experiment 1: direct redis-server, nutcracker and a
+// one-rack troop node, all in front of the same redis-server, interleaved.
+func proxyExperiment(ctx context.Context, cfg config, ps *procSet, bins binaries, res *result, log io.Writer) error {
+	redis, redisAddr, err := startRedis(ctx, ps, bins.redisServer, "redis")
+	if err != nil {
+		return err
+	}
+	nc, ncAddr, err := startNutcracker(ctx, ps, bins.nutcracker, redisAddr)
+	if err != nil {
+		return err
+	}
+	nodeCfg, err := nodeConfig("troop-node", "rack1", redisAddr)
+	if err != nil {
+		return err
+	}
+	node, err := startNode(ctx, ps, bins.troop, nodeCfg)
+	if err != nil {
+		return err
+	}
+	// Preload straight into redis-server: the three targets share it.
+	if err := preload(ctx, []string{redisAddr}, cfg.Keys, nil); err != nil {
+		return err
+	}
+	direct := &target{name: "direct", addrs: []string{redisAddr}, redis: []*proc{redis}}
+	targets := []*target{
+		direct,
+		{name: "nutcracker", addrs: []string{ncAddr}, proxies: []*proc{nc}, redis: []*proc{redis}},
+		{name: "troop-node", addrs: []string{nodeCfg.Listen}, proxies: []*proc{node}, redis: []*proc{redis}, admin: []string{nodeCfg.StatsListen}},
+	}
+	for _, p := range cfg.Pipelines {
+		for n := 1; n <= cfg.Rounds; n++ {
+			var directOps int64
+			for _, t := range targets {
+				r := measure(ctx, cfg, "proxy", t, p, n)
+				res.add(r, log)
+				if t == direct {
+					directOps = int64(r.OpsPerSec * time.Duration(cfg.Duration).Seconds())
+				}
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+			}
+			if cfg.Anchor {
+				res.add(measureAnchor(ctx, cfg, bins.redisBenchmark, direct, p, n, max(directOps, 1000)), log)
+			}
+		}
+		if cfg.Pprof != "" {
+			if err := profile(ctx, cfg, targets[2], p, fmt.Sprintf("troop-node-P%d.pprof", p)); err != nil {
+				res.note("profile of troop-node at P=%d failed: %v", p, err)
+			}
+		}
+	}
+	return ctx.Err()
+}
+
+// clusterExperiment is experiment 2: three racks, one node and one
+// redis-server each, the load spread over the three nodes, at DC_ONE and
+// DC_QUORUM, interleaved.
+func clusterExperiment(ctx context.Context, cfg config, ps *procSet, bins binaries, res *result, log io.Writer) error {
+	const racks = 3
+	var cfgs []*topology.Config
+	var redises, nodes []*proc
+	var addrs, admin []string
+	for i := 1; i <= racks; i++ {
+		redis, redisAddr, err := startRedis(ctx, ps, bins.redisServer, fmt.Sprintf("redis%d", i))
+		if err != nil {
+			return err
+		}
+		c, err := nodeConfig(fmt.Sprintf("node%d", i), fmt.Sprintf("rack%d", i), redisAddr)
+		if err != nil {
+			return err
+		}
+		redises, cfgs = append(redises, redis), append(cfgs, c)
+		addrs, admin = append(addrs, c.Listen), append(admin, c.StatsListen)
+	}
+	linkSeeds(cfgs)
+	for _, c := range cfgs {
+		node, err := startNode(ctx, ps, bins.troop, c)
+		if err != nil {
+			return err
+		}
+		nodes = append(nodes, node)
+	}
+	if err := waitPeers(ctx, nodes, admin); err != nil {
+		return err
+	}
+	// Preload through the nodes at DC_QUORUM, so that every rack holds the
+	// keys, with their versions, before the first window.
+	quorum := [][]string{{"TROOP", "CONSISTENCY", "DC_QUORUM"}}
+	if err := preload(ctx, addrs, cfg.Keys, quorum); err != nil {
+		return err
+	}
+	targets := []*target{
+		{name: "dc_one", addrs: addrs, setup: [][]string{{"TROOP", "CONSISTENCY", "DC_ONE"}}, proxies: nodes, redis: redises, admin: admin},
+		{name: "dc_quorum", addrs: addrs, setup: quorum, proxies: nodes, redis: redises, admin: admin},
+	}
+	for _, p := range cfg.Pipelines {
+		for n := 1; n <= cfg.Rounds; n++ {
+			for _, t := range targets {
+				res.add(measure(ctx, cfg, "cluster", t, p, n), log)
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+			}
+		}
+		if cfg.Pprof != "" {
+			for _, t := range targets {
+				if err := profile(ctx, cfg, t, p, fmt.Sprintf("cluster-%s-P%d-node1.pprof", t.name, p)); err != nil {
+					res.note("profile of %s at P=%d failed: %v", t.name, p, err)
+				}
+			}
+		}
+	}
+	return ctx.Err()
+}
+
+// prepareTroop builds the troop binary from the working tree, or from the
+// git revision --rev names, and says which source it was.
+func prepareTroop(ctx context.Context, cfg config, dir string, out io.Writer) (bin, revision string, err error) {
+	root, err := moduleRoot(ctx)
+	if err != nil {
+		return "", "", err
+	}
+	src := root
+	if cfg.Rev != "" {
+		fmt.Fprintf(out, "exporting %s ...\n", cfg.Rev)
+		if src, revision, err = exportRev(ctx, root, cfg.Rev, filepath.Join(dir, "src")); err != nil {
+			return "", "", err
+		}
+	} else {
+		revision = gitRevision(ctx, root)
+	}
+	fmt.Fprintln(out, "building ./cmd/troop ...")
+	bin, err = buildTroop(ctx, src, dir)
+	return bin, revision, err
+}
+
+// run is the whole benchmark. Every process it starts is stopped before it
+// returns, whatever happens.
+func run(ctx context.Context, cfg config, out io.Writer) error {
+	dir, err := os.MkdirTemp("", "troop-perf-store-")
+	if err != nil {
+		return err
+	}
+	ps := &procSet{dir: dir}
+	keepDir := false
+	defer func() {
+		ps.stopAll()
+		if !keepDir {
+			os.RemoveAll(dir)
+		}
+	}()
+
+	bins, err := findBinaries(cfg)
+	if err != nil {
+		return err
+	}
+	revision := "" // the source the harness built troop from
+	if bins.troop = cfg.Troop; bins.troop == "" {
+		if bins.troop, revision, err = prepareTroop(ctx, cfg, dir, out); err != nil {
+			return err
+		}
+	}
+	res := &result{Tool: "perf/store", Started: time.Now().UTC(), Config: cfg, Env: environment(ctx, bins, revision), Notes: []string{}}
+	printHeader(out, res)
+
+	err = proxyExperiment(ctx, cfg, ps, bins, res, out)
+	ps.stopAll() // the cluster needs the CPU and memory
+	if err == nil && cfg.Cluster {
+		err = clusterExperiment(ctx, cfg, ps, bins, res, out)
+		ps.stopAll()
+	}
+	if err != nil {
+		keepDir = true
+		res.Error = err.Error()
+		res.note("process logs and configs kept in %s", dir)
+	}
+	res.Finished = time.Now().UTC()
+	res.Summary = summarize(res.Rounds)
+	res.Checks = evaluate(res.Summary)
+	printSummary(out, res)
+	if werr := writeJSON(cfg.Out, res); werr != nil {
+		return errors.Join(err, werr)
+	}
+	fmt.Fprintf(out, "\nwrote %s\n", cfg.Out)
+	if err != nil {
+		return fmt.Errorf("%v (logs in %s)", err, dir)
+	}
+	if failed := res.failedRounds(); failed > 0 {
+		keepDir = true
+		return fmt.Errorf("%d measured windows failed (see \"error\" in %s; logs in %s)", failed, cfg.Out, dir)
+	}
+	return nil
+}

@@ -1,0 +1,244 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/troop-lab/troop/resp"
+)
+
+// TestHarness runs the whole harness at smoke size against real processes
+// and checks behaviour only: every target served requests, no errors or
+// wrong replies, the JSON file complete. It never checks speed.
+func TestHarness(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts redis-server, nutcracker and troop nodes; skipped with -short")
+	}
+	for _, bin := range []string{"nutcracker", "redis-benchmark"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			t.Skipf("%s not installed (Debian: nutcracker, redis-tools): the harness needs it", bin)
+		}
+	}
+	if _, err := exec.LookPath("redis-server"); err != nil && os.Getenv("TROOP_REDIS_SERVER") == "" {
+		t.Fatal("redis-server not found on PATH: install it (Debian: apt-get install redis-server)")
+	}
+	cfg := defaultConfig()
+	cfg.Quick = true
+	cfg.applyQuick(nil)
+	cfg.Conns = 8
+	cfg.Keys = 500
+	cfg.Warmup = seconds(100 * time.Millisecond)
+	cfg.Duration = seconds(500 * time.Millisecond)
+	cfg.Out = filepath.Join(t.TempDir(), "perf-store.json")
+	if err := cfg.validate(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var out bytes.Buffer
+	start := time.Now()
+	if err := run(ctx, cfg, &out); err != nil {
+		t.Fatalf("run: %v\n%s", err, out.String())
+	}
+	t.Logf("harness ran in %v", time.Since(start).Round(time.Millisecond))
+
+	data, err := os.ReadFile(cfg.Out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res result
+	if err := json.Unmarshal(data, &res); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{}
+	for _, p := range cfg.Pipelines {
+		for _, target := range []string{"direct", "nutcracker", "troop-node", "redis-benchmark", "dc_one", "dc_quorum"} {
+			want[target+"/"+strconv.Itoa(p)] = true
+		}
+	}
+	for _, r := range res.Rounds {
+		delete(want, r.Target+"/"+strconv.Itoa(r.Pipeline))
+		if r.Error != "" {
+			t.Errorf("%s P=%d: %s", r.Target, r.Pipeline, r.Error)
+		}
+		if r.Ops <= 0 || r.OpsPerSec <= 0 {
+			t.Errorf("%s P=%d served no requests: %+v", r.Target, r.Pipeline, r.counts)
+		}
+		if r.ErrorReplies != 0 || r.BadReplies != 0 {
+			t.Errorf("%s P=%d: %d error replies (first: %q), %d wrong replies", r.Target, r.Pipeline, r.ErrorReplies, r.FirstErrorReply, r.BadReplies)
+		}
+		if r.Target != "redis-benchmark" && (r.Gets == 0 || r.Sets == 0 || r.Gets+r.Sets != r.Ops) {
+			t.Errorf("%s P=%d: %d GETs + %d SETs for %d ops", r.Target, r.Pipeline, r.Gets, r.Sets, r.Ops)
+		}
+		if r.GeneratorUsPerOp <= 0 || r.RedisUsPerOp <= 0 {
+			t.Errorf("%s P=%d: CPU per op not measured: generator %v, redis %v", r.Target, r.Pipeline, r.GeneratorUsPerOp, r.RedisUsPerOp)
+		}
+		if r.Target != "direct" && r.Target != "redis-benchmark" && r.ProxyUsPerOp <= 0 {
+			t.Errorf("%s P=%d: proxy CPU per op not measured", r.Target, r.Pipeline)
+		}
+	}
+	for k := range want {
+		t.Errorf("no round for %s", k)
+	}
+	if len(res.Summary) != 6*len(cfg.Pipelines) {
+		t.Errorf("%d summary rows, want %d", len(res.Summary), 6*len(cfg.Pipelines))
+	}
+	if len(res.Checks) == 0 {
+		t.Error("no checks evaluated")
+	}
+	for _, c := range res.Checks {
+		if c.Kind == "sanity" {
+			t.Errorf("sanity check failed: %s: %s", c.Name, c.Text)
+		}
+	}
+	// Every field of the file is there, and the environment is filled in.
+	var generic map[string]any
+	if err := json.Unmarshal(data, &generic); err != nil {
+		t.Fatal(err)
+	}
+	checkFields(t, "", reflect.TypeOf(res), generic)
+	for _, f := range []string{"redis_server", "nutcracker", "redis_benchmark", "troop", "troop_go", "troop_revision", "go"} {
+		if v, _ := generic["env"].(map[string]any)[f].(string); v == "" || v == "unknown" {
+			t.Errorf("env.%s not recorded: %q", f, v)
+		}
+	}
+	if res.Config.Seed != cfg.Seed || res.Env.CPUs <= 0 {
+		t.Errorf("config or env incomplete: seed %d, cpus %d", res.Config.Seed, res.Env.CPUs)
+	}
+	for _, s := range []string{"Proxy overhead", "Three-rack", "Targets and anchors"} {
+		if !strings.Contains(out.String(), s) {
+			t.Errorf("the printed report lacks %q:\n%s", s, out.String())
+		}
+	}
+}
+
+// checkFields asserts that every JSON field of type typ (except omitempty
+// ones) is present in obj, recursing into structs and the first element of
+// slices.
+func checkFields(t *testing.T, path string, typ reflect.Type, obj any) {
+	t.Helper()
+	for typ.Kind() == reflect.Pointer {
+		typ = typ.Elem()
+	}
+	switch typ.Kind() {
+	case reflect.Struct:
+		if typ == reflect.TypeOf(time.Time{}) {
+			return
+		}
+		m, ok := obj.(map[string]any)
+		if !ok {
+			t.Errorf("%s: want an object, got %T", path, obj)
+			return
+		}
+		for i := 0; i < typ.NumField(); i++ {
+			f := typ.Field(i)
+			if !f.IsExported() {
+				continue
+			}
+			if f.Anonymous { // embedded: its fields are inline
+				checkFields(t, path, f.Type, obj)
+				continue
+			}
+			name, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
+			if name == "-" || strings.Contains(opts, "omitempty") {
+				continue
+			}
+			v, ok := m[name]
+			if !ok {
+				t.Errorf("JSON lacks %s.%s", path, name)
+				continue
+			}
+			checkFields(t, path+"."+name, f.Type, v)
+		}
+	case reflect.Slice:
+		list, ok := obj.([]any)
+		if !ok {
+			if typ.Elem().Kind() != reflect.Struct {
+				return
+			}
+			t.Errorf("%s: want a list, got %T", path, obj)
+			return
+		}
+		if len(list) == 0 && typ.Elem().Kind() == reflect.Struct {
+			t.Errorf("%s is empty", path)
+		}
+		if len(list) > 0 {
+			checkFields(t, path+"[0]", typ.Elem(), list[0])
+		}
+	}
+}
+
+// The commands the generator writes are well-formed RESP, and the read
+// check accepts exactly nil and the value written for that key.
+func TestCommandsAndCheck(t *testing.T) {
+	for _, k := range []int{0, 7, 123456, 999_999_999_999} {
+		v, err := resp.Parse(appendSet(nil, k))
+		if err != nil || len(v.Elems) != 3 || string(v.Elems[0].Str) != "SET" || len(v.Elems[2].Str) != valueSize {
+			t.Fatalf("SET %d: %v %v", k, v, err)
+		}
+		key := v.Elems[1].Str
+		if len(key) != keyLen || !bytes.HasPrefix(v.Elems[2].Str, append(key, '|')) {
+			t.Fatalf("SET %d: key %q, value starts %q", k, key, v.Elems[2].Str[:20])
+		}
+		g, err := resp.Parse(appendGet(nil, k))
+		if err != nil || len(g.Elems) != 2 || string(g.Elems[0].Str) != "GET" || !bytes.Equal(g.Elems[1].Str, key) {
+			t.Fatalf("GET %d: %v %v", k, g, err)
+		}
+		reply := resp.AppendBulk(nil, v.Elems[2].Str)
+		if got := checkGet(reply, k); got != getHit {
+			t.Errorf("value of %d: %v, want hit", k, got)
+		}
+		if got := checkGet(reply, k+1); got != getBad {
+			t.Errorf("value of %d read as %d: %v, want bad", k, k+1, got)
+		}
+		short := resp.AppendBulk(nil, v.Elems[2].Str[:valueSize-1])
+		if got := checkGet(short, k); got != getBad {
+			t.Errorf("short value: %v, want bad", got)
+		}
+		if got := checkGet([]byte("$-1\r\n"), k); got != getNil {
+			t.Errorf("nil: %v", got)
+		}
+		if got := checkGet([]byte("-ERR x\r\n"), k); got != getBad {
+			t.Errorf("error reply: %v", got)
+		}
+	}
+	if got := string(appendKey(nil, 42)); got != "key:000000000042" {
+		t.Errorf("key 42 is %q, want redis-benchmark's key:000000000042", got)
+	}
+}
+
+func TestMedian(t *testing.T) {
+	for _, c := range []struct {
+		in   []float64
+		want float64
+	}{{nil, 0}, {[]float64{3}, 3}, {[]float64{3, 1, 2}, 2}, {[]float64{4, 1, 3, 2}, 2.5}} {
+		if got := median(c.in); got != c.want {
+			t.Errorf("median(%v) = %v, want %v", c.in, got, c.want)
+		}
+	}
+}
+
+func TestFlags(t *testing.T) {
+	cfg, err := parseFlags([]string{"--quick", "--rounds", "2", "--pipelines", "1,4"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Rounds != 2 || time.Duration(cfg.Duration) != time.Second || cfg.Keys != 1000 || !reflect.DeepEqual(cfg.Pipelines, []int{1, 4}) {
+		t.Errorf("quick with explicit rounds: %+v", cfg)
+	}
+	for _, bad := range [][]string{{"--conns", "0"}, {"--pipelines", "0"}, {"--pipelines", "x"}, {"extra"}} {
+		if _, err := parseFlags(bad, io.Discard); err == nil {
+			t.Errorf("%v accepted", bad)
+		}
+	}
+}
