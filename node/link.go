@@ -31,10 +31,11 @@ type link struct {
 	out       []byte  // requests queued and not yet written
 	spare     []byte  // the other buffer, swapped with out by the writer
 	writing   bool    // a caller is writing out; others just append
+	dialing   bool    // a connection is being made; requests queue meanwhile
 	pending   []*call // oldest first
 	downUntil time.Time
 	backoff   time.Duration // grows while dials keep failing
-	lastErr   error
+	lastErr   error   // why the link went down, without the link's name
 	closed    bool
 
 	stats *linkStats
@@ -104,7 +105,10 @@ func (l *link) flush() {
 		l.mu.Unlock()
 		_, err := conn.Write(buf) // outside the lock: others keep appending
 		l.mu.Lock()
-		if cap(buf) <= maxSpare { // do not keep one huge request's buffer forever
+		// buf becomes the spare, unless it grew huge: then let it go. Either
+		// way the old spare is now out's array and must not stay the spare.
+		l.spare = nil
+		if cap(buf) <= maxSpare {
 			l.spare = buf[:0]
 		}
 		if err != nil && l.conn == conn {
@@ -139,40 +143,63 @@ func (l *link) connected() bool {
 	return l.conn != nil
 }
 
+// connectLocked makes sure a connection exists or is being made. Dialling
+// happens on its own goroutine, so a peer that accepts but never answers the
+// handshake delays only the requests queued for it, never the caller; the
+// requests wait in the queue and go out once the connection is up, or fail
+// with it.
 func (l *link) connectLocked() error {
 	if l.closed {
 		return fmt.Errorf("%s: %w: node shutting down", l.name, errLinkDown)
 	}
-	if l.conn != nil {
+	if l.conn != nil || l.dialing {
 		return nil
 	}
 	if time.Now().Before(l.downUntil) {
 		return fmt.Errorf("%s %s: %w: %v", l.name, l.addr, errLinkDown, l.lastErr)
 	}
+	l.dialing = true
+	go l.dial()
+	return nil
+}
+
+func (l *link) dial() {
 	dialTimeout := min(l.timeout, 2*time.Second)
 	conn, err := net.DialTimeout("tcp", l.addr, dialTimeout)
-	if err == nil && l.handshake != nil {
-		conn.SetDeadline(time.Now().Add(dialTimeout))
-		rd := resp.NewReader(conn, resp.DefaultLimits)
-		if err = l.handshake(conn, rd); err == nil {
-			conn.SetDeadline(time.Time{})
-			l.startLocked(conn, rd)
-			return nil
+	var rd *resp.Reader
+	if err == nil {
+		rd = resp.NewReader(conn, resp.DefaultLimits)
+		if l.handshake != nil {
+			conn.SetDeadline(time.Now().Add(dialTimeout))
+			if err = l.handshake(conn, rd); err == nil {
+				conn.SetDeadline(time.Time{})
+			} else {
+				conn.Close()
+			}
 		}
+	}
+	l.mu.Lock()
+	l.dialing = false
+	if err == nil && l.closed {
 		conn.Close()
+		err = errors.New("node shutting down")
 	}
 	if err != nil {
 		var op *net.OpError
 		if errors.As(err, &op) { // "connection refused" says it all; the address is in our message
 			err = op.Err
 		}
-		l.lastErr = err
 		l.markDownLocked()
 		l.stats.record(func(s *linkStats) { s.failures++; s.lastFailure = err.Error() })
-		return fmt.Errorf("%s %s: %w: %v", l.name, l.addr, errLinkDown, err)
+		notify := l.failLocked(fmt.Errorf("%s %s: %w: %v", l.name, l.addr, errLinkDown, err))
+		l.lastErr = err // bare, for the messages of requests refused during the backoff
+		l.mu.Unlock()
+		notify()
+		return
 	}
-	l.startLocked(conn, resp.NewReader(conn, resp.DefaultLimits))
-	return nil
+	l.startLocked(conn, rd)
+	l.mu.Unlock()
+	l.flush() // what was queued while dialling
 }
 
 func (l *link) markDownLocked() {
@@ -185,8 +212,7 @@ func (l *link) startLocked(conn net.Conn, rd *resp.Reader) {
 	if tc, ok := conn.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
 	}
-	l.conn = conn
-	l.out = l.out[:0]
+	l.conn = conn // requests queued while dialling stay in out, for this connection
 	l.stats.record(func(s *linkStats) { s.connects++ })
 	go l.readLoop(conn, rd)
 }
@@ -229,7 +255,6 @@ func (l *link) failLocked(err error) (notify func()) {
 		l.conn = nil
 	}
 	l.out = l.out[:0] // its requests fail below; none may reach a new connection
-	l.lastErr = err
 	pending := l.pending
 	l.pending = nil
 	return func() {
@@ -256,6 +281,7 @@ func (l *link) watchdog() {
 			notify = l.failLocked(&timeoutError{link: l.name, addr: l.addr, after: l.timeout})
 			// Do not dial again at once: the server is there but not answering.
 			l.markDownLocked()
+			l.lastErr = fmt.Errorf("timeout: no answer within %v", l.timeout)
 		}
 		l.mu.Unlock()
 		notify()

@@ -1,0 +1,180 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/troop-lab/troop/resp"
+)
+
+// silentServer accepts connections and never answers.
+func silentServer(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", freePort(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { c.Close() })
+		}
+	}()
+	return ln.Addr().String()
+}
+
+type result struct {
+	raw []byte
+	err error
+	at  time.Time
+}
+
+func collect(ch chan result) func([]byte, error) {
+	return func(raw []byte, err error) { ch <- result{raw, err, time.Now()} }
+}
+
+// A peer that accepts but never answers its handshake holds up only the
+// requests queued for it, never the caller, and they fail when the handshake
+// times out.
+func TestLinkDialDoesNotBlockCaller(t *testing.T) {
+	addr := silentServer(t)
+	hello := func(c net.Conn, rd *resp.Reader) error {
+		c.Write(resp.AppendCommandStrings(nil, "HELLO"))
+		_, err := rd.ReadValue()
+		return err
+	}
+	l := newLink("peer", addr, 300*time.Millisecond, hello)
+	defer l.close()
+	ch := make(chan result, 1)
+	start := time.Now()
+	l.do(resp.AppendCommandStrings(nil, "PING"), collect(ch))
+	if took := time.Since(start); took > 50*time.Millisecond {
+		t.Fatalf("do blocked the caller for %v", took)
+	}
+	select {
+	case r := <-ch:
+		if r.err == nil || !errors.Is(r.err, errLinkDown) && !isTimeout(r.err) {
+			t.Fatalf("got %q, %v; want the link down", r.raw, r.err)
+		}
+		if took := r.at.Sub(start); took > 2*time.Second {
+			t.Fatalf("failed after %v", took)
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("the request never failed")
+	}
+}
+
+// Nothing listening: requests fail at once, and during the backoff they fail
+// without dialling.
+func TestLinkRefusedFailsFast(t *testing.T) {
+	addr := freePort(t) // nobody listens here
+	l := newLink("peer", addr, time.Second, nil)
+	defer l.close()
+	for i := 0; i < 2; i++ {
+		ch := make(chan result, 1)
+		start := time.Now()
+		l.do(resp.AppendCommandStrings(nil, "PING"), collect(ch))
+		r := <-ch
+		if !errors.Is(r.err, errLinkDown) || !strings.Contains(r.err.Error(), "connection refused") {
+			t.Fatalf("request %d: %v", i, r.err)
+		}
+		if took := r.at.Sub(start); took > 100*time.Millisecond {
+			t.Fatalf("request %d failed after %v", i, took)
+		}
+	}
+}
+
+// A server that takes requests and never replies costs each request one
+// timeout, no more.
+func TestLinkTimeout(t *testing.T) {
+	l := newLink("redis", silentServer(t), 200*time.Millisecond, nil)
+	defer l.close()
+	ch := make(chan result, 3)
+	start := time.Now()
+	for i := 0; i < 3; i++ {
+		l.send(resp.AppendCommandStrings(nil, "GET", "k"), collect(ch))
+	}
+	l.flush()
+	for i := 0; i < 3; i++ {
+		r := <-ch
+		if !isTimeout(r.err) {
+			t.Fatalf("reply %d: %v, want a timeout", i, r.err)
+		}
+		if took := r.at.Sub(start); took < 200*time.Millisecond || took > time.Second {
+			t.Fatalf("reply %d timed out after %v", i, took)
+		}
+	}
+}
+
+// Replies come back in request order, many requests on one connection.
+func TestLinkPipelinesInOrder(t *testing.T) {
+	r := startRedis(t)
+	l := newLink("redis", r.addr, 2*time.Second, nil)
+	defer l.close()
+	const n = 2000
+	ch := make(chan result, n)
+	for i := 0; i < n; i++ {
+		l.send(resp.AppendCommandStrings(nil, "ECHO", fmt.Sprint(i)), collect(ch))
+		if i%100 == 99 {
+			l.flush()
+		}
+	}
+	l.flush()
+	for i := 0; i < n; i++ {
+		res := <-ch
+		if res.err != nil {
+			t.Fatal(res.err)
+		}
+		if want := fmt.Sprintf("$%d\r\n%d\r\n", len(fmt.Sprint(i)), i); string(res.raw) != want {
+			t.Fatalf("reply %d = %q, want %q", i, res.raw, want)
+		}
+	}
+}
+
+// Many senders at once, with requests large enough that the write buffer
+// outgrows the spare limit: every byte reaches redis-server intact and every
+// reply matches its request.
+func TestLinkConcurrentLargeRequests(t *testing.T) {
+	r := startRedis(t)
+	l := newLink("redis", r.addr, 10*time.Second, nil)
+	defer l.close()
+	const senders, each = 4, 40
+	errs := make(chan error, senders)
+	for s := 0; s < senders; s++ {
+		go func(s int) {
+			ch := make(chan result, 2*each)
+			values := make([]string, each)
+			for i := range values { // all in flight at once, flushed one pair at a time
+				values[i] = strings.Repeat(fmt.Sprintf("%d-%d.", s, i), 40000) // about 200 KB
+				l.send(resp.AppendCommandStrings(nil, "SET", fmt.Sprintf("k%d-%d", s, i), values[i]), collect(ch))
+				l.send(resp.AppendCommandStrings(nil, "STRLEN", fmt.Sprintf("k%d-%d", s, i)), collect(ch))
+				l.flush()
+			}
+			for i, value := range values {
+				set, strlen := <-ch, <-ch
+				if set.err != nil || string(set.raw) != "+OK\r\n" {
+					errs <- fmt.Errorf("sender %d SET %d: %.80q %v", s, i, set.raw, set.err)
+					return
+				}
+				if want := fmt.Sprintf(":%d\r\n", len(value)); strlen.err != nil || string(strlen.raw) != want {
+					errs <- fmt.Errorf("sender %d STRLEN %d: %.80q %v, want %q", s, i, strlen.raw, strlen.err, want)
+					return
+				}
+			}
+			errs <- nil
+		}(s)
+	}
+	for s := 0; s < senders; s++ {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
