@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/troop-lab/troop/link"
 	"github.com/troop-lab/troop/node/consistency"
 )
 
@@ -153,11 +154,10 @@ func (n *Node) Info() Info {
 	return info
 }
 
-func linkInfo(l *link) LinkInfo {
-	l.stats.mu.Lock()
-	defer l.stats.mu.Unlock()
-	return LinkInfo{Name: l.name, Addr: l.addr, Up: l.up(), Connects: l.stats.connects, Failures: l.stats.failures,
-		Timeouts: l.stats.timeouts, LastFailure: l.stats.lastFailure}
+func linkInfo(l *link.Link) LinkInfo {
+	st := l.Stats()
+	return LinkInfo{Name: l.Name(), Addr: l.Addr(), Up: l.Up(), Connects: st.Connects, Failures: st.Failures,
+		Timeouts: st.Timeouts, LastFailure: st.LastFailure}
 }
 
 // ClusterNode is one node in /cluster_describe.
@@ -181,7 +181,7 @@ func (n *Node) Describe() []ClusterNode {
 		m.mu.Lock()
 		info := m.info
 		m.mu.Unlock()
-		up := m.self || m.link.connected()
+		up := m.self || m.link.Connected()
 		out = append(out, ClusterNode{Name: info.Name, Datacenter: m.dc, Rack: m.rack, Tokens: m.tokens,
 			Listen: info.Listen, DynListen: m.peerAddr, StatsListen: info.Stats, Self: m.self, Up: up})
 	}

@@ -33,10 +33,10 @@ func TestQuorumWriteReadsBackEverywhere(t *testing.T) {
 	}
 	// Every replica holds the plain value.
 	for _, tn := range tc.nodes {
-		r := dial(t, tn.redis.addr)
+		r := dial(t, tn.redis.Addr)
 		eventually(t, 2*time.Second, func() string {
 			if got := r.must("GET", "k7"); got != "v7" {
-				return fmt.Sprintf("redis %s GET k7 = %q", tn.redis.addr, got)
+				return fmt.Sprintf("redis %s GET k7 = %q", tn.redis.Addr, got)
 			}
 			return ""
 		})
@@ -51,7 +51,7 @@ func TestQuorumSurvivesOneFailureNotTwo(t *testing.T) {
 	c := tc.client(0, "DC_QUORUM")
 	c.must("SET", "before", "1")
 
-	tc.nodes[1].redis.kill()
+	tc.nodes[1].redis.Kill()
 	c.must("SET", "after-one", "2")
 	if got := c.must("GET", "before"); got != "1" {
 		t.Fatalf("GET before = %q", got)
@@ -72,7 +72,7 @@ func TestQuorumSurvivesOneFailureNotTwo(t *testing.T) {
 		t.Fatalf("DC_ONE failover write = %q", got)
 	}
 
-	tc.nodes[2].redis.kill()
+	tc.nodes[2].redis.Kill()
 	start := time.Now()
 	v := c.do("SET", "after-two", "4")
 	if !v.IsError() || !contains(string(v.Str), "DC_QUORUM write (SET) failed: ") || !contains(string(v.Str), " of 3 replicas acknowledged, 2 needed") {
@@ -93,7 +93,7 @@ func TestPausedReplicaTimesOut(t *testing.T) {
 	tc := startCluster(t, clusterOpts{racks: 3, timeout: 500 * time.Millisecond})
 	c := tc.client(0, "DC_SAFE_QUORUM")
 	c.must("SET", "k", "v")
-	p := tc.nodes[2].redis.cmd.Process
+	p := tc.nodes[2].redis.Cmd.Process
 	p.Signal(syscall.SIGSTOP)
 	defer p.Signal(syscall.SIGCONT)
 	start := time.Now()
@@ -129,7 +129,7 @@ func TestSafeQuorumRefusesDisagreement(t *testing.T) {
 	// Behind the store's back: every replica gets a different value and a
 	// different version.
 	for i, tn := range tc.nodes {
-		r := dial(t, tn.redis.addr)
+		r := dial(t, tn.redis.Addr)
 		r.must("SET", "k", fmt.Sprintf("v%d", i))
 		r.must("SET", versionPrefix+"k", string(encodeVersion(uint64(1+i)<<60, 1)))
 	}
@@ -143,7 +143,7 @@ func TestSafeQuorumRefusesDisagreement(t *testing.T) {
 		t.Fatalf("DC_QUORUM GET = %q, want v1 or v2", got)
 	}
 	// Two replicas agreeing is enough for DC_SAFE_QUORUM.
-	r := dial(t, tc.nodes[2].redis.addr)
+	r := dial(t, tc.nodes[2].redis.Addr)
 	r.must("SET", "k", "v1")
 	r.must("SET", versionPrefix+"k", string(encodeVersion(uint64(2)<<60, 1)))
 	if got := safe.must("GET", "k"); got != "v1" {
@@ -156,7 +156,7 @@ func TestSafeQuorumRefusesDisagreement(t *testing.T) {
 func TestVersionsOrderWrites(t *testing.T) {
 	tc := startCluster(t, clusterOpts{racks: 1})
 	tn := tc.nodes[0]
-	r := dial(t, tn.redis.addr)
+	r := dial(t, tn.redis.Addr)
 	peer := dial(t, tn.cfg.DynListen)
 	peer.must("HELLO", "1", "test", "dc1", "rack9", "", "")
 	newer, older := string(encodeVersion(2<<20, 1)), string(encodeVersion(1<<20, 1))
@@ -189,7 +189,7 @@ func TestTwoDatacenters(t *testing.T) {
 			}
 			return ""
 		})
-		r := dial(t, tc.nodes[i].redis.addr)
+		r := dial(t, tc.nodes[i].redis.Addr)
 		eventually(t, 3*time.Second, func() string {
 			if got := r.must("GET", "cross"); got != "dc" {
 				return fmt.Sprintf("dc2 redis %d GET cross = %q", i, got)

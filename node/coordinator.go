@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/troop-lab/troop/link"
 	"github.com/troop-lab/troop/node/consistency"
 	"github.com/troop-lab/troop/resp"
 	"github.com/troop-lab/troop/ring"
@@ -66,8 +67,8 @@ func askOrder(reps []*member) []int {
 	order := make([]int, 0, len(reps))
 	for _, pass := range []func(*member) bool{
 		func(m *member) bool { return m.self },
-		func(m *member) bool { return !m.self && m.link.connected() },
-		func(m *member) bool { return !m.self && !m.link.connected() },
+		func(m *member) bool { return !m.self && m.link.Connected() },
+		func(m *member) bool { return !m.self && !m.link.Connected() },
 	} {
 		for i, m := range reps {
 			if pass(m) {
@@ -155,14 +156,14 @@ func (n *Node) asyncDone(raw []byte, err error) {
 }
 
 func (n *Node) countFailure(err error) {
-	if isTimeout(err) {
+	if link.IsTimeout(err) {
 		n.stats.timeouts.Add(1)
 	}
 }
 
 // storeFor picks the datastore connection for a key; a key always uses the
 // same one, so one client's writes to it stay in order.
-func (n *Node) storeFor(key []byte) *link {
+func (n *Node) storeFor(key []byte) *link.Link {
 	if len(n.store) == 1 {
 		return n.store[0]
 	}

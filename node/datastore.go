@@ -183,7 +183,7 @@ func (n *Node) readLocal(keys, args [][]byte, b *batch, done func(version, reply
 			done(version, resp.AppendValue(nil, v.Elems[0]), nil)
 			return
 		}
-		l.do(appendRead(nil, keys, args), script)
+		l.Do(appendRead(nil, keys, args), script)
 	})
 }
 

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/troop-lab/troop/link"
 	"github.com/troop-lab/troop/node/consistency"
 	"github.com/troop-lab/troop/resp"
 )
@@ -139,15 +140,15 @@ func writeReplies(c net.Conn, replies <-chan *slot) {
 // A batch collects the links a connection sent to while working through its
 // pipeline, to flush each once at the end.
 type batch struct {
-	links []*link
+	links []*link.Link
 }
 
-func (b *batch) send(l *link, req []byte, done func([]byte, error)) {
+func (b *batch) send(l *link.Link, req []byte, done func([]byte, error)) {
 	if b == nil {
-		l.do(req, done)
+		l.Do(req, done)
 		return
 	}
-	l.send(req, done)
+	l.Send(req, done)
 	for _, x := range b.links {
 		if x == l {
 			return
@@ -158,7 +159,7 @@ func (b *batch) send(l *link, req []byte, done func([]byte, error)) {
 
 func (b *batch) flush() {
 	for _, l := range b.links {
-		l.flush()
+		l.Flush()
 	}
 	b.links = b.links[:0]
 }

@@ -162,7 +162,7 @@ func TestBadInputClosesOnlyThatConnection(t *testing.T) {
 // -BUSY at once, and every request still gets exactly one reply in order.
 func TestBackpressureBusy(t *testing.T) {
 	tc := startCluster(t, clusterOpts{racks: 1, maxInflightPerConn: 4, timeout: 3 * time.Second})
-	p := tc.nodes[0].redis.cmd.Process
+	p := tc.nodes[0].redis.Cmd.Process
 	c := dial(t, tc.nodes[0].cfg.Listen)
 	p.Signal(syscall.SIGSTOP) // requests pile up in flight
 	var req []byte

@@ -7,14 +7,13 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/troop-lab/troop/internal/freeport"
+	"github.com/troop-lab/troop/internal/testredis"
 	"github.com/troop-lab/troop/node/consistency"
 	"github.com/troop-lab/troop/resp"
 	"github.com/troop-lab/troop/ring"
@@ -23,18 +22,6 @@ import (
 
 // The tests in this package run real redis-server processes and in-process
 // nodes on loopback. Each process is stopped by PID when its test ends.
-
-func redisServerPath(t testing.TB) string {
-	t.Helper()
-	if p := os.Getenv("TROOP_REDIS_SERVER"); p != "" {
-		return p
-	}
-	p, err := exec.LookPath("redis-server")
-	if err != nil {
-		t.Fatal("redis-server not found on PATH: install it (Debian: apt-get install redis-server); make test does this when run as root")
-	}
-	return p
-}
 
 func freePort(t testing.TB) string {
 	t.Helper()
@@ -45,58 +32,15 @@ func freePort(t testing.TB) string {
 	return addr
 }
 
-// redisProc is a redis-server started for a test.
-type redisProc struct {
-	addr string
-	cmd  *exec.Cmd
-}
-
-func startRedis(t testing.TB) *redisProc {
-	t.Helper()
-	addr := freePort(t)
-	_, port, _ := net.SplitHostPort(addr)
-	cmd := exec.Command(redisServerPath(t), "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--daemonize", "no", "--dir", t.TempDir())
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	r := &redisProc{addr: addr, cmd: cmd}
-	t.Cleanup(r.kill)
-	waitPing(t, addr)
-	return r
-}
-
-func (r *redisProc) kill() {
-	if r.cmd.Process != nil {
-		r.cmd.Process.Signal(syscall.SIGCONT) // a paused process cannot die of SIGKILL until continued
-		r.cmd.Process.Kill()
-		r.cmd.Wait()
-	}
-}
-
-func waitPing(t testing.TB, addr string) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
-			c.SetDeadline(time.Now().Add(time.Second))
-			c.Write([]byte("*1\r\n$4\r\nPING\r\n"))
-			buf := make([]byte, 7)
-			_, err := io.ReadFull(c, buf)
-			c.Close()
-			if err == nil && string(buf) == "+PONG\r\n" {
-				return
-			}
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("%s does not answer PING within 10s", addr)
-}
+var (
+	startRedis = testredis.Start
+	waitPing   = testredis.WaitPing
+)
 
 // testNode is one position of a test cluster.
 type testNode struct {
 	cfg    *topology.Config
-	redis  *redisProc
+	redis  *testredis.Server
 	node   *Node
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -142,7 +86,7 @@ func startCluster(t testing.TB, o clusterOpts) *testCluster {
 					c.MaxInflightPerConn = o.maxInflightPerConn
 				}
 				tn := &testNode{cfg: c, redis: startRedis(t)}
-				c.Servers = []topology.Server{{Addr: tn.redis.addr, Weight: 1}}
+				c.Servers = []topology.Server{{Addr: tn.redis.Addr, Weight: 1}}
 				tc.nodes = append(tc.nodes, tn)
 			}
 		}
@@ -180,7 +124,7 @@ func startCluster(t testing.TB, o clusterOpts) *testCluster {
 	eventually(t, 10*time.Second, func() string {
 		for _, tn := range tc.nodes {
 			for _, m := range tn.node.members {
-				if m.link != nil && !m.link.connected() {
+				if m.link != nil && !m.link.Connected() {
 					return fmt.Sprintf("%s is not connected to peer %s", tn.cfg.Name, m.peerAddr)
 				}
 			}

@@ -4,8 +4,8 @@
 // asks) and to other datacenters (asynchronously).
 //
 // A request's path: front.go reads it from a client connection, coordinator.go
-// decides where it goes and when it is done, link.go carries it to the local
-// redis-server or to a peer node (peer.go), and the reply goes back to the
+// decides where it goes and when it is done, a link (package link) carries it
+// to the local redis-server or to a peer node (peer.go), and the reply goes back to the
 // client in request order. admin.go serves the HTTP admin API.
 package node
 
@@ -21,6 +21,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/troop-lab/troop/link"
 	"github.com/troop-lab/troop/node/consistency"
 	"github.com/troop-lab/troop/resp"
 	"github.com/troop-lab/troop/ring"
@@ -43,7 +44,7 @@ type member struct {
 	peerAddr string
 	tokens   []uint32
 	self     bool
-	link     *link // nil for self
+	link     *link.Link // nil for self
 
 	mu   sync.Mutex
 	info peerInfo // what the peer said in its handshake
@@ -69,9 +70,9 @@ type Node struct {
 	limits resp.Limits
 
 	members    []*member
-	localRacks []rackRing // own rack first, then by name
-	remoteDCs  []rackRing // one rack per remote datacenter
-	store      []*link    // connections to the local redis-server
+	localRacks []rackRing   // own rack first, then by name
+	remoteDCs  []rackRing   // one rack per remote datacenter
+	store      []*link.Link // connections to the local redis-server
 
 	readLevel, writeLevel atomic.Int32
 	state                 atomic.Int32
@@ -109,11 +110,11 @@ func New(cfg *topology.Config, log *slog.Logger) (*Node, error) {
 	n.clock = newClock(uint16(ring.Hash([]byte(cfg.Name))), time.Now)
 	conns := max(cfg.DatastoreConnections, 1)
 	for i := 0; i < conns; i++ {
-		n.store = append(n.store, newLink("redis", cfg.Servers[0].Addr, cfg.Timeout, loadScripts))
+		n.store = append(n.store, link.New("redis", cfg.Servers[0].Addr, cfg.Timeout, loadScripts))
 	}
 	for _, m := range n.members {
 		if !m.self {
-			m.link = newLink("peer", m.peerAddr, cfg.Timeout, n.peerHandshake(m))
+			m.link = link.New("peer", m.peerAddr, cfg.Timeout, n.peerHandshake(m))
 		}
 	}
 	return n, nil
@@ -209,7 +210,7 @@ func (n *Node) Serve(ctx context.Context) error {
 	go func() { defer n.wg.Done(); n.keepPeersWarm(ctx) }()
 	// Connect to the datastore now, so a missing redis-server shows in the
 	// log at start rather than on the first request.
-	n.store[0].do(resp.AppendCommandStrings(nil, "PING"), func(_ []byte, err error) {
+	n.store[0].Do(resp.AppendCommandStrings(nil, "PING"), func(_ []byte, err error) {
 		if err != nil {
 			n.log.Warn("datastore not answering", "err", err)
 		}
@@ -257,7 +258,7 @@ func (n *Node) keepPeersWarm(ctx context.Context) {
 	for {
 		for _, m := range n.members {
 			if m.link != nil {
-				m.link.do(ping, func([]byte, error) {})
+				m.link.Do(ping, func([]byte, error) {})
 			}
 		}
 		select {
@@ -283,11 +284,11 @@ func (n *Node) shutdown() {
 	cancel()
 	for _, m := range n.members {
 		if m.link != nil {
-			m.link.close()
+			m.link.Close()
 		}
 	}
 	for _, l := range n.store {
-		l.close()
+		l.Close()
 	}
 	n.wg.Wait()
 	n.log.Info("node stopped", "name", n.cfg.Name)

@@ -1,4 +1,4 @@
-package node
+package link
 
 import (
 	"errors"
@@ -8,13 +8,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/troop-lab/troop/internal/freeport"
+	"github.com/troop-lab/troop/internal/testredis"
 	"github.com/troop-lab/troop/resp"
 )
 
 // silentServer accepts connections and never answers.
 func silentServer(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", freePort(t))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,17 +53,17 @@ func TestLinkDialDoesNotBlockCaller(t *testing.T) {
 		_, err := rd.ReadValue()
 		return err
 	}
-	l := newLink("peer", addr, 300*time.Millisecond, hello)
-	defer l.close()
+	l := New("peer", addr, 300*time.Millisecond, hello)
+	defer l.Close()
 	ch := make(chan result, 1)
 	start := time.Now()
-	l.do(resp.AppendCommandStrings(nil, "PING"), collect(ch))
+	l.Do(resp.AppendCommandStrings(nil, "PING"), collect(ch))
 	if took := time.Since(start); took > 50*time.Millisecond {
 		t.Fatalf("do blocked the caller for %v", took)
 	}
 	select {
 	case r := <-ch:
-		if r.err == nil || !errors.Is(r.err, errLinkDown) && !isTimeout(r.err) {
+		if r.err == nil || !errors.Is(r.err, ErrDown) && !IsTimeout(r.err) {
 			t.Fatalf("got %q, %v; want the link down", r.raw, r.err)
 		}
 		if took := r.at.Sub(start); took > 2*time.Second {
@@ -75,15 +77,15 @@ func TestLinkDialDoesNotBlockCaller(t *testing.T) {
 // Nothing listening: requests fail at once, and during the backoff they fail
 // without dialling.
 func TestLinkRefusedFailsFast(t *testing.T) {
-	addr := freePort(t) // nobody listens here
-	l := newLink("peer", addr, time.Second, nil)
-	defer l.close()
+	addr, _ := freeport.Pick() // nobody listens here
+	l := New("peer", addr, time.Second, nil)
+	defer l.Close()
 	for i := 0; i < 2; i++ {
 		ch := make(chan result, 1)
 		start := time.Now()
-		l.do(resp.AppendCommandStrings(nil, "PING"), collect(ch))
+		l.Do(resp.AppendCommandStrings(nil, "PING"), collect(ch))
 		r := <-ch
-		if !errors.Is(r.err, errLinkDown) || !strings.Contains(r.err.Error(), "connection refused") {
+		if !errors.Is(r.err, ErrDown) || !strings.Contains(r.err.Error(), "connection refused") {
 			t.Fatalf("request %d: %v", i, r.err)
 		}
 		if took := r.at.Sub(start); took > 100*time.Millisecond {
@@ -95,17 +97,17 @@ func TestLinkRefusedFailsFast(t *testing.T) {
 // A server that takes requests and never replies costs each request one
 // timeout, no more.
 func TestLinkTimeout(t *testing.T) {
-	l := newLink("redis", silentServer(t), 200*time.Millisecond, nil)
-	defer l.close()
+	l := New("redis", silentServer(t), 200*time.Millisecond, nil)
+	defer l.Close()
 	ch := make(chan result, 3)
 	start := time.Now()
 	for i := 0; i < 3; i++ {
-		l.send(resp.AppendCommandStrings(nil, "GET", "k"), collect(ch))
+		l.Send(resp.AppendCommandStrings(nil, "GET", "k"), collect(ch))
 	}
-	l.flush()
+	l.Flush()
 	for i := 0; i < 3; i++ {
 		r := <-ch
-		if !isTimeout(r.err) {
+		if !IsTimeout(r.err) {
 			t.Fatalf("reply %d: %v, want a timeout", i, r.err)
 		}
 		if took := r.at.Sub(start); took < 200*time.Millisecond || took > time.Second {
@@ -116,18 +118,18 @@ func TestLinkTimeout(t *testing.T) {
 
 // Replies come back in request order, many requests on one connection.
 func TestLinkPipelinesInOrder(t *testing.T) {
-	r := startRedis(t)
-	l := newLink("redis", r.addr, 2*time.Second, nil)
-	defer l.close()
+	r := testredis.Start(t)
+	l := New("redis", r.Addr, 2*time.Second, nil)
+	defer l.Close()
 	const n = 2000
 	ch := make(chan result, n)
 	for i := 0; i < n; i++ {
-		l.send(resp.AppendCommandStrings(nil, "ECHO", fmt.Sprint(i)), collect(ch))
+		l.Send(resp.AppendCommandStrings(nil, "ECHO", fmt.Sprint(i)), collect(ch))
 		if i%100 == 99 {
-			l.flush()
+			l.Flush()
 		}
 	}
-	l.flush()
+	l.Flush()
 	for i := 0; i < n; i++ {
 		res := <-ch
 		if res.err != nil {
@@ -143,9 +145,9 @@ func TestLinkPipelinesInOrder(t *testing.T) {
 // outgrows the spare limit: every byte reaches redis-server intact and every
 // reply matches its request.
 func TestLinkConcurrentLargeRequests(t *testing.T) {
-	r := startRedis(t)
-	l := newLink("redis", r.addr, 10*time.Second, nil)
-	defer l.close()
+	r := testredis.Start(t)
+	l := New("redis", r.Addr, 10*time.Second, nil)
+	defer l.Close()
 	const senders, each = 4, 40
 	errs := make(chan error, senders)
 	for s := 0; s < senders; s++ {
@@ -154,9 +156,9 @@ func TestLinkConcurrentLargeRequests(t *testing.T) {
 			values := make([]string, each)
 			for i := range values { // all in flight at once, flushed one pair at a time
 				values[i] = strings.Repeat(fmt.Sprintf("%d-%d.", s, i), 40000) // about 200 KB
-				l.send(resp.AppendCommandStrings(nil, "SET", fmt.Sprintf("k%d-%d", s, i), values[i]), collect(ch))
-				l.send(resp.AppendCommandStrings(nil, "STRLEN", fmt.Sprintf("k%d-%d", s, i)), collect(ch))
-				l.flush()
+				l.Send(resp.AppendCommandStrings(nil, "SET", fmt.Sprintf("k%d-%d", s, i), values[i]), collect(ch))
+				l.Send(resp.AppendCommandStrings(nil, "STRLEN", fmt.Sprintf("k%d-%d", s, i)), collect(ch))
+				l.Flush()
 			}
 			for i, value := range values {
 				set, strlen := <-ch, <-ch

@@ -1,4 +1,7 @@
-package node
+// Package link is a persistent, pipelined connection to a RESP server, shared
+// by many callers: the store node uses one per peer and to its redis-server,
+// the client one or more per node.
+package link
 
 import (
 	"errors"
@@ -10,7 +13,7 @@ import (
 	"github.com/troop-lab/troop/resp"
 )
 
-// A link is one persistent, pipelined connection to a RESP server: the local
+// A Link is one persistent, pipelined connection to a RESP server: the local
 // redis-server or a peer node. Requests are written in order and their
 // replies matched in order, so one connection carries many requests at once.
 // Callers queue requests with send and push them out with flush. Flushes
@@ -20,11 +23,11 @@ import (
 //
 // A link that cannot connect is down for a short backoff, during which
 // requests fail at once instead of waiting: a dead peer costs nothing.
-type link struct {
+type Link struct {
 	name      string // for errors: "redis" or "peer"
 	addr      string
 	timeout   time.Duration
-	handshake func(net.Conn, *resp.Reader) error // optional, runs after dial
+	handshake Handshake // optional, runs after dial
 
 	mu        sync.Mutex
 	conn      net.Conn
@@ -35,11 +38,15 @@ type link struct {
 	pending   []*call // oldest first
 	downUntil time.Time
 	backoff   time.Duration // grows while dials keep failing
-	lastErr   error   // why the link went down, without the link's name
+	lastErr   error         // why the link went down, without the link's name
 	closed    bool
 
 	stats *linkStats
 }
+
+// Handshake runs on every new connection before any request, with the
+// connection's reader: a peer's greeting, loading scripts into redis-server.
+type Handshake func(net.Conn, *resp.Reader) error
 
 type linkStats struct {
 	mu          sync.Mutex
@@ -65,18 +72,18 @@ const (
 	maxBackoff = time.Second
 )
 
-// errLinkDown wraps the reason a link is unusable.
-var errLinkDown = errors.New("unreachable")
+// ErrDown wraps the reason a link is unusable.
+var ErrDown = errors.New("unreachable")
 
-func newLink(name, addr string, timeout time.Duration, handshake func(net.Conn, *resp.Reader) error) *link {
-	l := &link{name: name, addr: addr, timeout: timeout, handshake: handshake, stats: &linkStats{}}
+func New(name, addr string, timeout time.Duration, handshake Handshake) *Link {
+	l := &Link{name: name, addr: addr, timeout: timeout, handshake: handshake, stats: &linkStats{}}
 	go l.watchdog()
 	return l
 }
 
 // send queues req; done gets the reply frame or an error. The request is not
 // on the wire until the next flush.
-func (l *link) send(req []byte, done func(raw []byte, err error)) {
+func (l *Link) Send(req []byte, done func(raw []byte, err error)) {
 	l.mu.Lock()
 	if err := l.connectLocked(); err != nil {
 		l.mu.Unlock()
@@ -92,7 +99,7 @@ const maxSpare = 1 << 20
 
 // flush writes queued requests out, unless another caller is already
 // writing, in which case that caller takes them along.
-func (l *link) flush() {
+func (l *Link) Flush() {
 	l.mu.Lock()
 	if l.writing || len(l.out) == 0 || l.conn == nil {
 		l.mu.Unlock()
@@ -112,7 +119,7 @@ func (l *link) flush() {
 			l.spare = buf[:0]
 		}
 		if err != nil && l.conn == conn {
-			notify := l.failLocked(fmt.Errorf("%s %s: %w: write: %v", l.name, l.addr, errLinkDown, err))
+			notify := l.failLocked(fmt.Errorf("%s %s: %w: write: %v", l.name, l.addr, ErrDown, err))
 			l.writing = false
 			l.mu.Unlock()
 			notify()
@@ -124,20 +131,20 @@ func (l *link) flush() {
 }
 
 // do sends one request and flushes it.
-func (l *link) do(req []byte, done func(raw []byte, err error)) {
-	l.send(req, done)
-	l.flush()
+func (l *Link) Do(req []byte, done func(raw []byte, err error)) {
+	l.Send(req, done)
+	l.Flush()
 }
 
 // up reports whether the link is usable or may be retried now.
-func (l *link) up() bool {
+func (l *Link) Up() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.conn != nil || time.Now().After(l.downUntil)
 }
 
 // connected reports whether the link has an open connection.
-func (l *link) connected() bool {
+func (l *Link) Connected() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.conn != nil
@@ -148,22 +155,22 @@ func (l *link) connected() bool {
 // handshake delays only the requests queued for it, never the caller; the
 // requests wait in the queue and go out once the connection is up, or fail
 // with it.
-func (l *link) connectLocked() error {
+func (l *Link) connectLocked() error {
 	if l.closed {
-		return fmt.Errorf("%s: %w: node shutting down", l.name, errLinkDown)
+		return fmt.Errorf("%s: %w: node shutting down", l.name, ErrDown)
 	}
 	if l.conn != nil || l.dialing {
 		return nil
 	}
 	if time.Now().Before(l.downUntil) {
-		return fmt.Errorf("%s %s: %w: %v", l.name, l.addr, errLinkDown, l.lastErr)
+		return fmt.Errorf("%s %s: %w: %v", l.name, l.addr, ErrDown, l.lastErr)
 	}
 	l.dialing = true
 	go l.dial()
 	return nil
 }
 
-func (l *link) dial() {
+func (l *Link) dial() {
 	dialTimeout := min(l.timeout, 2*time.Second)
 	conn, err := net.DialTimeout("tcp", l.addr, dialTimeout)
 	var rd *resp.Reader
@@ -191,7 +198,7 @@ func (l *link) dial() {
 		}
 		l.markDownLocked()
 		l.stats.record(func(s *linkStats) { s.failures++; s.lastFailure = err.Error() })
-		notify := l.failLocked(fmt.Errorf("%s %s: %w: %v", l.name, l.addr, errLinkDown, err))
+		notify := l.failLocked(fmt.Errorf("%s %s: %w: %v", l.name, l.addr, ErrDown, err))
 		l.lastErr = err // bare, for the messages of requests refused during the backoff
 		l.mu.Unlock()
 		notify()
@@ -199,15 +206,15 @@ func (l *link) dial() {
 	}
 	l.startLocked(conn, rd)
 	l.mu.Unlock()
-	l.flush() // what was queued while dialling
+	l.Flush() // what was queued while dialling
 }
 
-func (l *link) markDownLocked() {
+func (l *Link) markDownLocked() {
 	l.backoff = min(max(2*l.backoff, minBackoff), maxBackoff)
 	l.downUntil = time.Now().Add(l.backoff)
 }
 
-func (l *link) startLocked(conn net.Conn, rd *resp.Reader) {
+func (l *Link) startLocked(conn net.Conn, rd *resp.Reader) {
 	l.backoff = 0
 	if tc, ok := conn.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
@@ -217,7 +224,7 @@ func (l *link) startLocked(conn net.Conn, rd *resp.Reader) {
 	go l.readLoop(conn, rd)
 }
 
-func (l *link) readLoop(conn net.Conn, rd *resp.Reader) {
+func (l *Link) readLoop(conn net.Conn, rd *resp.Reader) {
 	for {
 		raw, err := rd.ReadRaw(nil)
 		l.mu.Lock()
@@ -226,7 +233,7 @@ func (l *link) readLoop(conn net.Conn, rd *resp.Reader) {
 			return
 		}
 		if err != nil {
-			notify := l.failLocked(fmt.Errorf("%s %s: %w: %v", l.name, l.addr, errLinkDown, err))
+			notify := l.failLocked(fmt.Errorf("%s %s: %w: %v", l.name, l.addr, ErrDown, err))
 			l.mu.Unlock()
 			notify()
 			return
@@ -249,7 +256,7 @@ func (l *link) readLoop(conn net.Conn, rd *resp.Reader) {
 // with in-order replies there is no way to skip one lost answer. The caller
 // runs the returned function after unlocking, because a failed request's
 // callback may fail over to another link.
-func (l *link) failLocked(err error) (notify func()) {
+func (l *Link) failLocked(err error) (notify func()) {
 	if l.conn != nil {
 		l.conn.Close()
 		l.conn = nil
@@ -266,7 +273,7 @@ func (l *link) failLocked(err error) (notify func()) {
 
 // watchdog fails the link when its oldest request is past its deadline, so a
 // stopped or partitioned server costs at most one timeout.
-func (l *link) watchdog() {
+func (l *Link) watchdog() {
 	tick := time.NewTicker(max(l.timeout/20, 10*time.Millisecond))
 	defer tick.Stop()
 	for range tick.C {
@@ -278,7 +285,7 @@ func (l *link) watchdog() {
 		notify := func() {}
 		if len(l.pending) > 0 && time.Now().After(l.pending[0].deadline) {
 			l.stats.record(func(s *linkStats) { s.timeouts++ })
-			notify = l.failLocked(&timeoutError{link: l.name, addr: l.addr, after: l.timeout})
+			notify = l.failLocked(&TimeoutError{link: l.name, addr: l.addr, after: l.timeout})
 			// Do not dial again at once: the server is there but not answering.
 			l.markDownLocked()
 			l.lastErr = fmt.Errorf("timeout: no answer within %v", l.timeout)
@@ -288,13 +295,34 @@ func (l *link) watchdog() {
 	}
 }
 
-func (l *link) close() {
+func (l *Link) Close() {
 	l.mu.Lock()
 	l.closed = true
-	notify := l.failLocked(fmt.Errorf("%s: %w: node shutting down", l.name, errLinkDown))
+	notify := l.failLocked(fmt.Errorf("%s: %w: node shutting down", l.name, ErrDown))
 	l.mu.Unlock()
 	notify()
 }
+
+// Stats are a link's connection counters.
+type Stats struct {
+	Connects    int64
+	Failures    int64 // connections that could not be made
+	Timeouts    int64 // connections failed because a request timed out
+	LastFailure string
+}
+
+// Stats returns the link's counters.
+func (l *Link) Stats() Stats {
+	l.stats.mu.Lock()
+	defer l.stats.mu.Unlock()
+	return Stats{Connects: l.stats.connects, Failures: l.stats.failures, Timeouts: l.stats.timeouts, LastFailure: l.stats.lastFailure}
+}
+
+// Name and Addr say what the link connects to.
+func (l *Link) Name() string { return l.name }
+
+// Addr is the address the link dials.
+func (l *Link) Addr() string { return l.addr }
 
 func (s *linkStats) record(f func(*linkStats)) {
 	s.mu.Lock()
@@ -302,16 +330,16 @@ func (s *linkStats) record(f func(*linkStats)) {
 	s.mu.Unlock()
 }
 
-type timeoutError struct {
+type TimeoutError struct {
 	link, addr string
 	after      time.Duration
 }
 
-func (e *timeoutError) Error() string {
+func (e *TimeoutError) Error() string {
 	return fmt.Sprintf("%s %s: timeout: no answer within %v", e.link, e.addr, e.after)
 }
 
-func isTimeout(err error) bool {
-	var te *timeoutError
+func IsTimeout(err error) bool {
+	var te *TimeoutError
 	return errors.As(err, &te)
 }
