@@ -43,7 +43,7 @@ type replyFunc func(reply []byte)
 
 // read runs a read at level: DC_ONE asks the local rack's replica and fails
 // over to the other racks in order when it is unreachable; the quorum levels
-// ask every local replica for the value and its version.
+// ask a quorum of local replicas for the value and its version (readQuorum).
 func (n *Node) read(level consistency.Level, keys [][]byte, args [][]byte, b *batch, done replyFunc) {
 	reps := n.replicas(keys[0])
 	if !reps[0].self {
