@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/troop-lab/troop/lab"
+	"github.com/troop-lab/troop/node"
 	"github.com/troop-lab/troop/resp"
 )
 
@@ -130,7 +131,30 @@ func runDemo(ctx context.Context, out io.Writer, dir, troop string) error {
 	say("   DC_QUORUM       SET demo:failure recovered -> %s", first.Do("SET", "demo:failure", "recovered"))
 	say("   DC_QUORUM       GET demo:failure           -> %s", first.Do("GET", "demo:failure"))
 	say("\n   (the restarted redis-servers came back empty: troop does not repair them yet, see docs/store.md)")
-	say("   Counters: curl http://%s/info ; metrics: curl http://%s/metrics", nodes[0].StatsListen, nodes[0].StatsListen)
+	return showCounters(say, nodes[0])
+}
+
+// showCounters prints a node's request counters from its admin API.
+func showCounters(say func(string, ...any), n lab.Node) error {
+	res, err := http.Get("http://" + n.StatsListen + "/info")
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	var info node.Info
+	if err := json.NewDecoder(res.Body).Decode(&info); err != nil {
+		return err
+	}
+	say("\n== What %s counted (GET http://%s/info)", n.Name, n.StatsListen)
+	for _, op := range []string{"read", "write"} {
+		for _, level := range []string{"DC_ONE", "DC_QUORUM", "DC_SAFE_QUORUM"} {
+			r := info.Requests[op][level]
+			if r.Count > 0 {
+				say("   %-5s %-15s %3d requests, %d errors, p99 %d µs", op, level, r.Count, r.Errors, r.Latency["p99"])
+			}
+		}
+	}
+	say("   quorum failures %d, timeouts %d, asynchronous replication failures %d", info.QuorumFailures, info.Timeouts, info.AsyncFailures)
 	return nil
 }
 
