@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"runtime"
 	"sync"
 	"time"
 
@@ -106,6 +107,11 @@ func (l *Link) Flush() {
 		return
 	}
 	l.writing = true
+	// Let other goroutines with requests ready add theirs before the write:
+	// one write for many callers is the point of combining.
+	l.mu.Unlock()
+	runtime.Gosched()
+	l.mu.Lock()
 	for len(l.out) > 0 && l.conn != nil {
 		conn, buf := l.conn, l.out
 		l.out = l.spare[:0]
