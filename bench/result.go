@@ -1,0 +1,256 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"time"
+
+	hdr "github.com/HdrHistogram/hdrhistogram-go"
+)
+
+// Result is everything a run measured, with what is needed to reproduce it.
+// It is written as JSON; the console table is drawn from it.
+type Result struct {
+	TroopVersion string    `json:"troop_version"`
+	Seed         uint64    `json:"seed"`
+	Config       Config    `json:"config"`
+	Target       string    `json:"target"`
+	Started      time.Time `json:"started"`
+	Rows         []Row     `json:"rows"`   // one per task and iteration, in run order
+	Totals       []Row     `json:"totals"` // one per task, all iterations merged
+	CPU          CPU       `json:"client_cpu"`
+	Warnings     []string  `json:"warnings,omitempty"` // the client self-check, in plain words
+}
+
+// Row is one task's figures: one iteration of it, or all of them (Total).
+// Latencies are in milliseconds. Percentiles, Max and StdDev are of the
+// response time; service time is alongside.
+type Row struct {
+	Task      string  `json:"task"`
+	Phase     string  `json:"phase"`
+	Iteration int     `json:"iteration"` // 0 for a total
+	Seconds   float64 `json:"seconds"`   // the phase's measured wall time
+	Count     int64   `json:"count"`
+	Errors    int64   `json:"errors"`
+	Fails     int64   `json:"fails"`
+	ReqPerSec float64 `json:"req_per_sec"`
+
+	Response Latency `json:"response_ms"`
+	Service  Latency `json:"service_ms"`
+
+	// Encoded HDR histograms (hdrhistogram-go V2, compressed, base64), in µs.
+	ResponseHist string `json:"response_hist,omitempty"`
+	ServiceHist  string `json:"service_hist,omitempty"`
+
+	ErrorSamples []string `json:"error_samples,omitempty"`
+	FailSamples  []string `json:"fail_samples,omitempty"`
+	Series       []Point  `json:"series,omitempty"`
+}
+
+// Latency summarises one histogram, in milliseconds.
+type Latency struct {
+	P50    float64 `json:"p50"`
+	P90    float64 `json:"p90"`
+	P99    float64 `json:"p99"`
+	P995   float64 `json:"p99_5"`
+	P999   float64 `json:"p99_9"`
+	Max    float64 `json:"max"`
+	Mean   float64 `json:"mean"`
+	StdDev float64 `json:"stddev"`
+}
+
+func summarize(h *hdr.Histogram) Latency {
+	if h.TotalCount() == 0 {
+		return Latency{}
+	}
+	return Latency{
+		P50: ms(h.ValueAtQuantile(50)), P90: ms(h.ValueAtQuantile(90)),
+		P99: ms(h.ValueAtQuantile(99)), P995: ms(h.ValueAtQuantile(99.5)),
+		P999: ms(h.ValueAtQuantile(99.9)), Max: ms(h.Max()),
+		Mean: h.Mean() / 1000, StdDev: h.StdDev() / 1000,
+	}
+}
+
+func encodeHist(h *hdr.Histogram) string {
+	b, err := h.Encode(hdr.V2CompressedEncodingCookieBase)
+	if err != nil {
+		return ""
+	}
+	return string(b)
+}
+
+// DecodeHist reads back a histogram of a result file.
+func DecodeHist(s string) (*hdr.Histogram, error) { return hdr.Decode([]byte(s)) }
+
+// CPU is the client's own CPU use over the measured phases.
+type CPU struct {
+	UserSeconds   float64 `json:"user_seconds"`
+	SystemSeconds float64 `json:"system_seconds"`
+	WallSeconds   float64 `json:"wall_seconds"`
+	Cores         int     `json:"cores"`
+	// Utilization is CPU seconds over wall seconds times cores: near 1 the
+	// client, not the server, set the pace.
+	Utilization float64 `json:"utilization"`
+	MicrosPerOp float64 `json:"cpu_us_per_op"`
+}
+
+func newRow(phase, task string, iteration int, secs float64, s *taskStats, pts []Point) Row {
+	r := Row{
+		Task: task, Phase: phase, Iteration: iteration, Seconds: secs,
+		Count: s.count, Errors: s.errors, Fails: s.fails,
+		Response: summarize(s.response), Service: summarize(s.service),
+		ResponseHist: encodeHist(s.response), ServiceHist: encodeHist(s.service),
+		ErrorSamples: s.errSamples, FailSamples: s.failNotes, Series: pts,
+	}
+	if secs > 0 {
+		r.ReqPerSec = float64(s.count) / secs
+	}
+	return r
+}
+
+// WriteJSON writes the result file.
+func (r *Result) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", " ")
+	return enc.Encode(r)
+}
+
+// ReadResult reads a result file.
+func ReadResult(rd io.Reader) (*Result, error) {
+	var r Result
+	if err := json.NewDecoder(rd).Decode(&r); err != nil {
+		return nil, fmt.Errorf("not a troop bench result file: %v", err)
+	}
+	return &r, nil
+}
+
+// The table's columns, in VTest's order; latencies in milliseconds.
+var tableHeader = fmt.Sprintf("%-12s %9s %8s %8s %8s %8s %8s %8s %7s %7s %8s",
+	"Test", "Req/Sec", "50%", "90%", "99%", "99.5%", "99.9%", "Max", "Errors", "Fails", "StdDev")
+
+var summaryHeader = fmt.Sprintf("%-12s %9s %6s %8s %8s %8s %8s %8s %8s %7s %7s %8s",
+	"Test", "Req/Sec", "Ratio", "50%", "90%", "99%", "99.5%", "99.9%", "Max", "Errors", "Fails", "StdDev")
+
+// fmtMs prints a latency with sub-millisecond precision: three decimals
+// (microseconds) below 10 ms, two below 100, one below 1000, then whole ms.
+func fmtMs(v float64) string {
+	switch {
+	case v < 10:
+		return fmt.Sprintf("%.3f", v)
+	case v < 100:
+		return fmt.Sprintf("%.2f", v)
+	case v < 1000:
+		return fmt.Sprintf("%.1f", v)
+	}
+	return fmt.Sprintf("%.0f", v)
+}
+
+func tableLine(name string, r Row) string {
+	l := r.Response
+	return fmt.Sprintf("%-12s %9.0f %8s %8s %8s %8s %8s %8s %7d %7d %8s",
+		name, r.ReqPerSec, fmtMs(l.P50), fmtMs(l.P90), fmtMs(l.P99), fmtMs(l.P995), fmtMs(l.P999), fmtMs(l.Max),
+		r.Errors, r.Fails, fmtMs(l.StdDev))
+}
+
+// WriteTable prints the result as VTest does: for each task a block with a
+// row per iteration and a Total row, then a summary with each task's share
+// of the run's time (Ratio), then what went wrong and what the client
+// self-check found.
+func (r *Result) WriteTable(w io.Writer) {
+	fmt.Fprintln(w, "==== DETAIL STATUS ====")
+	for _, tot := range r.Totals {
+		fmt.Fprintln(w)
+		fmt.Fprintln(w, tableHeader)
+		for _, row := range r.Rows {
+			if row.Task == tot.Task && row.Phase == tot.Phase {
+				fmt.Fprintln(w, tableLine(row.Task, row))
+			}
+		}
+		fmt.Fprintln(w, tableLine("Total", tot))
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "==== SUMMARY STATUS ====")
+	fmt.Fprintln(w, summaryHeader)
+	var all float64
+	seen := map[string]bool{}
+	for _, t := range r.Totals {
+		if !seen[t.Phase] { // tasks of one phase share its time
+			all += t.Seconds
+			seen[t.Phase] = true
+		}
+	}
+	var errs, fails int64
+	for _, t := range r.Totals {
+		ratio := 0.0
+		if all > 0 {
+			ratio = t.Seconds / all
+		}
+		line := tableLine(t.Task, t)
+		// Ratio goes after Req/Sec: splice it into the detail line.
+		fmt.Fprintf(w, "%s %6.2f%s\n", line[:22], ratio, line[22:])
+		errs += t.Errors
+		fails += t.Fails
+	}
+	fmt.Fprintf(w, "%-12s %9s %6s %8s %8s %8s %8s %8s %8s %7d %7d\n", "Total", "", "", "", "", "", "", "", "", errs, fails)
+	// Up to five samples per task of what went wrong, as VTest lists its
+	// exceptions, so a Fail can be told from an Error at a glance.
+	sep := "\n"
+	for _, t := range r.Totals {
+		for _, s := range t.ErrorSamples {
+			fmt.Fprintf(w, "%serror  %-10s %s\n", sep, t.Task, s)
+			sep = ""
+		}
+		for _, s := range t.FailSamples {
+			fmt.Fprintf(w, "%sfail   %-10s %s\n", sep, t.Task, s)
+			sep = ""
+		}
+	}
+	sep = "\n"
+	for _, s := range r.Warnings {
+		fmt.Fprintf(w, "%swarning: %s\n", sep, s)
+		sep = ""
+	}
+}
+
+// Compare prints two runs side by side, task by task, with the ratio B/A of
+// throughput and latencies: the only comparison these shared machines allow.
+func Compare(w io.Writer, a, b *Result) {
+	fmt.Fprintf(w, "A: %s  seed %d  %s\nB: %s  seed %d  %s\n\n", a.Config.Job, a.Seed, a.Target, b.Config.Job, b.Seed, b.Target)
+	fmt.Fprintf(w, "%-16s %10s %10s %6s %9s %9s %6s %9s %9s %6s %8s %8s\n",
+		"Test", "Req/Sec A", "Req/Sec B", "B/A", "50% A", "50% B", "B/A", "99% A", "99% B", "B/A", "Err A/B", "Fail A/B")
+	for _, ta := range a.Totals {
+		var tb *Row
+		for i := range b.Totals {
+			if b.Totals[i].Task == ta.Task && b.Totals[i].Phase == ta.Phase {
+				tb = &b.Totals[i]
+			}
+		}
+		if tb == nil {
+			fmt.Fprintf(w, "%-16s %10.0f %10s\n", ta.Task, ta.ReqPerSec, "(absent)")
+			continue
+		}
+		fmt.Fprintf(w, "%-16s %10.0f %10.0f %6s %9s %9s %6s %9s %9s %6s %8s %8s\n", ta.Task,
+			ta.ReqPerSec, tb.ReqPerSec, ratio(tb.ReqPerSec, ta.ReqPerSec),
+			fmtMs(ta.Response.P50), fmtMs(tb.Response.P50), ratio(tb.Response.P50, ta.Response.P50),
+			fmtMs(ta.Response.P99), fmtMs(tb.Response.P99), ratio(tb.Response.P99, ta.Response.P99),
+			fmt.Sprintf("%d/%d", ta.Errors, tb.Errors), fmt.Sprintf("%d/%d", ta.Fails, tb.Fails))
+	}
+	fmt.Fprintf(w, "\nclient CPU µs/op: A %.1f  B %.1f\n", a.CPU.MicrosPerOp, b.CPU.MicrosPerOp)
+	for _, r := range []*Result{a, b} {
+		for _, s := range r.Warnings {
+			name := "A"
+			if r == b {
+				name = "B"
+			}
+			fmt.Fprintf(w, "warning (%s): %s\n", name, s)
+		}
+	}
+}
+
+func ratio(b, a float64) string {
+	if a == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", b/a)
+}

@@ -1,0 +1,469 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/troop-lab/troop/resp"
+)
+
+// Intended is when operation i of worker w (of workers sharing rate ops/s)
+// should start: the group's operations are evenly spaced and the workers take
+// turns, so together they issue exactly rate per second. Response time counts
+// from here (as in wrk2): a worker held up by a slow reply sends late, and the
+// lateness shows in the percentiles instead of vanishing (coordinated
+// omission).
+func Intended(start time.Time, rate float64, worker, workers int, i int64) time.Time {
+	slot := float64(i)*float64(workers) + float64(worker)
+	return start.Add(time.Duration(slot / rate * float64(time.Second)))
+}
+
+// Run executes the configured job against target, prints the table to out
+// and returns the result. It stops early, with what it measured, when ctx
+// ends.
+func Run(ctx context.Context, cfg Config, target Target, out io.Writer) (*Result, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	nodes := 1
+	if s, ok := target.(Sizer); ok {
+		nodes = s.Nodes()
+	}
+	p, err := makePlan(&cfg, nodes)
+	if err != nil {
+		return nil, err
+	}
+	res := &Result{TroopVersion: cfg.Version, Seed: cfg.Seed, Config: cfg, Started: time.Now()}
+	if d, ok := target.(Describer); ok {
+		res.Target = d.Describe()
+	}
+	r := &runner{cfg: &cfg, target: target, model: NewModel(cfg.Staleness)}
+	stopHorizon := r.keepHorizon()
+	defer stopHorizon()
+
+	cpu0, wall0 := cpuTime(), time.Now()
+	type key struct{ phase, task string }
+	totals := map[key]*taskStats{}
+	totalSecs := map[key]float64{}
+	var order []key
+	for it := 1; it <= cfg.Iterations && ctx.Err() == nil; it++ {
+		if cfg.Warmup > 0 {
+			// Warm-up draws from its own streams (iteration+1000), so the
+			// measured sequence does not depend on how long it ran.
+			r.runPhase(ctx, &p.phases[0], it+1000, 0, cfg.Warmup, 0, "warmup")
+		}
+		for pi := range p.phases {
+			if ctx.Err() != nil {
+				break
+			}
+			ph := &p.phases[pi]
+			pr := r.runPhase(ctx, ph, it, pi, cfg.Duration, cfg.Requests, fmt.Sprintf("%s %d/%d", ph.Name, it, cfg.Iterations))
+			secs := pr.elapsed.Seconds()
+			for ti, task := range ph.Tasks {
+				res.Rows = append(res.Rows, newRow(ph.Name, task, it, secs, pr.stats[ti], pr.series.points(ti)))
+				k := key{ph.Name, task}
+				if totals[k] == nil {
+					totals[k] = newTaskStats()
+					order = append(order, k)
+				}
+				totals[k].merge(pr.stats[ti])
+				totalSecs[k] += secs
+			}
+			res.Warnings = append(res.Warnings, r.rateCheck(ph, pr)...)
+		}
+	}
+	for _, k := range order {
+		row := newRow(k.phase, k.task, 0, totalSecs[k], totals[k], nil)
+		res.Totals = append(res.Totals, row)
+	}
+	res.CPU = cpuSince(cpu0, wall0, res.Totals)
+	if res.CPU.Utilization >= 0.9 {
+		res.Warnings = append(res.Warnings, fmt.Sprintf(
+			"the client used %.0f%% of this machine's %d cores: troop bench itself may have set the pace, not the server",
+			100*res.CPU.Utilization, res.CPU.Cores))
+	}
+	if out != nil {
+		res.WriteTable(out)
+	}
+	return res, ctx.Err()
+}
+
+type runner struct {
+	cfg     *Config
+	target  Target
+	model   *Model
+	version atomic.Uint64
+
+	mu     sync.Mutex
+	oldest []*atomic.Uint64 // per worker: tick of its oldest read in flight, MaxUint64 if none
+}
+
+// keepHorizon tells the model, every few milliseconds, which ticks no read in
+// flight can still need, so per-key histories stay short.
+func (r *runner) keepHorizon() (stop func()) {
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(20 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+			h := r.model.clock.Load() // first: a worker starting after this reads later ticks
+			r.mu.Lock()
+			for _, o := range r.oldest {
+				h = min(h, o.Load())
+			}
+			r.mu.Unlock()
+			r.model.SetHorizon(h)
+		}
+	}()
+	return func() { close(done) }
+}
+
+func (r *runner) slot() *atomic.Uint64 {
+	s := new(atomic.Uint64)
+	s.Store(math.MaxUint64)
+	r.mu.Lock()
+	r.oldest = append(r.oldest, s)
+	r.mu.Unlock()
+	return s
+}
+
+func (r *runner) dropSlots() {
+	r.mu.Lock()
+	r.oldest = nil
+	r.mu.Unlock()
+}
+
+type phaseResult struct {
+	elapsed time.Duration
+	stats   []*taskStats
+	series  *series
+	issued  []int64 // per group
+}
+
+// runPhase runs every worker of the phase until its requests are done, the
+// duration is over or ctx ends.
+func (r *runner) runPhase(ctx context.Context, ph *phasePlan, it, pi int, dur time.Duration, requests int64, label string) phaseResult {
+	start := time.Now()
+	var deadline time.Time
+	if requests <= 0 {
+		deadline = start.Add(dur)
+	}
+	pr := phaseResult{series: newSeries(len(ph.Tasks)), issued: make([]int64, len(ph.groups))}
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		recs []*recorder
+		done atomic.Int64
+	)
+	stopProgress := r.progress(label, start, deadline, requests, &done)
+	for gi := range ph.groups {
+		g := &ph.groups[gi]
+		for w := range g.workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				rec := newRecorder(start, len(ph.Tasks), pr.series)
+				gen := newGen(r.cfg, g, it, pi, gi, w)
+				n := r.worker(ctx, gen, g, w, start, deadline, rec, &done)
+				rec.close()
+				mu.Lock()
+				recs = append(recs, rec)
+				pr.issued[gi] += n
+				mu.Unlock()
+			}()
+		}
+	}
+	wg.Wait()
+	stopProgress()
+	r.dropSlots()
+	pr.elapsed = time.Since(start)
+	for t := range ph.Tasks {
+		s := newTaskStats()
+		for _, rec := range recs {
+			s.merge(rec.tasks[t])
+		}
+		pr.stats = append(pr.stats, s)
+	}
+	return pr
+}
+
+// reply is what came back for one request.
+type reply struct {
+	raw []byte
+	err error
+	at  time.Time
+}
+
+// worker issues its batches and returns how many operations it ran.
+func (r *runner) worker(ctx context.Context, gen *Gen, g *group, w int, start, deadline time.Time, rec *recorder, done *atomic.Int64) int64 {
+	slot := r.slot()
+	var (
+		ops     []Op
+		issued  int64
+		perRate = g.rate // the group's rate; Intended spreads it over the workers
+	)
+	for ctx.Err() == nil && (deadline.IsZero() || time.Now().Before(deadline)) {
+		ops = gen.Batch(ops[:0])
+		if len(ops) == 0 {
+			break
+		}
+		intended := make([]time.Time, len(ops))
+		if perRate > 0 {
+			for k := range ops {
+				intended[k] = Intended(start, perRate, w, g.workers, issued+int64(k))
+			}
+			// A batch leaves when its last operation is due: sending earlier
+			// would exceed the rate; the earlier ones' wait counts as latency.
+			if d := time.Until(intended[len(ops)-1]); d > 0 {
+				select {
+				case <-ctx.Done():
+					return issued
+				case <-time.After(d):
+				}
+			}
+		}
+		r.batch(ops, intended, slot, rec)
+		issued += int64(len(ops))
+		done.Add(int64(len(ops)))
+	}
+	return issued
+}
+
+// batch sends one pipeline, waits for every reply and records each
+// operation. Read-modify-writes take a second round for their writes.
+func (r *runner) batch(ops []Op, intended []time.Time, slot *atomic.Uint64, rec *recorder) {
+	slot.Store(r.model.clock.Load()) // before any read of the batch begins
+	defer slot.Store(math.MaxUint64)
+	keys := make([][]byte, len(ops))
+	versions := make([]uint64, len(ops))
+	begins := make([]uint64, len(ops))
+	replies := make([]reply, len(ops))
+	var wg sync.WaitGroup
+	sent := time.Now()
+	for k, op := range ops {
+		keys[k] = FormatKey(nil, op.Key, r.cfg.KeySize)
+		var args [][]byte
+		switch op.Kind {
+		case Get, RMW:
+			begins[k] = r.model.BeginRead()
+			args = [][]byte{[]byte("GET"), keys[k]}
+		case Set:
+			versions[k] = r.version.Add(1)
+			r.model.BeginWrite(op.Key, versions[k], false)
+			args = [][]byte{[]byte("SET"), keys[k], EncodeValue(nil, keys[k], versions[k], op.Size)}
+		case Del:
+			begins[k] = r.model.BeginRead()
+			versions[k] = r.version.Add(1)
+			r.model.BeginWrite(op.Key, versions[k], true)
+			args = [][]byte{[]byte("DEL"), keys[k]}
+		}
+		wg.Add(1)
+		r.target.Send(args, func(raw []byte, err error) {
+			replies[k] = reply{raw, err, time.Now()}
+			wg.Done()
+		})
+	}
+	r.target.Flush()
+	wg.Wait()
+
+	outcomes := make([]Outcome, len(ops))
+	whys := make([]string, len(ops))
+	var rmw []int
+	for k, op := range ops {
+		outcomes[k], whys[k] = r.judge(op, keys[k], versions[k], begins[k], replies[k])
+		if op.Kind == RMW && outcomes[k] == OK {
+			rmw = append(rmw, k)
+		}
+	}
+	if len(rmw) > 0 {
+		var wg2 sync.WaitGroup
+		second := make([]reply, len(ops))
+		for _, k := range rmw {
+			versions[k] = r.version.Add(1)
+			r.model.BeginWrite(ops[k].Key, versions[k], false)
+			wg2.Add(1)
+			r.target.Send([][]byte{[]byte("SET"), keys[k], EncodeValue(nil, keys[k], versions[k], ops[k].Size)}, func(raw []byte, err error) {
+				second[k] = reply{raw, err, time.Now()}
+				wg2.Done()
+			})
+		}
+		r.target.Flush()
+		wg2.Wait()
+		for _, k := range rmw {
+			op := ops[k]
+			op.Kind = Set
+			outcomes[k], whys[k] = r.judge(op, keys[k], versions[k], 0, second[k])
+			replies[k].at = second[k].at
+		}
+	}
+	for k, op := range ops {
+		service := replies[k].at.Sub(sent)
+		response := service
+		if !intended[k].IsZero() {
+			response = replies[k].at.Sub(intended[k])
+		}
+		rec.record(op.Task, replies[k].at, service, response, outcomes[k], whys[k])
+	}
+}
+
+// judge classifies one reply, updating the model for writes. An error reply
+// or a broken transport is an Error; an answer that is corrupt or that the
+// model rules out is a Fail.
+func (r *runner) judge(op Op, key []byte, version, begin uint64, rp reply) (Outcome, string) {
+	isWrite := op.Kind == Set || op.Kind == Del
+	if rp.err != nil {
+		if isWrite {
+			r.model.EndWrite(op.Key, version, false)
+		}
+		return Error, fmt.Sprintf("%s %s: %v", op.Kind, key, rp.err)
+	}
+	v, err := resp.Parse(rp.raw)
+	if err != nil {
+		if isWrite {
+			r.model.EndWrite(op.Key, version, false)
+		}
+		return Error, fmt.Sprintf("%s %s: unreadable reply: %v", op.Kind, key, err)
+	}
+	if v.Type == resp.Error || v.Type == resp.BlobError {
+		if isWrite {
+			r.model.EndWrite(op.Key, version, false)
+		}
+		return Error, fmt.Sprintf("%s %s: %s", op.Kind, key, v.Str)
+	}
+	switch op.Kind {
+	case Set:
+		if v.Type != resp.SimpleString || string(v.Str) != "OK" {
+			r.model.EndWrite(op.Key, version, false)
+			return Error, fmt.Sprintf("SET %s: unexpected reply %q", key, rp.raw)
+		}
+		r.model.EndWrite(op.Key, version, true)
+		return OK, ""
+	case Del:
+		if v.Type != resp.Integer {
+			r.model.EndWrite(op.Key, version, false)
+			return Error, fmt.Sprintf("DEL %s: unexpected reply %q", key, rp.raw)
+		}
+		ok, why := r.model.Check(op.Key, begin, Answer{Missing: v.Int == 0, Exists: v.Int > 0}, version)
+		r.model.EndWrite(op.Key, version, true)
+		if !ok {
+			return Fail, fmt.Sprintf("DEL %s: %s", key, why)
+		}
+		return OK, ""
+	}
+	// GET, or the read of a read-modify-write.
+	if v.IsNull {
+		if ok, why := r.model.Check(op.Key, begin, Answer{Missing: true}, 0); !ok {
+			return Fail, fmt.Sprintf("GET %s: %s", key, why)
+		}
+		return OK, ""
+	}
+	if v.Type != resp.BulkString {
+		return Error, fmt.Sprintf("GET %s: unexpected reply type %q", key, byte(v.Type))
+	}
+	ver, integ := Verify(key, v.Str)
+	if integ != Intact {
+		return Fail, fmt.Sprintf("GET %s: value is %s", key, integ)
+	}
+	if ok, why := r.model.Check(op.Key, begin, Answer{Version: ver}, 0); !ok {
+		return Fail, fmt.Sprintf("GET %s: %s", key, why)
+	}
+	return OK, ""
+}
+
+// rateCheck is the open-loop half of the self-check: a generator that could
+// not issue the requested rate says so.
+func (r *runner) rateCheck(ph *phasePlan, pr phaseResult) []string {
+	var warn []string
+	for gi, g := range ph.groups {
+		if g.rate <= 0 || pr.elapsed <= 0 {
+			continue
+		}
+		got, want := float64(pr.issued[gi])/pr.elapsed.Seconds(), g.rate
+		if got < 0.9*want {
+			warn = append(warn, fmt.Sprintf(
+				"%s: the generator issued %.0f ops/s of the %.0f requested: the response times include its own backlog; add workers or lower --rate",
+				ph.Name, got, want))
+		}
+	}
+	return warn
+}
+
+// progress prints a progress line every second until stopped, when the
+// configuration has somewhere to print it (a terminal).
+func (r *runner) progress(label string, start, deadline time.Time, requests int64, done *atomic.Int64) (stop func()) {
+	w := r.cfg.Progress
+	if w == nil {
+		return func() {}
+	}
+	quit := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-quit:
+				fmt.Fprint(w, "\r\033[K")
+				return
+			case <-t.C:
+			}
+			el := time.Since(start)
+			n := done.Load()
+			rate := float64(n) / el.Seconds()
+			eta := "?"
+			switch {
+			case !deadline.IsZero():
+				eta = time.Until(deadline).Round(time.Second).String()
+			case requests > 0 && rate > 0:
+				eta = (time.Duration(float64(requests-n)/rate) * time.Second).Round(time.Second).String()
+			}
+			fmt.Fprintf(w, "\r\033[K%s  %d ops  %.0f ops/s  %s elapsed  ETA %s", label, n, rate, el.Round(time.Second), eta)
+		}
+	}()
+	return func() { close(quit); wg.Wait() }
+}
+
+type cpuStamp struct{ user, sys time.Duration }
+
+func cpuTime() cpuStamp {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return cpuStamp{}
+	}
+	return cpuStamp{time.Duration(ru.Utime.Nano()), time.Duration(ru.Stime.Nano())}
+}
+
+func cpuSince(c0 cpuStamp, wall0 time.Time, totals []Row) CPU {
+	c1 := cpuTime()
+	c := CPU{
+		UserSeconds:   (c1.user - c0.user).Seconds(),
+		SystemSeconds: (c1.sys - c0.sys).Seconds(),
+		WallSeconds:   time.Since(wall0).Seconds(),
+		Cores:         runtime.NumCPU(),
+	}
+	if c.WallSeconds > 0 {
+		c.Utilization = (c.UserSeconds + c.SystemSeconds) / (c.WallSeconds * float64(c.Cores))
+	}
+	var n int64
+	for _, t := range totals {
+		n += t.Count
+	}
+	if n > 0 {
+		c.MicrosPerOp = (c.UserSeconds + c.SystemSeconds) * 1e6 / float64(n)
+	}
+	return c
+}
