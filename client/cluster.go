@@ -1,0 +1,411 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/troop-lab/troop/link"
+	"github.com/troop-lab/troop/resp"
+	"github.com/troop-lab/troop/ring"
+)
+
+// Options configure a Cluster. Zero values take the defaults.
+type Options struct {
+	// DC and Rack are where the client runs; it sends each key to its owner
+	// in this rack. Default: the first node's datacenter and rack.
+	DC, Rack string
+	// ConnsPerNode is the number of connections to each node of the local
+	// datacenter; a key always uses the same one, so its requests stay in
+	// order. Default 1.
+	ConnsPerNode int
+	// Timeout bounds each request, and the connect (at most 2 s of it).
+	// Default 5 s.
+	Timeout time.Duration
+	// Retry says what to do when a node cannot be reached.
+	Retry Retry
+	// ReadLevel and WriteLevel, if set, are sent on every new connection as
+	// TROOP CONSISTENCY READ|WRITE <level>: DC_ONE, DC_QUORUM or
+	// DC_SAFE_QUORUM. Empty: the node's own levels.
+	ReadLevel, WriteLevel string
+}
+
+// Retry is the policy for requests that fail on the way: the node is down,
+// the connection broke, or no reply came within the timeout. An error reply
+// is an answer and is never retried.
+type Retry struct {
+	// Attempts is how many times a failed request is sent again; 0 runs it
+	// once. A retried write may be applied twice (once by a node that
+	// answered too late): INCR and the like can count twice.
+	Attempts int
+	// CrossRack sends retries to the key's owner in the next rack of the
+	// local datacenter (by name, wrapping around), and sends requests there
+	// at once while the owner in the client's rack is known to be down.
+	// Without it, retries go to the same node.
+	CrossRack bool
+}
+
+// Cluster is a token-aware, rack-aware client for a troop cluster. It is
+// safe for concurrent use.
+type Cluster struct {
+	opts   Options
+	nodes  []Node
+	racks  []*rackRing // the local datacenter: the client's rack first, then the next by name, wrapping
+	conns  []*conn     // every connection, for Flush and Close
+	rr     atomic.Uint32
+	closed atomic.Bool
+}
+
+// rackRing is one rack's token ring and its nodes.
+type rackRing struct {
+	name    string
+	ring    *ring.Ring
+	members []*member // indexed by ring owner; members[0] holds the smallest token
+}
+
+type member struct {
+	node  Node
+	conns []*conn
+}
+
+// NewCluster makes a client for the cluster of nodes. It connects lazily: a
+// node is dialled when the first request goes to it. Only nodes of the
+// client's datacenter get connections; the nodes replicate to the others.
+func NewCluster(nodes []Node, opts Options) (*Cluster, error) {
+	if err := checkNodes(nodes); err != nil {
+		return nil, err
+	}
+	opts, err := opts.withDefaults(nodes)
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{opts: opts, nodes: append([]Node(nil), nodes...)}
+	handshake := consistencyHandshake(opts.ReadLevel, opts.WriteLevel)
+	for _, name := range rackOrder(nodes, opts.DC, opts.Rack) {
+		rk, err := newRackRing(name, inRack(nodes, opts.DC, name))
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range rk.members {
+			for range opts.ConnsPerNode {
+				cn := &conn{l: link.New(m.node.String(), m.node.Addr, opts.Timeout, handshake)}
+				m.conns = append(m.conns, cn)
+				c.conns = append(c.conns, cn)
+			}
+		}
+		c.racks = append(c.racks, rk)
+	}
+	return c, nil
+}
+
+func (o Options) withDefaults(nodes []Node) (Options, error) {
+	var err error
+	if o.DC, o.Rack, err = place(nodes, o.DC, o.Rack); err != nil {
+		return o, err
+	}
+	if o.ConnsPerNode == 0 {
+		o.ConnsPerNode = 1
+	}
+	if o.ConnsPerNode < 0 {
+		return o, fmt.Errorf("client: %d connections per node: must be at least 1", o.ConnsPerNode)
+	}
+	if o.Timeout == 0 {
+		o.Timeout = 5 * time.Second
+	}
+	if o.Timeout < 0 {
+		return o, fmt.Errorf("client: timeout %v: must be positive", o.Timeout)
+	}
+	if o.Retry.Attempts < 0 {
+		return o, fmt.Errorf("client: %d retry attempts: must not be negative", o.Retry.Attempts)
+	}
+	if o.ReadLevel, err = normalizeLevel("read", o.ReadLevel); err != nil {
+		return o, err
+	}
+	if o.WriteLevel, err = normalizeLevel("write", o.WriteLevel); err != nil {
+		return o, err
+	}
+	return o, nil
+}
+
+func normalizeLevel(what, level string) (string, error) {
+	up := strings.ToUpper(level)
+	switch up {
+	case "", "DC_ONE", "DC_QUORUM", "DC_SAFE_QUORUM":
+		return up, nil
+	}
+	return "", fmt.Errorf("client: %s consistency %q: want DC_ONE, DC_QUORUM or DC_SAFE_QUORUM", what, level)
+}
+
+// rackOrder lists the racks of dc in the order the client tries them: its
+// own, then the following ones by name, wrapping around, so that the
+// failover load of each rack falls on a different neighbour.
+func rackOrder(nodes []Node, dc, own string) []string {
+	var racks []string
+	for _, n := range nodes {
+		if n.DC == dc {
+			racks = appendNew(racks, n.Rack)
+		}
+	}
+	sort.Strings(racks)
+	i := sort.SearchStrings(racks, own)
+	return append(racks[i:], racks[:i]...)
+}
+
+func inRack(nodes []Node, dc, rack string) []Node {
+	var out []Node
+	for _, n := range nodes {
+		if n.DC == dc && n.Rack == rack {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func newRackRing(name string, nodes []Node) (*rackRing, error) {
+	sort.Slice(nodes, func(i, j int) bool { return minToken(nodes[i]) < minToken(nodes[j]) })
+	rk := &rackRing{name: name}
+	var entries []ring.Entry
+	for i, n := range nodes {
+		rk.members = append(rk.members, &member{node: n})
+		for _, t := range n.Tokens {
+			entries = append(entries, ring.Entry{Token: t, Owner: i})
+		}
+	}
+	r, err := ring.New(entries)
+	if err != nil {
+		return nil, fmt.Errorf("client: rack %s/%s: %w", nodes[0].DC, name, err)
+	}
+	rk.ring = r
+	return rk, nil
+}
+
+func minToken(n Node) uint32 {
+	m := n.Tokens[0]
+	for _, t := range n.Tokens[1:] {
+		m = min(m, t)
+	}
+	return m
+}
+
+// consistencyHandshake sets the connection's levels before any request,
+// on every connect and reconnect, so a new connection never runs a request
+// at the node's default level by mistake.
+func consistencyHandshake(read, write string) link.Handshake {
+	var req []byte
+	n := 0
+	for _, set := range [][2]string{{"READ", read}, {"WRITE", write}} {
+		if set[1] != "" {
+			req = resp.AppendCommandStrings(req, "TROOP", "CONSISTENCY", set[0], set[1])
+			n++
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	return func(c net.Conn, rd *resp.Reader) error {
+		if _, err := c.Write(req); err != nil {
+			return err
+		}
+		for range n {
+			v, err := rd.ReadValue()
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				return errors.New("TROOP CONSISTENCY: no answer within the connect timeout")
+			}
+			if err != nil { // not %w: the link would strip the message down to the innermost net.OpError
+				return fmt.Errorf("TROOP CONSISTENCY: %v", err)
+			}
+			if v.IsError() {
+				return fmt.Errorf("TROOP CONSISTENCY refused: %s", v.Str)
+			}
+		}
+		return nil
+	}
+}
+
+// Send queues one command, routed by its key (see Route), and calls done
+// with the reply frame or with the error that stopped it. The command is
+// not on the wire until the next Flush. done runs exactly once, often on a
+// connection's reader goroutine, so it must not block; an error reply comes
+// as a raw frame with a nil error. args may be reused once Send returns.
+//
+// Multi-key commands (MGET, MSET, DEL, EXISTS ...) go to the owner of their
+// first key; the node splits them among the other keys' owners.
+func (c *Cluster) Send(args [][]byte, done func(raw []byte, err error)) { c.send(args, done) }
+
+// Flush writes out every command queued by Send, one write per connection
+// that has any.
+func (c *Cluster) Flush() { flushAll(c.conns) }
+
+// Do runs one command and waits for its reply, or for ctx. An error reply
+// is returned as a *ReplyError along with the raw frame.
+func (c *Cluster) Do(ctx context.Context, args ...[]byte) ([]byte, error) {
+	return do(ctx, args, c.send)
+}
+
+// Close closes every connection; requests in flight fail.
+func (c *Cluster) Close() error {
+	c.closed.Store(true)
+	closeAll(c.conns)
+	return nil
+}
+
+// Nodes returns the topology the client was made with.
+func (c *Cluster) Nodes() []Node { return append([]Node(nil), c.nodes...) }
+
+// Place returns the client's datacenter and rack.
+func (c *Cluster) Place() (dc, rack string) { return c.opts.DC, c.opts.Rack }
+
+// Route returns the node a request for key goes to now: its owner in the
+// client's rack or, with CrossRack, while that node is known to be down,
+// its owner in the next rack that is not.
+func (c *Cluster) Route(key []byte) Node {
+	h := ring.Hash(key)
+	i, _ := c.first(h, true)
+	rk := c.racks[i]
+	return rk.members[rk.ring.Owner(h)].node
+}
+
+// send routes and queues one command and returns the connection it was
+// handed to, or nil when it was refused before reaching one.
+func (c *Cluster) send(args [][]byte, done func([]byte, error)) *conn {
+	if len(args) == 0 {
+		done(nil, errors.New("client: empty command"))
+		return nil
+	}
+	if c.closed.Load() {
+		done(nil, ErrClosed)
+		return nil
+	}
+	key, keyed := commandKey(args)
+	var h uint32
+	if keyed {
+		h = ring.Hash(key)
+	}
+	i, cn := c.first(h, keyed)
+	if c.opts.Retry.Attempts == 0 { // nothing to resend: no copy of the request to keep
+		sendEncoded(cn, args, done)
+		return cn
+	}
+	r := &retrying{c: c, req: resp.AppendCommand(nil, args...), h: h, keyed: keyed, rack: i,
+		left: c.opts.Retry.Attempts, done: done}
+	r.cb = r.reply
+	cn.send(r.req, r.cb)
+	return cn
+}
+
+// connAt returns the connection for a request in rack i: the key's owner
+// there (keyless commands go to the rack's first node), and the owner's
+// connection for that key.
+func (c *Cluster) connAt(i int, h uint32, keyed bool) *conn {
+	rk := c.racks[i]
+	m := rk.members[0]
+	if keyed {
+		m = rk.members[rk.ring.Owner(h)]
+	}
+	switch {
+	case len(m.conns) == 1:
+		return m.conns[0]
+	case keyed:
+		return m.conns[h%uint32(len(m.conns))]
+	default:
+		return m.conns[c.rr.Add(1)%uint32(len(m.conns))]
+	}
+}
+
+// first picks where a request goes first: the client's rack, unless
+// CrossRack is on and that connection is down (it would fail at once), in
+// which case the next rack whose connection is not.
+func (c *Cluster) first(h uint32, keyed bool) (int, *conn) {
+	cn := c.connAt(0, h, keyed)
+	if !c.opts.Retry.CrossRack || cn.l.Up() {
+		return 0, cn
+	}
+	for i := 1; i < len(c.racks); i++ {
+		if alt := c.connAt(i, h, keyed); alt.l.Up() {
+			return i, alt
+		}
+	}
+	return 0, cn // every rack is down: let the local node's error speak
+}
+
+// next picks where a retry goes after a failure in rack i.
+func (c *Cluster) next(i int, h uint32, keyed bool) (int, *conn) {
+	if !c.opts.Retry.CrossRack {
+		return i, c.connAt(i, h, keyed)
+	}
+	n := len(c.racks)
+	for k := 1; k <= n; k++ {
+		j := (i + k) % n
+		if cn := c.connAt(j, h, keyed); cn.l.Up() {
+			return j, cn
+		}
+	}
+	j := (i + 1) % n
+	return j, c.connAt(j, h, keyed)
+}
+
+// retrying is a request under a retry policy: it keeps its encoding and
+// the errors of its tries. Its callback runs once per try, one at a time.
+type retrying struct {
+	c     *Cluster
+	req   []byte
+	h     uint32
+	keyed bool
+	rack  int
+	left  int
+	errs  []error
+	done  func([]byte, error)
+	cb    func([]byte, error)
+}
+
+func (r *retrying) reply(raw []byte, err error) {
+	if err == nil {
+		r.done(raw, nil)
+		return
+	}
+	r.errs = append(r.errs, err)
+	if r.left == 0 || r.c.closed.Load() {
+		r.done(nil, r.failure())
+		return
+	}
+	r.left--
+	var cn *conn
+	r.rack, cn = r.c.next(r.rack, r.h, r.keyed)
+	// The caller's Flush may be long past: push the retry out now.
+	cn.send(r.req, r.cb)
+	cn.flush()
+}
+
+func (r *retrying) failure() error {
+	if len(r.errs) == 1 {
+		return r.errs[0]
+	}
+	name := "request"
+	if v, err := resp.Parse(r.req); err == nil && len(v.Elems) > 0 {
+		name = printable(v.Elems[0].Str)
+	}
+	return &FailedError{Command: name, Errs: r.errs}
+}
+
+// FailedError is a request that failed on every try; Errs says why, try by
+// try, each naming the node, its rack and its address.
+type FailedError struct {
+	Command string
+	Errs    []error
+}
+
+func (e *FailedError) Error() string {
+	msgs := make([]string, len(e.Errs))
+	for i, err := range e.Errs {
+		msgs[i] = err.Error()
+	}
+	return fmt.Sprintf("%s failed on %d tries: %s", e.Command, len(e.Errs), strings.Join(msgs, "; then "))
+}
+
+func (e *FailedError) Unwrap() []error { return e.Errs }

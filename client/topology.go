@@ -1,0 +1,212 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/troop-lab/troop/lab"
+)
+
+// Node is one troop node as the client sees it: where it sits, which tokens
+// it owns, and the address its clients connect to.
+type Node struct {
+	Name   string
+	DC     string
+	Rack   string
+	Tokens []uint32
+	Addr   string // client (RESP) address, host:port
+}
+
+// String names a node for errors: its name and place, "dc1-rack2-1 (dc1/rack2)".
+func (n Node) String() string {
+	name := n.Name
+	if name == "" {
+		name = "node " + n.Addr
+	}
+	return fmt.Sprintf("%s (%s/%s)", name, n.DC, n.Rack)
+}
+
+// describedNode is one element of a node's /cluster_describe answer.
+type describedNode struct {
+	Name       string   `json:"name"`
+	Datacenter string   `json:"datacenter"`
+	Rack       string   `json:"rack"`
+	Tokens     []uint32 `json:"tokens"`
+	Listen     string   `json:"listen"`
+}
+
+// describeWait bounds how long FromClusterDescribe waits for a node to learn
+// its peers' addresses when the caller's context has no deadline: peers that
+// start together reach each other within tens of milliseconds.
+const describeWait = 5 * time.Second
+
+// FromClusterDescribe reads the topology from one node's admin API
+// (GET http://adminAddr/cluster_describe). A node learns its peers' names and
+// client addresses when it first reaches them, so right after start some may
+// be missing: it asks again until every address is known, until ctx ends or
+// for at most 5 s when ctx has no deadline, and then names the nodes it could
+// not place. An admin API that cannot be reached fails at once.
+func FromClusterDescribe(ctx context.Context, adminAddr string) ([]Node, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, describeWait)
+		defer cancel()
+	}
+	for {
+		nodes, missing, err := describeOnce(ctx, adminAddr)
+		if err != nil {
+			return nil, err // an unreachable or broken admin API will not mend in seconds
+		}
+		if len(missing) == 0 {
+			return nodes, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("cluster_describe at %s: the client address of %s is not known yet (that node has not reached it): try again once the cluster is connected, or ask another node",
+				adminAddr, strings.Join(missing, ", "))
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// describeOnce asks once. missing lists the nodes without a client address.
+func describeOnce(ctx context.Context, adminAddr string) (nodes []Node, missing []string, err error) {
+	url := "http://" + adminAddr + "/cluster_describe"
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, nil, fmt.Errorf("cluster_describe at %s: %w", adminAddr, err)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, nil, fmt.Errorf("cluster_describe at %s: %w", adminAddr, err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		return nil, nil, fmt.Errorf("cluster_describe at %s: %s", adminAddr, res.Status)
+	}
+	var described []describedNode
+	if err := json.NewDecoder(res.Body).Decode(&described); err != nil {
+		return nil, nil, fmt.Errorf("cluster_describe at %s: %w", adminAddr, err)
+	}
+	if len(described) == 0 {
+		return nil, nil, fmt.Errorf("cluster_describe at %s: no nodes", adminAddr)
+	}
+	adminHost, _, _ := net.SplitHostPort(adminAddr)
+	for _, d := range described {
+		if d.Listen == "" {
+			missing = append(missing, fmt.Sprintf("the node of %s/%s with tokens %v", d.Datacenter, d.Rack, d.Tokens))
+			continue
+		}
+		nodes = append(nodes, Node{Name: d.Name, DC: d.Datacenter, Rack: d.Rack, Tokens: d.Tokens,
+			Addr: reachable(d.Listen, adminHost)})
+	}
+	return nodes, missing, nil
+}
+
+// reachable turns a listen address into one to dial: a node listening on
+// all interfaces is reached on the host its admin API answered on.
+func reachable(listen, host string) string {
+	h, port, err := net.SplitHostPort(listen)
+	if err != nil || host == "" {
+		return listen
+	}
+	if h == "" || h == "0.0.0.0" || h == "::" {
+		return net.JoinHostPort(host, port)
+	}
+	return listen
+}
+
+// FromLab reads the topology of the lab running in dir (DIR/lab.json).
+func FromLab(dir string) ([]Node, error) {
+	st, err := lab.Load(dir)
+	if err != nil {
+		return nil, err
+	}
+	if len(st.Nodes) == 0 {
+		return nil, fmt.Errorf("lab %s: no nodes", dir)
+	}
+	nodes := make([]Node, len(st.Nodes))
+	for i, n := range st.Nodes {
+		nodes[i] = Node{Name: n.Name, DC: n.DC, Rack: n.Rack, Tokens: []uint32{n.Token}, Addr: n.Listen}
+	}
+	return nodes, nil
+}
+
+// place resolves the client's datacenter and rack from the options: the
+// first node's when not given, the datacenter holding rack when only the
+// rack is given.
+func place(nodes []Node, dc, rack string) (string, string, error) {
+	if dc == "" {
+		for _, n := range nodes {
+			if rack == "" || n.Rack == rack {
+				dc = n.DC
+				break
+			}
+		}
+	}
+	var racks []string
+	for _, n := range nodes {
+		if n.DC == dc {
+			racks = appendNew(racks, n.Rack)
+		}
+	}
+	if len(racks) == 0 {
+		var dcs []string
+		for _, n := range nodes {
+			dcs = appendNew(dcs, n.DC)
+		}
+		sort.Strings(dcs)
+		if dc == "" {
+			return "", "", fmt.Errorf("client: no rack %q in the cluster", rack)
+		}
+		return "", "", fmt.Errorf("client: no datacenter %q in the cluster (have %s)", dc, strings.Join(dcs, ", "))
+	}
+	if rack == "" {
+		for _, n := range nodes {
+			if n.DC == dc {
+				return dc, n.Rack, nil
+			}
+		}
+	}
+	for _, r := range racks {
+		if r == rack {
+			return dc, rack, nil
+		}
+	}
+	sort.Strings(racks)
+	return "", "", fmt.Errorf("client: no rack %q in %s (have %s)", rack, dc, strings.Join(racks, ", "))
+}
+
+func appendNew(list []string, s string) []string {
+	for _, x := range list {
+		if x == s {
+			return list
+		}
+	}
+	return append(list, s)
+}
+
+// checkNodes rejects a topology the client cannot route on.
+func checkNodes(nodes []Node) error {
+	if len(nodes) == 0 {
+		return errors.New("client: no nodes")
+	}
+	for _, n := range nodes {
+		switch {
+		case n.Addr == "":
+			return fmt.Errorf("client: %s has no address", n)
+		case len(n.Tokens) == 0:
+			return fmt.Errorf("client: %s has no tokens", n)
+		case n.DC == "" || n.Rack == "":
+			return fmt.Errorf("client: node %s %s has no datacenter or rack", n.Name, n.Addr)
+		}
+	}
+	return nil
+}

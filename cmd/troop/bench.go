@@ -1,0 +1,156 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+	"github.com/troop-lab/troop/bench"
+)
+
+func init() { subcommands = append(subcommands, newBenchCmd) }
+
+func newBenchCmd() *cobra.Command {
+	cfg := bench.DefaultConfig()
+	var targets, valueSize, pipeline, ratio, hotspot, out string
+	cmd := &cobra.Command{
+		Use:   "bench [JOB] --target HOST:PORT[,...]",
+		Short: "Run a workload against a Redis-protocol endpoint, checking every read",
+		Long: `Run a workload (crud, mixed, write, ycsb-a ... ycsb-f; default mixed) against
+redis-server, nutcracker or troop nodes, check every value read, and print a
+VTest-style table of throughput, latency percentiles, Errors (no proper
+answer) and Fails (a wrong answer). The same --seed gives the same operations.
+See docs/bench.md.`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				cfg.Job = args[0]
+			}
+			if err := parseBenchFlags(cmd, &cfg, valueSize, pipeline, ratio, hotspot); err != nil {
+				return err
+			}
+			if targets == "" {
+				return fmt.Errorf("bench: --target HOST:PORT[,HOST:PORT...] is required")
+			}
+			if err := cfg.Validate(); err != nil {
+				return fmt.Errorf("bench: %w", err)
+			}
+			t, err := bench.NewRESPTarget(strings.Split(targets, ","), cfg.Conns, cfg.Timeout)
+			if err != nil {
+				return fmt.Errorf("bench: %w", err)
+			}
+			defer t.Close()
+			if err := t.Ping(); err != nil {
+				return fmt.Errorf("bench: %w", err)
+			}
+			cfg.Version = version
+			if isTerminal(os.Stdout) {
+				cfg.Progress = os.Stderr
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			res, err := bench.Run(ctx, cfg, t, os.Stdout)
+			if err != nil {
+				return fmt.Errorf("bench: %w", err)
+			}
+			if out != "" {
+				if err := writeFile(out, res.WriteJSON); err != nil {
+					return fmt.Errorf("bench: %w", err)
+				}
+				fmt.Printf("result written to %s\n", out)
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&targets, "target", "", "HOST:PORT[,HOST:PORT...] of plain RESP servers (redis-server, nutcracker, troop nodes)")
+	f.Uint64Var(&cfg.Keys, "keys", cfg.Keys, "size of the key set")
+	f.IntVar(&cfg.KeySize, "key-size", cfg.KeySize, "bytes per key")
+	f.StringVar(&valueSize, "value-size", cfg.ValueSize.String(), "bytes per value: N, or LOW-HIGH drawn per write")
+	f.StringVar(&cfg.Distribution, "distribution", "", "key distribution: uniform, zipfian, latest or hotspot (default: the job's)")
+	f.StringVar(&hotspot, "hotspot", "0.2:0.8", "for --distribution hotspot: KEYS:OPS, the share of keys that gets the share of operations")
+	f.StringVar(&ratio, "ratio", cfg.Ratio.String(), "GET:SET for the mixed job")
+	f.IntVar(&cfg.Readers, "readers", cfg.Readers, "reader workers per node (mixed)")
+	f.IntVar(&cfg.Writers, "writers", cfg.Writers, "writer workers per node (mixed)")
+	f.IntVar(&cfg.Workers, "workers", cfg.Workers, "workers per node (other jobs)")
+	f.Float64Var(&cfg.Rate, "rate", 0, "open loop: operations per second for the whole run (0: closed loop)")
+	f.StringVar(&pipeline, "pipeline", cfg.Pipeline.String(), "commands per batch: N, or LOW-HIGH drawn per batch")
+	f.DurationVar(&cfg.Duration, "duration", cfg.Duration, "length of each task")
+	f.Int64Var(&cfg.Requests, "requests", 0, "requests per task, instead of --duration")
+	f.IntVar(&cfg.Iterations, "iterations", cfg.Iterations, "times to run the whole job")
+	f.DurationVar(&cfg.Warmup, "warmup", 0, "unmeasured load before each iteration")
+	f.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the operation sequence")
+	f.StringVar(&cfg.Consistency, "consistency", cfg.Consistency, "DC_ONE, DC_QUORUM or DC_SAFE_QUORUM (recorded; cluster targets are not built yet)")
+	f.IntVar(&cfg.Staleness, "staleness", 0, "how many acknowledged writes older than the latest a read may return")
+	f.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "per request and per connect")
+	f.IntVar(&cfg.Conns, "conns", cfg.Conns, "connections per target address")
+	f.StringVar(&out, "out", "", "write the JSON result to this file")
+	cmd.AddCommand(newBenchCompareCmd())
+	return cmd
+}
+
+func parseBenchFlags(cmd *cobra.Command, cfg *bench.Config, valueSize, pipeline, ratio, hotspot string) error {
+	var err error
+	if cfg.ValueSize, err = bench.ParseRange(valueSize); err != nil {
+		return fmt.Errorf("bench: --value-size: %w", err)
+	}
+	if cfg.Pipeline, err = bench.ParseRange(pipeline); err != nil {
+		return fmt.Errorf("bench: --pipeline: %w", err)
+	}
+	if cfg.Ratio, err = bench.ParseRatio(ratio); err != nil {
+		return fmt.Errorf("bench: --ratio: %w", err)
+	}
+	if cfg.Hotspot, err = bench.ParseHotspot(hotspot); err != nil {
+		return fmt.Errorf("bench: --hotspot: %w", err)
+	}
+	if cmd.Flags().Changed("requests") && !cmd.Flags().Changed("duration") {
+		cfg.Duration = 0 // --requests replaces the default duration
+	}
+	return nil
+}
+
+func newBenchCompareCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "compare A.json B.json",
+		Short: "Print two bench results side by side, with ratios B/A",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var results [2]*bench.Result
+			for i, path := range args {
+				f, err := os.Open(path)
+				if err != nil {
+					return fmt.Errorf("bench compare: %w", err)
+				}
+				results[i], err = bench.ReadResult(f)
+				f.Close()
+				if err != nil {
+					return fmt.Errorf("bench compare: %s: %w", path, err)
+				}
+			}
+			bench.Compare(os.Stdout, results[0], results[1])
+			return nil
+		},
+	}
+}
+
+func isTerminal(f *os.File) bool {
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// writeFile writes a file through write, reporting the first error.
+func writeFile(path string, write func(w io.Writer) error) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := write(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
