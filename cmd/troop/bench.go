@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -10,15 +12,16 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/troop-lab/troop/bench"
+	"github.com/troop-lab/troop/client"
 )
 
 func init() { subcommands = append(subcommands, newBenchCmd) }
 
 func newBenchCmd() *cobra.Command {
 	cfg := bench.DefaultConfig()
-	var targets, valueSize, pipeline, ratio, hotspot, out string
+	var targets, labDir, clusterAddr, valueSize, pipeline, ratio, hotspot, out string
 	cmd := &cobra.Command{
-		Use:   "bench [JOB] --target HOST:PORT[,...]",
+		Use:   "bench [JOB] (--target HOST:PORT[,...] | --lab DIR | --cluster ADMIN_ADDR)",
 		Short: "Run a workload against a Redis-protocol endpoint, checking every read",
 		Long: `Run a workload (crud, mixed, write, ycsb-a ... ycsb-f; default mixed) against
 redis-server, nutcracker or troop nodes, check every value read, and print a
@@ -33,20 +36,11 @@ See docs/bench.md.`,
 			if err := parseBenchFlags(cmd, &cfg, valueSize, pipeline, ratio, hotspot); err != nil {
 				return err
 			}
-			if targets == "" {
-				return fmt.Errorf("bench: --target HOST:PORT[,HOST:PORT...] is required")
-			}
-			if err := cfg.Validate(); err != nil {
-				return fmt.Errorf("bench: %w", err)
-			}
-			t, err := bench.NewRESPTarget(strings.Split(targets, ","), cfg.Conns, cfg.Timeout)
+			t, err := benchTarget(cmd.Context(), targets, labDir, clusterAddr, cfg)
 			if err != nil {
 				return fmt.Errorf("bench: %w", err)
 			}
 			defer t.Close()
-			if err := t.Ping(); err != nil {
-				return fmt.Errorf("bench: %w", err)
-			}
 			cfg.Version = version
 			if isTerminal(os.Stdout) {
 				cfg.Progress = os.Stderr
@@ -68,6 +62,8 @@ See docs/bench.md.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&targets, "target", "", "HOST:PORT[,HOST:PORT...] of plain RESP servers (redis-server, nutcracker, troop nodes)")
+	f.StringVar(&labDir, "lab", "", "DIR of a troop lab cluster (troop lab up's default is .troop/lab), driven by a token-aware client per rack")
+	f.StringVar(&clusterAddr, "cluster", "", "a troop cluster, read from the /cluster_describe of the node with this admin address (HOST:PORT)")
 	f.Uint64Var(&cfg.Keys, "keys", cfg.Keys, "size of the key set")
 	f.IntVar(&cfg.KeySize, "key-size", cfg.KeySize, "bytes per key")
 	f.StringVar(&valueSize, "value-size", cfg.ValueSize.String(), "bytes per value: N, or LOW-HIGH drawn per write")
@@ -84,13 +80,66 @@ See docs/bench.md.`,
 	f.IntVar(&cfg.Iterations, "iterations", cfg.Iterations, "times to run the whole job")
 	f.DurationVar(&cfg.Warmup, "warmup", 0, "unmeasured load before each iteration")
 	f.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the operation sequence")
-	f.StringVar(&cfg.Consistency, "consistency", cfg.Consistency, "DC_ONE, DC_QUORUM or DC_SAFE_QUORUM (recorded; cluster targets are not built yet)")
+	f.StringVar(&cfg.Consistency, "consistency", cfg.Consistency, "DC_ONE, DC_QUORUM or DC_SAFE_QUORUM, for --lab and --cluster (recorded only with --target)")
 	f.IntVar(&cfg.Staleness, "staleness", 0, "how many acknowledged writes older than the latest a read may return")
 	f.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "per request and per connect")
 	f.IntVar(&cfg.Conns, "conns", cfg.Conns, "connections per target address")
 	f.StringVar(&out, "out", "", "write the JSON result to this file")
 	cmd.AddCommand(newBenchCompareCmd())
 	return cmd
+}
+
+// benchTarget opens the one target the flags name and checks that it answers.
+func benchTarget(ctx context.Context, targets, labDir, clusterAddr string, cfg bench.Config) (bench.Target, error) {
+	given := 0
+	for _, s := range []string{targets, labDir, clusterAddr} {
+		if s != "" {
+			given++
+		}
+	}
+	if given != 1 {
+		return nil, errors.New("give exactly one of --target HOST:PORT[,...], --lab DIR and --cluster ADMIN_ADDR")
+	}
+	if targets != "" {
+		t, err := bench.NewRESPTarget(strings.Split(targets, ","), cfg.Conns, cfg.Timeout)
+		if err != nil {
+			return nil, err
+		}
+		if err := t.Ping(); err != nil {
+			t.Close()
+			return nil, err
+		}
+		return t, nil
+	}
+	var nodes []client.Node
+	var err error
+	if labDir != "" {
+		nodes, err = client.FromLab(labDir)
+	} else {
+		nodes, err = client.FromClusterDescribe(ctx, clusterAddr)
+	}
+	if err != nil {
+		return nil, err
+	}
+	t, err := bench.NewClusterTarget(nodes, "", client.Options{ConnsPerNode: cfg.Conns, Timeout: cfg.Timeout,
+		ReadLevel: cfg.Consistency, WriteLevel: cfg.Consistency})
+	if err != nil {
+		return nil, err
+	}
+	// Reach every node once, so a dead cluster fails here, naming the node.
+	ping := [][]byte{[]byte("PING")}
+	for _, n := range nodes {
+		c, err := client.NewPlain([]string{n.Addr}, client.PlainOptions{Timeout: cfg.Timeout})
+		if err == nil {
+			_, err = c.Do(ctx, ping...)
+			c.Close()
+		}
+		if err != nil {
+			t.Close()
+			return nil, fmt.Errorf("node %s: %w", n, err)
+		}
+	}
+	return t, nil
 }
 
 func parseBenchFlags(cmd *cobra.Command, cfg *bench.Config, valueSize, pipeline, ratio, hotspot string) error {

@@ -160,3 +160,36 @@ func TestRedisBenchmark(t *testing.T) {
 		t.Errorf("node counted %d requests and %d BUSY, want at least %d and none", total, info.Busy, 8*4000*2)
 	}
 }
+
+// troop bench --lab drives a lab through a token-aware client per rack: every
+// node serves reads, none forwards a request, nothing fails.
+func TestBenchLab(t *testing.T) {
+	l := startLab(t)
+	printed, err := runCLI(t, "mixed", "--lab", l.Dir(), "--requests", "3000", "--keys", "500",
+		"--readers", "2", "--writers", "1", "--consistency", "DC_QUORUM")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, printed)
+	}
+	for _, n := range l.Nodes() {
+		res, err := http.Get("http://" + n.StatsListen + "/info")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var info struct {
+			Forwarded int64
+			Requests  map[string]map[string]struct{ Count, Errors int64 }
+		}
+		json.NewDecoder(res.Body).Decode(&info)
+		res.Body.Close()
+		reads := info.Requests["read"]["DC_QUORUM"]
+		if info.Forwarded != 0 || reads.Count == 0 || reads.Errors != 0 {
+			t.Errorf("%s: forwarded %d, DC_QUORUM reads %d with %d errors", n.Name, info.Forwarded, reads.Count, reads.Errors)
+		}
+	}
+	// The summary's last row is "Total ... Errors Fails".
+	summary := printed[strings.LastIndex(printed, "SUMMARY"):]
+	total := strings.Fields(summary[strings.LastIndex(summary, "\nTotal"):])
+	if len(total) < 3 || total[len(total)-2] != "0" || total[len(total)-1] != "0" {
+		t.Errorf("errors or fails in the summary %q:\n%s", total, printed)
+	}
+}
