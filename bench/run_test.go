@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -228,4 +229,45 @@ func TestOpenLoopRate(t *testing.T) {
 	if n != 1000 {
 		t.Errorf("%d ops, want 1000", n)
 	}
+}
+
+// Pausing the server for 1 s during an open-loop run at rate R shows in the
+// response times, counted from each request's intended start (no coordinated
+// omission): the requests meant to start in the pause's first half wait at
+// least 0.5 s, about R/2 of them, plus any that queue behind them.
+func TestPausedServerShowsInResponseTime(t *testing.T) {
+	srv := testredis.Start(t)
+	const rate = 1000
+	cfg := smallConfig(JobMixed)
+	cfg.Requests, cfg.Duration, cfg.Rate, cfg.Pipeline = 0, 3*time.Second, rate, Range{1, 1}
+	cfg.Readers, cfg.Writers = 8, 2
+	go func() {
+		time.Sleep(time.Second)
+		srv.Cmd.Process.Signal(syscall.SIGSTOP)
+		time.Sleep(time.Second)
+		srv.Cmd.Process.Signal(syscall.SIGCONT)
+	}()
+	res, err := Run(context.Background(), cfg, respTarget(t, srv.Addr, 2), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slow := int64(0)
+	for _, r := range res.Totals {
+		h, err := DecodeHist(r.ResponseHist)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range h.Distribution() {
+			if b.From >= 500_000 { // µs
+				slow += b.Count
+			}
+		}
+		if r.Errors != 0 || r.Fails != 0 {
+			t.Errorf("%s: %d errors, %d fails", r.Task, r.Errors, r.Fails)
+		}
+	}
+	if slow < rate*3/10 || slow > rate*12/10 {
+		t.Errorf("%d responses of at least 0.5 s, want about %d (R/2) for a 1 s pause at R=%d", slow, rate/2, rate)
+	}
+	t.Logf("%d responses of at least 0.5 s at R=%d", slow, rate)
 }

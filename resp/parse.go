@@ -60,7 +60,7 @@ func parse(b []byte, depth int) (Value, int, error) {
 		pos = stop + 2
 	case Array, Map, Set, Attribute, Push:
 		n, ok := parseInt(line)
-		if !ok || n < -1 {
+		if !ok || n < -1 || (n == -1 && t != Array) { // only RESP2's array has a null form
 			return Value{}, 0, protoErr("invalid aggregate length")
 		}
 		if n == -1 {

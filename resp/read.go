@@ -182,7 +182,7 @@ func (r *Reader) readRaw(dst []byte, start, depth int) ([]byte, error) {
 		return r.readPayload(dst, int(n))
 	case Array, Map, Set, Attribute, Push:
 		n, ok := parseInt(line[1:])
-		if !ok || n < -1 {
+		if !ok || n < -1 || (n == -1 && Type(line[0]) != Array) { // only RESP2's array has a null form
 			return dst, protoErr("invalid aggregate length")
 		}
 		if Type(line[0]) == Map || Type(line[0]) == Attribute {
