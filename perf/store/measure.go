@@ -216,26 +216,40 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// measureAnchor runs redis-benchmark (GET only, the same connections,
-// pipeline and key space: redis-benchmark -r makes the same key names)
-// against redis-server. It answers how much CPU a well-known C load
-// generator spends per operation, next to ours. ops sets how many
-// requests it sends; the harness picks the number that fills about one
-// window at the direct target's rate.
+// measureAnchor runs redis-benchmark (GET only) against the target: the
+// load generator's anchor.
 func measureAnchor(ctx context.Context, cfg config, bin string, t *target, pipeline, n int, ops int64) round {
-	r := round{Experiment: "proxy", Pipeline: pipeline, Round: n, Target: "redis-benchmark"}
+	cmd := exec.CommandContext(ctx, bin, "-h", "127.0.0.1", "-p", port(t.addrs[0]),
+		"-c", strconv.Itoa(cfg.Conns), "-P", strconv.Itoa(pipeline), "-n", strconv.FormatInt(ops, 10),
+		"-r", strconv.Itoa(cfg.Keys), "-t", "get", "-q")
+	return measureGenerator(cmd, "redis-benchmark", t, pipeline, n, ops)
+}
+
+// measureTroopBench runs troop bench as a load generator against the same
+// target, reading ops keys like the redis-benchmark anchor (GET only, 1 KB
+// values, the same connections and depth), with its histograms and its check
+// of every value on.
+func measureTroopBench(ctx context.Context, cfg config, troop string, t *target, pipeline, n int, ops int64) round {
+	cmd := exec.CommandContext(ctx, troop, "bench", "mixed", "--target", t.addrs[0],
+		"--ratio", "100:0", "--readers", strconv.Itoa(cfg.Conns), "--writers", "0", "--conns", strconv.Itoa(cfg.Conns),
+		"--pipeline", strconv.Itoa(pipeline), "--requests", strconv.FormatInt(ops, 10),
+		"--keys", strconv.Itoa(cfg.Keys), "--value-size", "1024", "--seed", strconv.FormatUint(cfg.Seed, 10))
+	return measureGenerator(cmd, "troop-bench", t, pipeline, n, ops)
+}
+
+// measureGenerator runs a load generator that does ops GETs and exits, and
+// measures its CPU per operation (from its rusage) and the redis-servers'.
+func measureGenerator(cmd *exec.Cmd, name string, t *target, pipeline, n int, ops int64) round {
+	r := round{Experiment: "proxy", Pipeline: pipeline, Round: n, Target: name}
 	s0, err := t.sample(nil)
 	if err != nil {
 		r.Error = err.Error()
 		return r
 	}
-	cmd := exec.CommandContext(ctx, bin, "-h", "127.0.0.1", "-p", port(t.addrs[0]),
-		"-c", strconv.Itoa(cfg.Conns), "-P", strconv.Itoa(pipeline), "-n", strconv.FormatInt(ops, 10),
-		"-r", strconv.Itoa(cfg.Keys), "-t", "get", "-q")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		r.Error = fmt.Sprintf("redis-benchmark: %v: %s", err, out)
+		r.Error = fmt.Sprintf("%s: %v: %s", name, err, out)
 		return r
 	}
 	s1, err := t.sample(nil)
@@ -260,6 +274,18 @@ func measureAnchor(ctx context.Context, cfg config, bin string, t *target, pipel
 	r.setFigures(gen, 0, redis)
 	r.setMachine(s0, s1)
 	return r
+}
+
+// preloadTroopBench writes the key set in troop bench's self-checking format,
+// so that its GETs read real 1 KB values.
+func preloadTroopBench(ctx context.Context, cfg config, troop, addr string) error {
+	cmd := exec.CommandContext(ctx, troop, "bench", "write", "--target", addr, "--workers", "8", "--pipeline", "10",
+		"--requests", strconv.Itoa(cfg.Keys), "--keys", strconv.Itoa(cfg.Keys), "--value-size", "1024")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("troop bench write (preload): %v: %s", err, out)
+	}
+	return nil
 }
 
 func port(addr string) string {

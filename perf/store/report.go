@@ -120,11 +120,11 @@ func (r *result) failedRounds() int {
 }
 
 // baselines: the target each experiment's ratios are taken against. The
-// redis-benchmark anchor runs GET only, so a ratio would compare different
-// workloads; it has none.
+// load generator anchors (redis-benchmark, troop bench) run GET only, so a
+// ratio would compare different workloads; they have none.
 var baselines = map[string]string{"proxy": "direct", "cluster": "dc_one"}
 
-func hasBaseline(target string) bool { return target != "redis-benchmark" }
+func hasBaseline(target string) bool { return target != "redis-benchmark" && target != "troop-bench" }
 
 // summarize groups rounds by experiment, depth and target, in run order.
 func summarize(rounds []round) []summary {
@@ -242,6 +242,14 @@ func evaluate(ss []summary) []check {
 				Name: fmt.Sprintf("nutcracker throughput >= 0.8 x direct, P=%d", p), Kind: "anchor",
 				Measured: nc.Ratio, Limit: 0.8, Pass: nc.Ratio >= 0.8,
 				Text: fmt.Sprintf("nutcracker at %.2f of direct (twemproxy's author reports at most 20%% lost)", nc.Ratio),
+			})
+		}
+		if tb, rb := find(ss, "proxy", p, "troop-bench"), find(ss, "proxy", p, "redis-benchmark"); tb != nil && rb != nil {
+			out = append(out, check{
+				Name: fmt.Sprintf("troop bench ops per client CPU second >= redis-benchmark's, P=%d", p), Kind: "target",
+				Measured: tb.GeneratorUsPerOp, Limit: rb.GeneratorUsPerOp, Pass: tb.GeneratorUsPerOp <= rb.GeneratorUsPerOp,
+				Text: fmt.Sprintf("troop bench %.0f vs redis-benchmark %.0f ops per client CPU second (%.1f vs %.1f µs/op), GETs of 1 KB, every value checked",
+					1e6/tb.GeneratorUsPerOp, 1e6/rb.GeneratorUsPerOp, tb.GeneratorUsPerOp, rb.GeneratorUsPerOp),
 			})
 		}
 		if q := find(ss, "cluster", p, "dc_quorum"); q != nil {

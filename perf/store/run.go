@@ -35,6 +35,11 @@ func proxyExperiment(ctx context.Context, cfg config, ps *procSet, bins binaries
 	if err := preload(ctx, []string{redisAddr}, cfg.Keys, nil); err != nil {
 		return err
 	}
+	if cfg.Anchor {
+		if err := preloadTroopBench(ctx, cfg, bins.troop, redisAddr); err != nil {
+			return err
+		}
+	}
 	direct := &target{name: "direct", addrs: []string{redisAddr}, redis: []*proc{redis}}
 	targets := []*target{
 		direct,
@@ -56,6 +61,7 @@ func proxyExperiment(ctx context.Context, cfg config, ps *procSet, bins binaries
 			}
 			if cfg.Anchor {
 				res.add(measureAnchor(ctx, cfg, bins.redisBenchmark, direct, p, n, max(directOps, 1000)), log)
+				res.add(measureTroopBench(ctx, cfg, bins.troop, direct, p, n, max(directOps, 1000)), log)
 			}
 		}
 		if cfg.Pprof != "" {
