@@ -98,8 +98,9 @@ func Run(ctx context.Context, cfg Config, target Target, out io.Writer) (*Result
 type runner struct {
 	cfg     *Config
 	target  Target
-	model   *Model
-	version atomic.Uint64
+	model    *Model
+	version  atomic.Uint64
+	sessions atomic.Int64 // workers that took a session of the target
 
 	mu     sync.Mutex
 	oldest []*atomic.Uint64 // per worker: tick of its oldest read in flight, MaxUint64 if none
@@ -209,6 +210,10 @@ type reply struct {
 // worker issues its batches and returns how many operations it ran.
 func (r *runner) worker(ctx context.Context, gen *Gen, g *group, w int, start, deadline time.Time, rec *recorder, done *atomic.Int64) int64 {
 	slot := r.slot()
+	target := r.target
+	if s, ok := target.(Sessioner); ok {
+		target = s.Session(int(r.sessions.Add(1) - 1))
+	}
 	var (
 		ops     []Op
 		issued  int64
@@ -234,7 +239,7 @@ func (r *runner) worker(ctx context.Context, gen *Gen, g *group, w int, start, d
 				}
 			}
 		}
-		r.batch(ops, intended, slot, rec)
+		r.batch(target, ops, intended, slot, rec)
 		issued += int64(len(ops))
 		done.Add(int64(len(ops)))
 	}
@@ -243,7 +248,7 @@ func (r *runner) worker(ctx context.Context, gen *Gen, g *group, w int, start, d
 
 // batch sends one pipeline, waits for every reply and records each
 // operation. Read-modify-writes take a second round for their writes.
-func (r *runner) batch(ops []Op, intended []time.Time, slot *atomic.Uint64, rec *recorder) {
+func (r *runner) batch(target Target, ops []Op, intended []time.Time, slot *atomic.Uint64, rec *recorder) {
 	slot.Store(r.model.clock.Load()) // before any read of the batch begins
 	defer slot.Store(math.MaxUint64)
 	keys := make([][]byte, len(ops))
@@ -270,12 +275,12 @@ func (r *runner) batch(ops []Op, intended []time.Time, slot *atomic.Uint64, rec 
 			args = [][]byte{[]byte("DEL"), keys[k]}
 		}
 		wg.Add(1)
-		r.target.Send(args, func(raw []byte, err error) {
+		target.Send(args, func(raw []byte, err error) {
 			replies[k] = reply{raw, err, time.Now()}
 			wg.Done()
 		})
 	}
-	r.target.Flush()
+	target.Flush()
 	wg.Wait()
 
 	outcomes := make([]Outcome, len(ops))
@@ -294,12 +299,12 @@ func (r *runner) batch(ops []Op, intended []time.Time, slot *atomic.Uint64, rec 
 			versions[k] = r.version.Add(1)
 			r.model.BeginWrite(ops[k].Key, versions[k], false)
 			wg2.Add(1)
-			r.target.Send([][]byte{[]byte("SET"), keys[k], EncodeValue(nil, keys[k], versions[k], ops[k].Size)}, func(raw []byte, err error) {
+			target.Send([][]byte{[]byte("SET"), keys[k], EncodeValue(nil, keys[k], versions[k], ops[k].Size)}, func(raw []byte, err error) {
 				second[k] = reply{raw, err, time.Now()}
 				wg2.Done()
 			})
 		}
-		r.target.Flush()
+		target.Flush()
 		wg2.Wait()
 		for _, k := range rmw {
 			op := ops[k]

@@ -33,6 +33,14 @@ type Describer interface {
 	Describe() string
 }
 
+// Sessioner is implemented by targets that can give each worker its own
+// connections: a worker's pipeline then leaves in one write on its own
+// connection, as a redis-benchmark client's does, instead of being spread over
+// links every worker shares. Session(n) is the view for the n-th worker.
+type Sessioner interface {
+	Session(n int) Target
+}
+
 // Sizer is implemented by targets that know how many store nodes they reach;
 // per-node worker counts (--readers, --writers, --workers) are multiplied by it.
 type Sizer interface {
@@ -103,6 +111,43 @@ func (t *RESPTarget) pick(args [][]byte) *link.Link {
 func (t *RESPTarget) Send(args [][]byte, done func(raw []byte, err error)) {
 	t.pick(args).Send(resp.AppendCommand(nil, args...), done)
 }
+
+// Session gives worker n one of each address's links (the n-th, modulo
+// --conns), so its batch to an address leaves in one write.
+func (t *RESPTarget) Session(n int) Target {
+	conns := len(t.links) / len(t.addrs)
+	s := &respSession{links: make([]*link.Link, len(t.addrs))}
+	for a := range t.addrs {
+		s.links[a] = t.links[a*conns+n%conns]
+	}
+	return s
+}
+
+// respSession is one worker's view of a RESPTarget.
+type respSession struct {
+	links []*link.Link // one per address
+	buf   []byte       // encoding scratch: Link.Send copies what it is given
+}
+
+func (s *respSession) Send(args [][]byte, done func(raw []byte, err error)) {
+	l := s.links[0]
+	if len(s.links) > 1 && len(args) > 1 {
+		h := fnv.New32a()
+		h.Write(args[1])
+		l = s.links[h.Sum32()%uint32(len(s.links))]
+	}
+	s.buf = resp.AppendCommand(s.buf[:0], args...)
+	l.Send(s.buf, done)
+}
+
+func (s *respSession) Flush() {
+	for _, l := range s.links {
+		l.Flush()
+	}
+}
+
+// Close leaves the links to the target, which owns them.
+func (s *respSession) Close() error { return nil }
 
 // Flush pushes out what every link has queued; a link with nothing queued
 // returns at once.

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 
@@ -19,7 +20,7 @@ func init() { subcommands = append(subcommands, newBenchCmd) }
 
 func newBenchCmd() *cobra.Command {
 	cfg := bench.DefaultConfig()
-	var targets, labDir, clusterAddr, valueSize, pipeline, ratio, hotspot, out string
+	var targets, labDir, clusterAddr, valueSize, pipeline, ratio, hotspot, out, cpuProfile string
 	cmd := &cobra.Command{
 		Use:   "bench [JOB] (--target HOST:PORT[,...] | --lab DIR | --cluster ADMIN_ADDR)",
 		Short: "Run a workload against a Redis-protocol endpoint, checking every read",
@@ -44,6 +45,15 @@ See docs/bench.md.`,
 			cfg.Version = version
 			if isTerminal(os.Stdout) {
 				cfg.Progress = os.Stderr
+			}
+			if cpuProfile != "" {
+				f, err := os.Create(cpuProfile)
+				if err != nil {
+					return fmt.Errorf("bench: %w", err)
+				}
+				defer f.Close()
+				pprof.StartCPUProfile(f)
+				defer pprof.StopCPUProfile()
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
@@ -85,6 +95,7 @@ See docs/bench.md.`,
 	f.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "per request and per connect")
 	f.IntVar(&cfg.Conns, "conns", cfg.Conns, "connections per target address")
 	f.StringVar(&out, "out", "", "write the JSON result to this file")
+	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of troop bench itself to this file (go tool pprof)")
 	cmd.AddCommand(newBenchCompareCmd())
 	return cmd
 }
