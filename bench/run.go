@@ -96,8 +96,8 @@ func Run(ctx context.Context, cfg Config, target Target, out io.Writer) (*Result
 }
 
 type runner struct {
-	cfg     *Config
-	target  Target
+	cfg      *Config
+	target   Target
 	model    *Model
 	version  atomic.Uint64
 	sessions atomic.Int64 // workers that took a session of the target
