@@ -1,13 +1,12 @@
 package bench
 
 import (
+	"context"
 	"fmt"
-	"hash/fnv"
 	"strings"
 	"time"
 
-	"github.com/troop-lab/troop/link"
-	"github.com/troop-lab/troop/resp"
+	"github.com/troop-lab/troop/client"
 )
 
 // Target is what the benchmark drives: anything that carries RESP commands to
@@ -47,17 +46,19 @@ type Sizer interface {
 	Nodes() int
 }
 
-// RESPTarget sends each command over one of a fixed set of pipelined links:
-// conns links per address, the key's hash choosing the link, so the commands
-// of one key keep their order and the key set spreads over every address
-// (client-side sharding, as twemproxy's clients do without it).
+// RESPTarget is a plain-RESP target: a pooled client (client.Plain) with
+// conns connections to each address. Each worker takes a pinned view of it
+// (Session), so its pipeline leaves in one write on its own connection, as a
+// redis-benchmark client's does; with several addresses a key's hash picks
+// the address (client-side sharding).
 type RESPTarget struct {
+	*client.Plain
 	addrs []string
-	links []*link.Link
+	conns int
 }
 
-// NewRESPTarget opens conns links to each address (host:port). Links connect
-// lazily; Ping checks reachability within the timeout.
+// NewRESPTarget makes a target for addrs (host:port), conns connections
+// each. It connects lazily; Ping checks reachability within the timeout.
 func NewRESPTarget(addrs []string, conns int, timeout time.Duration) (*RESPTarget, error) {
 	if len(addrs) == 0 {
 		return nil, fmt.Errorf("no target address given")
@@ -65,107 +66,28 @@ func NewRESPTarget(addrs []string, conns int, timeout time.Duration) (*RESPTarge
 	if conns < 1 {
 		return nil, fmt.Errorf("connections per address must be at least 1, got %d", conns)
 	}
-	t := &RESPTarget{addrs: addrs}
 	for _, a := range addrs {
 		if !strings.Contains(a, ":") {
 			return nil, fmt.Errorf("target %q is not host:port", a)
 		}
-		for range conns {
-			t.links = append(t.links, link.New("target", a, timeout, nil))
-		}
 	}
-	return t, nil
-}
-
-// Ping sends PING on every link and fails with the first unreachable address,
-// so a wrong --target fails within the connect timeout, naming it.
-func (t *RESPTarget) Ping() error {
-	errs := make(chan error, len(t.links))
-	req := resp.AppendCommandStrings(nil, "PING")
-	for _, l := range t.links {
-		l.Do(req, func(raw []byte, err error) {
-			if err == nil && len(raw) > 0 && raw[0] == '-' {
-				err = fmt.Errorf("target %s: %s", l.Addr(), strings.TrimSpace(string(raw[1:])))
-			}
-			errs <- err
-		})
+	p, err := client.NewPlain(addrs, client.PlainOptions{ConnsPerAddr: conns, Timeout: timeout})
+	if err != nil {
+		return nil, err
 	}
-	var first error
-	for range t.links {
-		if err := <-errs; err != nil && first == nil {
-			first = err
-		}
-	}
-	return first
+	return &RESPTarget{Plain: p, addrs: addrs, conns: conns}, nil
 }
 
-func (t *RESPTarget) pick(args [][]byte) *link.Link {
-	if len(t.links) == 1 || len(args) < 2 {
-		return t.links[0]
-	}
-	h := fnv.New32a()
-	h.Write(args[1])
-	return t.links[h.Sum32()%uint32(len(t.links))]
-}
+// Ping fails with the first unreachable address, naming it.
+func (t *RESPTarget) Ping() error { return t.Plain.Ping(context.Background()) }
 
-func (t *RESPTarget) Send(args [][]byte, done func(raw []byte, err error)) {
-	t.pick(args).Send(resp.AppendCommand(nil, args...), done)
-}
+// Session is worker n's view: the n-th connection of each address.
+func (t *RESPTarget) Session(n int) Target { return t.Plain.Pinned(n) }
 
-// Session gives worker n one of each address's links (the n-th, modulo
-// --conns), so its batch to an address leaves in one write.
-func (t *RESPTarget) Session(n int) Target {
-	conns := len(t.links) / len(t.addrs)
-	s := &respSession{links: make([]*link.Link, len(t.addrs))}
-	for a := range t.addrs {
-		s.links[a] = t.links[a*conns+n%conns]
-	}
-	return s
-}
-
-// respSession is one worker's view of a RESPTarget.
-type respSession struct {
-	links []*link.Link // one per address
-	buf   []byte       // encoding scratch: Link.Send copies what it is given
-}
-
-func (s *respSession) Send(args [][]byte, done func(raw []byte, err error)) {
-	l := s.links[0]
-	if len(s.links) > 1 && len(args) > 1 {
-		h := fnv.New32a()
-		h.Write(args[1])
-		l = s.links[h.Sum32()%uint32(len(s.links))]
-	}
-	s.buf = resp.AppendCommand(s.buf[:0], args...)
-	l.Send(s.buf, done)
-}
-
-func (s *respSession) Flush() {
-	for _, l := range s.links {
-		l.Flush()
-	}
-}
-
-// Close leaves the links to the target, which owns them.
-func (s *respSession) Close() error { return nil }
-
-// Flush pushes out what every link has queued; a link with nothing queued
-// returns at once.
-func (t *RESPTarget) Flush() {
-	for _, l := range t.links {
-		l.Flush()
-	}
-}
-
-func (t *RESPTarget) Close() error {
-	for _, l := range t.links {
-		l.Close()
-	}
-	return nil
-}
-
+// Describe says what the target is, for the result file.
 func (t *RESPTarget) Describe() string {
-	return fmt.Sprintf("resp %s, %d links per address", strings.Join(t.addrs, ","), len(t.links)/len(t.addrs))
+	return fmt.Sprintf("resp %s, %d connections per address", strings.Join(t.addrs, ","), t.conns)
 }
 
+// Nodes is the number of addresses, for per-node worker counts.
 func (t *RESPTarget) Nodes() int { return len(t.addrs) }

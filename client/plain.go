@@ -30,9 +30,11 @@ type PlainOptions struct {
 // retry. It is safe for concurrent use.
 type Plain struct {
 	conns      []*conn // address by address, ConnsPerAddr each
+	perAddr    int
 	roundRobin bool
 	rr         atomic.Uint32
 	closed     atomic.Bool
+	view       bool // a Pinned view: the connections belong to another Plain
 }
 
 // NewPlain makes a client for the servers at addrs. It connects lazily.
@@ -52,7 +54,7 @@ func NewPlain(addrs []string, opts PlainOptions) (*Plain, error) {
 	if opts.Timeout < 0 {
 		return nil, fmt.Errorf("client: timeout %v: must be positive", opts.Timeout)
 	}
-	p := &Plain{roundRobin: opts.RoundRobin}
+	p := &Plain{roundRobin: opts.RoundRobin, perAddr: opts.ConnsPerAddr}
 	for _, a := range addrs {
 		if a == "" {
 			return nil, errors.New("client: empty address")
@@ -78,11 +80,53 @@ func (p *Plain) Do(ctx context.Context, args ...[]byte) ([]byte, error) {
 	return do(ctx, args, p.send)
 }
 
-// Close closes every connection; requests in flight fail.
+// Close closes every connection; requests in flight fail. Closing a Pinned
+// view only stops the view: the connections stay with the client.
 func (p *Plain) Close() error {
 	p.closed.Store(true)
-	closeAll(p.conns)
+	if !p.view {
+		closeAll(p.conns)
+	}
 	return nil
+}
+
+// Pinned returns a view of p that sends everything for an address over one
+// of that address's connections, the n-th (modulo ConnsPerAddr); with several
+// addresses a command's key picks the address. A goroutine that keeps to its
+// own view has its pipeline leave in one write on its own connection, as a
+// redis-benchmark client's does. The view shares p's connections.
+func (p *Plain) Pinned(n int) *Plain {
+	v := &Plain{perAddr: 1, view: true}
+	for a := 0; a < len(p.conns)/p.perAddr; a++ {
+		v.conns = append(v.conns, p.conns[a*p.perAddr+n%p.perAddr])
+	}
+	return v
+}
+
+// Ping sends PING on every connection and returns the first failure, which
+// names the address: a wrong address fails within the connect timeout.
+func (p *Plain) Ping(ctx context.Context) error {
+	errs := make(chan error, len(p.conns))
+	for _, c := range p.conns {
+		c := c
+		go func() {
+			_, err := do(ctx, [][]byte{[]byte("PING")}, func(args [][]byte, done func([]byte, error)) *conn {
+				sendEncoded(c, args, done)
+				return c
+			})
+			if err != nil && !errors.Is(err, link.ErrDown) && !link.IsTimeout(err) { // those name the address already
+				err = fmt.Errorf("%s: %w", c.l.Addr(), err)
+			}
+			errs <- err
+		}()
+	}
+	var first error
+	for range p.conns {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
 }
 
 func (p *Plain) send(args [][]byte, done func([]byte, error)) *conn {

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/troop-lab/troop/bench"
 	"github.com/troop-lab/troop/client"
+	"golang.org/x/sys/unix"
 )
 
 func init() { subcommands = append(subcommands, newBenchCmd) }
@@ -197,9 +198,11 @@ func newBenchCompareCmd() *cobra.Command {
 	}
 }
 
+// isTerminal reports whether f is a terminal (not merely a character device
+// such as /dev/null).
 func isTerminal(f *os.File) bool {
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
 }
 
 // writeFile writes a file through write, reporting the first error.
