@@ -3,8 +3,10 @@ package lab
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
+	"net/http"
 	"strings"
 	"time"
 )
@@ -56,6 +58,49 @@ func waitPing(ctx context.Context, addr string, deadline time.Time, stop <-chan 
 		case <-ctx.Done():
 			return last
 		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// WaitMeshed waits until every node reports an open connection to every
+// peer in its /cluster_describe, so that the cluster is ready for quorum
+// requests: nodes that start together refuse each other's first dials and
+// retry after a short backoff. troop lab up, the demo and tests call it after
+// the nodes answer PING.
+func WaitMeshed(ctx context.Context, nodes []Node, within time.Duration) error {
+	deadline := time.Now().Add(within)
+	for {
+		missing := ""
+		for _, n := range nodes {
+			var described []struct {
+				Name string `json:"name"`
+				Up   bool   `json:"up"`
+			}
+			res, err := http.Get("http://" + n.StatsListen + "/cluster_describe")
+			if err == nil {
+				err = json.NewDecoder(res.Body).Decode(&described)
+				res.Body.Close()
+			}
+			if err != nil {
+				missing = fmt.Sprintf("%s: %v", n.Name, err)
+				break
+			}
+			for _, d := range described {
+				if !d.Up {
+					missing = fmt.Sprintf("%s has no connection to a peer yet", n.Name)
+				}
+			}
+		}
+		if missing == "" {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the cluster did not connect within %v: %s", within, missing)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
 		}
 	}
 }

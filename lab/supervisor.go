@@ -227,6 +227,7 @@ func Start(ctx context.Context, spec Spec) (*Lab, error) {
 		l.Stop()
 		return nil, err
 	}
+
 	if spec.ServeSocket {
 		if err := l.serve(); err != nil {
 			l.Stop()

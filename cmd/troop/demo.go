@@ -57,11 +57,11 @@ func runDemo(ctx context.Context, out io.Writer, dir, troop string) error {
 		l.Stop()
 	}()
 	nodes := l.Nodes()
+	if err := lab.WaitMeshed(ctx, nodes, 10*time.Second); err != nil {
+		return err
+	}
 	for _, n := range nodes {
 		say("   %-12s rack %-6s token %-10d client %s  admin %s  redis %s", n.Name, n.Rack, n.Token, n.Listen, n.StatsListen, n.Redis)
-	}
-	if err := waitMeshed(ctx, nodes, 10*time.Second); err != nil {
-		return err
 	}
 	conns := make([]*demoConn, len(nodes))
 	for i, n := range nodes {
@@ -156,46 +156,6 @@ func showCounters(say func(string, ...any), n lab.Node) error {
 	}
 	say("   quorum failures %d, timeouts %d, asynchronous replication failures %d", info.QuorumFailures, info.Timeouts, info.AsyncFailures)
 	return nil
-}
-
-// waitMeshed waits until every node reports an open connection to every
-// peer in /cluster_describe.
-func waitMeshed(ctx context.Context, nodes []lab.Node, within time.Duration) error {
-	deadline := time.Now().Add(within)
-	for {
-		missing := ""
-		for _, n := range nodes {
-			var described []struct {
-				Name string `json:"name"`
-				Up   bool   `json:"up"`
-			}
-			res, err := http.Get("http://" + n.StatsListen + "/cluster_describe")
-			if err == nil {
-				err = json.NewDecoder(res.Body).Decode(&described)
-				res.Body.Close()
-			}
-			if err != nil {
-				missing = fmt.Sprintf("%s: %v", n.Name, err)
-				break
-			}
-			for _, d := range described {
-				if !d.Up {
-					missing = fmt.Sprintf("%s has no connection to a peer yet", n.Name)
-				}
-			}
-		}
-		if missing == "" {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("the cluster did not connect within %v: %s", within, missing)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
 }
 
 // demoConn is a one-request-at-a-time RESP connection that renders replies

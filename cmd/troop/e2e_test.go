@@ -57,7 +57,7 @@ func startLab(t *testing.T) *lab.Lab {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.Stop() })
-	if err := waitMeshed(ctx, l.Nodes(), 10*time.Second); err != nil {
+	if err := lab.WaitMeshed(ctx, l.Nodes(), 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	return l

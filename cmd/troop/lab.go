@@ -44,7 +44,7 @@ func newLabUpCmd() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "up",
-		Short: "Start a lab and return once every process answers PING",
+		Short: "Start a lab and return once every process answers PING and the nodes are connected",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			spec.Shape = shape
@@ -56,6 +56,13 @@ func newLabUpCmd() *cobra.Command {
 			if already {
 				fmt.Fprintf(out, "lab already running in %s with shape %s\n", st.Dir, st.Shape)
 				return nil
+			}
+			var nodes []lab.Node
+			for _, n := range st.Nodes {
+				nodes = append(nodes, n.Node)
+			}
+			if err := lab.WaitMeshed(cmd.Context(), nodes, 20*time.Second); err != nil {
+				return fmt.Errorf("%w (the lab is up: troop lab status --dir %s; troop lab down --dir %s)", err, st.Dir, st.Dir)
 			}
 			if err := st.WriteTable(out); err != nil {
 				return err

@@ -1,0 +1,164 @@
+// Package chaos is troop's Chaos Monkey core: the domain types (groups,
+// instances, chaos actions, terminations), the small interfaces that the
+// backends implement, the YAML config, the work-day calendar and the daily
+// kill schedule.
+//
+// Everything here is a deterministic function of its inputs: the time of day
+// and the randomness are passed in, and nothing opens a socket or starts a
+// process. The one edge is LoadConfig, which reads the config file and the
+// iCalendar file it names. Backends (lab, docker, kubernetes), the records
+// database, the daemon and the REST API live elsewhere and depend on this
+// package, never the other way round.
+package chaos
+
+import (
+	"context"
+	"time"
+)
+
+// Kind is what a chaos action does to one instance.
+type Kind string
+
+// The chaos kinds. Pause and burn-cpu are temporary and carry a duration;
+// the others are over as soon as they are done (the group's supervisor, restart
+// policy or replica set brings the instance back).
+const (
+	Terminate Kind = "terminate" // kill -9, container kill, pod delete
+	Stop      Kind = "stop"      // graceful stop
+	Pause     Kind = "pause"     // SIGSTOP then SIGCONT, docker pause then unpause
+	Restart   Kind = "restart"   // stop and start again
+	BurnCPU   Kind = "burn-cpu"  // keep the instance's CPUs busy
+)
+
+// Kinds lists every kind in the order the docs and errors name them.
+var Kinds = []Kind{Terminate, Stop, Pause, Restart, BurnCPU}
+
+// Temporary reports whether the kind lasts for a duration and is then undone.
+func (k Kind) Temporary() bool { return k == Pause || k == BurnCPU }
+
+// Action is one chaos kind with its duration (zero unless Temporary).
+type Action struct {
+	Kind     Kind          `json:"kind"`
+	Duration time.Duration `json:"duration,omitempty"`
+}
+
+func (a Action) String() string {
+	if a.Kind.Temporary() {
+		return string(a.Kind) + " " + a.Duration.String()
+	}
+	return string(a.Kind)
+}
+
+// Instance is one thing a group can lose: a lab node process, a container, a
+// pod. ID is stable while the instance lives and is what backends act on.
+type Instance struct {
+	ID     string            `json:"id"`
+	Name   string            `json:"name"`
+	Group  string            `json:"group"`
+	Labels map[string]string `json:"labels,omitempty"` // lab: dc, rack, node; docker and kubernetes: their labels
+}
+
+// Outcome says what became of one planned or on-demand termination.
+type Outcome string
+
+// The outcomes. A failed action may have half happened, so it counts against
+// the group's gap and daily maximum like an executed one.
+const (
+	Executed Outcome = "executed"
+	Skipped  Outcome = "skipped"
+	Failed   Outcome = "failed"
+)
+
+// Reason says why a termination was skipped.
+type Reason string
+
+// The reasons a kill is skipped. The daemon decides leashed, outage and
+// stopped; Admit and PlanDay decide the others.
+const (
+	Leashed      Reason = "leashed"       // dry run: recorded, not executed
+	InOutage     Reason = "outage"        // the outage checker said so, or could not answer
+	MinGap       Reason = "min-gap"       // too soon after the group's last kill
+	MaxPerDay    Reason = "max-per-day"   // the group reached its daily maximum
+	Holiday      Reason = "holiday"       // a built-in, listed or iCalendar holiday
+	OffDay       Reason = "off-day"       // not one of the calendar's work days
+	OutsideHours Reason = "outside-hours" // before the start or at or after the end hour
+	Stopped      Reason = "stopped"       // the global stop is on
+	Disabled     Reason = "disabled"      // the group is not enabled, or not in the config
+	NoInstance   Reason = "no-instance"   // the group has no live instance outside its exceptions
+)
+
+// Termination is the record of one kill: planned or on demand, executed or
+// skipped. Leashed kills are recorded with Outcome Skipped and Reason Leashed,
+// and count against the gap and the daily maximum as if they had happened, so
+// that a dry run shows the schedule the real run would follow.
+type Termination struct {
+	Group    string    `json:"group"`
+	Instance Instance  `json:"instance"`
+	Action   Action    `json:"action"`
+	Planned  time.Time `json:"planned,omitzero"`  // zero for on-demand kills
+	Executed time.Time `json:"executed,omitzero"` // when the action was taken or skipped
+	Outcome  Outcome   `json:"outcome"`
+	Reason   Reason    `json:"reason,omitempty"` // set when Outcome is Skipped
+	Error    string    `json:"error,omitempty"`  // set when Outcome is Failed
+}
+
+// Counts reports whether t counts against its group's minimum gap and daily
+// maximum: executed and failed kills do, and so do leashed ones.
+func (t Termination) Counts() bool {
+	return t.Outcome == Executed || t.Outcome == Failed ||
+		(t.Outcome == Skipped && t.Reason == Leashed)
+}
+
+// At is the time the termination counts from: when it was executed, or when
+// it was planned if it has no execution time yet.
+func (t Termination) At() time.Time {
+	if !t.Executed.IsZero() {
+		return t.Executed
+	}
+	return t.Planned
+}
+
+// Terminator is what a backend implements: list a group's live instances and
+// act on one of them.
+type Terminator interface {
+	// Instances returns the group's live instances, in any order.
+	Instances(ctx context.Context, g *Group) ([]Instance, error)
+	// Act applies the action to the instance. For a temporary action it
+	// returns once the fault is in place; undoing it when its duration is
+	// over is the backend's job, also if the caller dies meanwhile.
+	Act(ctx context.Context, inst Instance, a Action) error
+}
+
+// Query selects terminations from a Recorder. Zero fields select everything.
+type Query struct {
+	Since time.Time
+	Group string
+	Kind  Kind
+}
+
+// Recorder keeps the record of every termination and every day's plan.
+type Recorder interface {
+	Record(ctx context.Context, t Termination) error
+	Terminations(ctx context.Context, q Query) ([]Termination, error)
+	RecordPlan(ctx context.Context, day Date, plan []PlannedKill) error
+	Plan(ctx context.Context, day Date) (plan []PlannedKill, found bool, err error)
+}
+
+// OutageChecker tells whether an outage is going on, in which case no kill
+// happens. Use CheckOutage rather than calling it directly: it fails closed.
+type OutageChecker interface {
+	Outage(ctx context.Context) (bool, error)
+}
+
+// CheckOutage asks oc and fails closed: an error, like an outage, means no
+// kill. A nil checker means there is no outage source, so kills go ahead.
+func CheckOutage(ctx context.Context, oc OutageChecker) (ok bool, reason Reason, err error) {
+	if oc == nil {
+		return true, "", nil
+	}
+	out, err := oc.Outage(ctx)
+	if err != nil || out {
+		return false, InOutage, err
+	}
+	return true, "", nil
+}
