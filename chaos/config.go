@@ -54,9 +54,9 @@ type Group struct {
 	Selector Selector
 	Enabled  bool
 	// Exactly one of Probability and MeanTimeBetweenKills is set (> 0).
-	Probability          float64 // per work day, Simian Army's setting
-	MeanTimeBetweenKills float64 // in work days, Chaos Monkey 2's setting
-	MinTimeBetweenKills  Gap
+	Probability           float64 // per work day, Simian Army's setting
+	MeanTimeBetweenKills  float64 // in work days, Chaos Monkey 2's setting
+	MinTimeBetweenKills   Gap
 	MaxTerminationsPerDay int
 	Types                 []Action // chosen uniformly
 	Exceptions            []Exception

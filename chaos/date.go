@@ -48,10 +48,48 @@ func (d Date) Weekday() time.Weekday { return d.midnightUTC().Weekday() }
 // Before reports whether d is earlier than e.
 func (d Date) Before(e Date) bool { return d.midnightUTC().Before(e.midnightUTC()) }
 
-// At returns the instant of hour:00 on d in loc. Hour 24 is the next
-// midnight. An hour skipped by a DST change moves forward, as time.Date does.
+// At returns the first instant at which the clock in loc reads hour:00 or
+// later on d; hour 24 is the next midnight. It is time.Date with the DST
+// cases pinned down, which time.Date leaves open: when a change skips
+// hour:00 (02:00 on a spring-forward day), the answer is the instant of the
+// change; when a change repeats it (a fall-back day), the earlier of the
+// two.
 func (d Date) At(hour int, loc *time.Location) time.Time {
-	return time.Date(d.Year, d.Month, d.Day, hour, 0, 0, 0, loc)
+	if hour == 24 {
+		d, hour = d.AddDays(1), 0
+	}
+	want := time.Date(d.Year, d.Month, d.Day, hour, 0, 0, 0, time.UTC)
+	t := time.Date(d.Year, d.Month, d.Day, hour, 0, 0, 0, loc)
+	if c := clock(t); !c.Equal(want) {
+		// hour:00 falls in a gap; the clock first reads past it at the
+		// change, which is where t's zone period ends or starts.
+		start, end := t.ZoneBounds()
+		if c.Before(want) && !end.IsZero() {
+			t = end
+		} else if !start.IsZero() {
+			t = start
+		}
+	}
+	// A fall-back change just before t means the clock may have read
+	// hour:00 once already, in the previous period.
+	if start, _ := t.ZoneBounds(); !start.IsZero() {
+		_, prev := start.Add(-time.Nanosecond).Zone()
+		if _, cur := t.Zone(); prev > cur {
+			alt := t.Add(-time.Duration(prev-cur) * time.Second)
+			if alt.Before(start) && clock(alt).Equal(want) {
+				t = alt
+			}
+		}
+	}
+	return t
+}
+
+// clock returns t's wall clock reading in its own location, as a UTC time,
+// so that readings compare without zones getting in the way.
+func clock(t time.Time) time.Time {
+	y, m, d := t.Date()
+	h, mi, s := t.Clock()
+	return time.Date(y, m, d, h, mi, s, t.Nanosecond(), time.UTC)
 }
 
 // daysBetween returns e - d in days.

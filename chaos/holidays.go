@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"sort"
+	"sync"
 	"time"
 )
 
@@ -26,8 +27,8 @@ const (
 // HolidayLists lists the built-in lists, the default first.
 var HolidayLists = []HolidayList{USFederal, SimianArmy, NoHolidays}
 
-// Holiday is one day off with its name.
-type Holiday struct {
+// NamedDate is one holiday: its date and name.
+type NamedDate struct {
 	Date Date
 	Name string
 }
@@ -36,8 +37,35 @@ type Holiday struct {
 // An observed day can fall in the year before its holiday (New Year's Day on
 // a Saturday is observed on December 31), so the next year's list is looked
 // at too.
-func (l HolidayList) Holidays(year int) []Holiday {
-	var out []Holiday
+func (l HolidayList) Holidays(year int) []NamedDate {
+	key := holidayKey{l, year}
+	holidayMu.Lock()
+	defer holidayMu.Unlock()
+	if hs, ok := holidayCache[key]; ok {
+		return hs
+	}
+	hs := l.compute(year)
+	if len(holidayCache) > 1000 { // years are few; bound it anyway
+		clear(holidayCache)
+	}
+	holidayCache[key] = hs
+	return hs
+}
+
+// The lists are pure functions of the year; the calendar asks for the same
+// year for every day it looks at, so they are kept.
+type holidayKey struct {
+	list HolidayList
+	year int
+}
+
+var (
+	holidayMu    sync.Mutex
+	holidayCache = map[holidayKey][]NamedDate{}
+)
+
+func (l HolidayList) compute(year int) []NamedDate {
+	var out []NamedDate
 	for _, y := range []int{year, year + 1} {
 		for _, h := range l.rawHolidays(y) {
 			if h.Date.Year == year {
@@ -51,26 +79,26 @@ func (l HolidayList) Holidays(year int) []Holiday {
 
 // rawHolidays returns the holidays that belong to year, some of whose
 // observed days may fall in the year before.
-func (l HolidayList) rawHolidays(year int) []Holiday {
-	var hs []Holiday
+func (l HolidayList) rawHolidays(year int) []NamedDate {
+	var hs []NamedDate
 	fixed := func(m time.Month, d int, name string) {
-		hs = append(hs, Holiday{Date{year, m, d}, name})
+		hs = append(hs, NamedDate{Date{year, m, d}, name})
 	}
 	// observed adds the day itself and, on a weekend, the weekday federal
 	// offices close instead. The day itself stays, for calendars with weekend
 	// work days.
 	observed := func(m time.Month, d int, name string) {
 		day := Date{year, m, d}
-		hs = append(hs, Holiday{day, name})
+		hs = append(hs, NamedDate{day, name})
 		switch day.Weekday() {
 		case time.Saturday:
-			hs = append(hs, Holiday{day.AddDays(-1), name + " (observed)"})
+			hs = append(hs, NamedDate{day.AddDays(-1), name + " (observed)"})
 		case time.Sunday:
-			hs = append(hs, Holiday{day.AddDays(1), name + " (observed)"})
+			hs = append(hs, NamedDate{day.AddDays(1), name + " (observed)"})
 		}
 	}
 	nth := func(m time.Month, wd time.Weekday, n int, name string) {
-		hs = append(hs, Holiday{NthWeekday(year, m, wd, n), name})
+		hs = append(hs, NamedDate{NthWeekday(year, m, wd, n), name})
 	}
 	switch l {
 	case USFederal:
@@ -97,10 +125,10 @@ func (l HolidayList) rawHolidays(year int) []Holiday {
 		nth(time.October, time.Monday, 2, "Columbus Day")
 		observed(time.November, 11, "Veterans Day")
 		thanksgiving := NthWeekday(year, time.November, time.Thursday, 4)
-		hs = append(hs, Holiday{thanksgiving, "Thanksgiving Day"},
+		hs = append(hs, NamedDate{thanksgiving, "Thanksgiving Day"},
 			// Simian Army took the 4th Friday, which is a week early when
 			// November starts on a Friday; the day after is what it meant.
-			Holiday{thanksgiving.AddDays(1), "Day after Thanksgiving"})
+			NamedDate{thanksgiving.AddDays(1), "Day after Thanksgiving"})
 		fixed(time.December, 24, "Christmas Eve")
 		fixed(time.December, 25, "Christmas Day")
 		fixed(time.December, 26, "Day after Christmas")

@@ -76,12 +76,12 @@ func ParseICal(data []byte, source string, loc *time.Location) (map[Date]string,
 }
 
 type icalEvent struct {
-	line                        int
-	start, end                  Date
-	hasStart, hasEnd            bool
-	allDay, endAllDay           bool
-	cancelled                   bool
-	summary                     string
+	line              int
+	start, end        Date
+	hasStart, hasEnd  bool
+	allDay, endAllDay bool
+	cancelled         bool
+	summary           string
 }
 
 func (ev *icalEvent) addTo(out map[Date]string, source string, loc *time.Location) error {

@@ -308,7 +308,7 @@ func (p *parser) enum(n *yaml.Node, path string, allowed []string) (string, bool
 		return "", false
 	}
 	if !contains(allowed, s) {
-		p.fail(n.Line, path, "%q is not one of %s%s", clip(s), strings.Join(allowed, ", "), hint(s, allowed))
+		p.fail(n.Line, path, "%q is not one of %s%s", clip(s), strings.Join(allowed, ", "), didYouMean(s, allowed))
 		return "", false
 	}
 	return s, true
@@ -439,7 +439,7 @@ func (p *parser) workDays(n *yaml.Node, c *Calendar) {
 		}
 		wd, known := weekdayNames[strings.ToLower(s)]
 		if !known {
-			p.fail(it.Line, path, "%q is not a day (mon, tue, wed, thu, fri, sat, sun)%s", clip(s), hint(strings.ToLower(s), dayNameList))
+			p.fail(it.Line, path, "%q is not a day (mon, tue, wed, thu, fri, sat, sun)%s", clip(s), didYouMean(strings.ToLower(s), dayNameList))
 			continue
 		}
 		if days[wd] {

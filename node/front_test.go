@@ -128,9 +128,7 @@ func TestCommandSupport(t *testing.T) {
 // Malformed input gets an error and a closed connection; the node keeps
 // serving everyone else.
 func TestBadInputClosesOnlyThatConnection(t *testing.T) {
-	tc := startCluster(t, clusterOpts{racks: 1})
-	tc.nodes[0].node.limits.MaxBulk = 1 << 20
-	tc.nodes[0].node.limits.MaxFrame = 1 << 20
+	tc := startCluster(t, clusterOpts{racks: 1, maxRequestBytes: 1 << 20})
 	good := tc.client(0, "")
 	for _, bad := range []string{
 		"*1\r\n:5\r\n",

@@ -57,6 +57,7 @@ type clusterOpts struct {
 	timeout             time.Duration
 	read, write         consistency.Level
 	maxInflightPerConn  int
+	maxRequestBytes     int
 }
 
 func startCluster(t testing.TB, o clusterOpts) *testCluster {
@@ -84,6 +85,9 @@ func startCluster(t testing.TB, o clusterOpts) *testCluster {
 				c.ReadConsistency, c.WriteConsistency = o.read, o.write
 				if o.maxInflightPerConn > 0 {
 					c.MaxInflightPerConn = o.maxInflightPerConn
+				}
+				if o.maxRequestBytes > 0 {
+					c.MaxRequestBytes = o.maxRequestBytes
 				}
 				tn := &testNode{cfg: c, redis: startRedis(t)}
 				c.Servers = []topology.Server{{Addr: tn.redis.Addr, Weight: 1}}
