@@ -11,7 +11,7 @@ type Calendar struct {
 	StartHour int             // kills at or after StartHour:00 ...
 	EndHour   int             // ... and before EndHour:00 (24 is midnight)
 	Builtin   HolidayList     // computed per year
-	Dates     map[Date]string // listed dates and iCalendar events, with names
+	Dates     map[Date]string // listed dates and iCalendar days, with names; nil when none
 }
 
 // DefaultCalendar is Monday to Friday, 09:00 to 15:00 in
@@ -65,11 +65,11 @@ func (c *Calendar) DayOff(d Date) Reason {
 func (c *Calendar) IsWorkDay(d Date) bool { return c.DayOff(d) == "" }
 
 // Window returns the instants between which kills may happen on d:
-// [start, end). Both are built with time.Date in the calendar's zone, so a
-// DST change inside the window makes it an hour shorter or longer, and kills
-// still land inside the configured hours on the local clock. When a DST
-// change swallows the whole window (02:00 to 03:00 on a spring-forward day),
-// ok is false.
+// [start, end), the first instants at which the local clock reads
+// StartHour:00 and EndHour:00 on d (see Date.At). A DST change inside the
+// window makes it an hour shorter or longer, and every instant in it still
+// reads inside the hours on the local clock. When a change swallows the whole
+// window (02:00 to 03:00 on a spring-forward day), ok is false.
 func (c *Calendar) Window(d Date) (start, end time.Time, ok bool) {
 	start, end = d.At(c.StartHour, c.Location), d.At(c.EndHour, c.Location)
 	return start, end, end.After(start)

@@ -38,7 +38,7 @@ func TestLoadExample(t *testing.T) {
 	lab, cache, web := c.Groups[0], c.Groups[1], c.Groups[2]
 	eq(t, "lab selector", lab.Selector, Selector{DC: "dc1", Rack: "rack1"})
 	eq(t, "lab types", lab.Types, []Action{{Kind: Terminate}, {Kind: Pause, Duration: 30 * time.Second}})
-	eq(t, "lab exceptions", lab.Exceptions, []Exception{{Key: "node", Pattern: "seed-*"}})
+	eq(t, "lab exceptions", lab.Exceptions, []Exception{{Pattern: "dc1-rack1-2"}, {Key: "node", Pattern: "*-9"}})
 	eq(t, "lab rate", lab.DailyRate(), 0.5)
 	eq(t, "cache labels", cache.Selector.Labels, map[string]string{"app": "cache", "tier": ""})
 	eq(t, "cache rate", cache.DailyRate(), 0.2)

@@ -33,6 +33,18 @@ func (d Date) String() string {
 	return fmt.Sprintf("%04d-%02d-%02d", d.Year, d.Month, d.Day)
 }
 
+// MarshalText writes YYYY-MM-DD, in JSON too.
+func (d Date) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
+
+// UnmarshalText reads YYYY-MM-DD.
+func (d *Date) UnmarshalText(b []byte) error {
+	day, err := ParseDate(string(b))
+	if err == nil {
+		*d = day
+	}
+	return err
+}
+
 // midnightUTC is the date as a UTC instant, for date arithmetic only: UTC has
 // no DST, so adding 24 hours always moves one day.
 func (d Date) midnightUTC() time.Time {

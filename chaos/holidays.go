@@ -34,6 +34,7 @@ type NamedDate struct {
 }
 
 // Holidays returns the list's holidays that fall in year, sorted by date.
+// The slice is shared between callers: do not modify it.
 // An observed day can fall in the year before its holiday (New Year's Day on
 // a Saturday is observed on December 31), so the next year's list is looked
 // at too.

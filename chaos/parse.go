@@ -107,7 +107,7 @@ func (p *parser) document(data []byte) (root *yaml.Node, ok bool) {
 		return nil, true
 	}
 	root = doc.Content[0]
-	if !p.plain(root, "") {
+	if !p.plain(root) {
 		return nil, false
 	}
 	if root.Kind == yaml.ScalarNode && root.Tag == "!!null" {
@@ -143,7 +143,7 @@ func (p *parser) yamlError(err error) {
 
 // plain walks the tree and refuses aliases and custom tags, which the rest
 // of the parser would otherwise have to think about.
-func (p *parser) plain(n *yaml.Node, path string) bool {
+func (p *parser) plain(n *yaml.Node) bool {
 	ok := true
 	var walk func(n *yaml.Node)
 	walk = func(n *yaml.Node) {

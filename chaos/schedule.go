@@ -14,7 +14,7 @@ import (
 // Pick, which Choose turns into one of them.
 type PlannedKill struct {
 	Group  string    `json:"group"`
-	Day    Date      `json:"-"`
+	Day    Date      `json:"day"`
 	At     time.Time `json:"at"` // in the calendar's zone
 	Action Action    `json:"action"`
 	Pick   uint64    `json:"pick"`
@@ -43,10 +43,10 @@ func PlanDay(cfg *Config, day Date, history []Termination, rng *rand.Rand) []Pla
 		return nil
 	}
 	start, end, ok := cal.Window(day)
-	if !ok {
+	seconds := int64(end.Sub(start) / time.Second)
+	if !ok || seconds < 1 {
 		return nil
 	}
-	seconds := int64(end.Sub(start) / time.Second)
 	var plan []PlannedKill
 	for i := range cfg.Groups {
 		g := &cfg.Groups[i]
@@ -68,7 +68,7 @@ func PlanDay(cfg *Config, day Date, history []Termination, rng *rand.Rand) []Pla
 			}
 		}
 		sort.SliceStable(kills, func(a, b int) bool { return kills[a].At.Before(kills[b].At) })
-		past := groupHistory(history, g.Name)
+		past := groupHistory(history, g.Name, len(kills))
 		for k := range kills {
 			if ok, why := admitGroup(cal, g, past, kills[k].At); !ok {
 				kills[k].Skip = why
@@ -82,13 +82,16 @@ func PlanDay(cfg *Config, day Date, history []Termination, rng *rand.Rand) []Pla
 	return plan
 }
 
-// PlanDays plans n consecutive days from from, carrying each day's kills
-// into the next day's history.
-func PlanDays(cfg *Config, from Date, n int, history []Termination, rng *rand.Rand) [][]PlannedKill {
+// PlanDays plans n consecutive days from from, each with DayRand(seed,
+// day), carrying each day's kills into the next day's history. A day's
+// draws therefore depend on the seed and the date only, not on where the
+// run started; which kills are skipped can still depend on the days before.
+func PlanDays(cfg *Config, from Date, n int, history []Termination, seed uint64) [][]PlannedKill {
 	past := slices.Clone(history)
 	out := make([][]PlannedKill, n)
 	for i := range n {
-		out[i] = PlanDay(cfg, from.AddDays(i), past, rng)
+		day := from.AddDays(i)
+		out[i] = PlanDay(cfg, day, past, DayRand(seed, day))
 		for _, k := range out[i] {
 			if k.Skip == "" {
 				past = append(past, k.termination(cfg.Leashed))
@@ -96,6 +99,11 @@ func PlanDays(cfg *Config, from Date, n int, history []Termination, rng *rand.Ra
 		}
 	}
 	return out
+}
+
+// DayRand returns the random stream for planning day with seed.
+func DayRand(seed uint64, day Date) *rand.Rand {
+	return rand.New(rand.NewPCG(seed, uint64(day.Year)<<16|uint64(day.Month)<<8|uint64(day.Day)))
 }
 
 // termination is the record the kill would leave if it went ahead, as it
@@ -116,8 +124,16 @@ func groupRand(seed uint64, name string) *rand.Rand {
 	return rand.New(rand.NewPCG(seed, h.Sum64()))
 }
 
-func groupHistory(history []Termination, group string) []Termination {
-	var out []Termination
+// groupHistory returns the group's counting terminations, in a new slice
+// with room for extra more.
+func groupHistory(history []Termination, group string, extra int) []Termination {
+	n := 0
+	for _, t := range history {
+		if t.Group == group && t.Counts() {
+			n++
+		}
+	}
+	out := make([]Termination, 0, n+extra)
 	for _, t := range history {
 		if t.Group == group && t.Counts() {
 			out = append(out, t)
@@ -144,7 +160,7 @@ func (c *Config) Admit(history []Termination, k PlannedKill, now time.Time) (boo
 	if !cal.InHours(now) {
 		return false, OutsideHours
 	}
-	return admitGroup(cal, g, groupHistory(history, g.Name), now)
+	return admitGroup(cal, g, groupHistory(history, g.Name, 0), now)
 }
 
 // admitGroup checks the group's daily maximum, then its minimum gap, for a
