@@ -67,12 +67,16 @@ func parse(b []byte, depth int) (Value, int, error) {
 			v.IsNull = true
 			return v, pos, nil
 		}
-		if t == Map || t == Attribute {
-			n *= 2
-		}
-		// Each element takes at least 3 bytes, which bounds n by the input.
+		// Each element takes at least 3 bytes, which bounds n by the input
+		// (checked before a map's count is doubled, which could overflow).
 		if n > int64(len(b)-pos)/3 {
 			return Value{}, 0, protoErr("aggregate longer than its frame")
+		}
+		if t == Map || t == Attribute {
+			n *= 2
+			if n > int64(len(b)-pos)/3 {
+				return Value{}, 0, protoErr("aggregate longer than its frame")
+			}
 		}
 		if depth >= DefaultLimits.MaxDepth {
 			return Value{}, 0, protoErr("nesting too deep")

@@ -185,6 +185,9 @@ func (r *Reader) readRaw(dst []byte, start, depth int) ([]byte, error) {
 		if !ok || n < -1 || (n == -1 && Type(line[0]) != Array) { // only RESP2's array has a null form
 			return dst, protoErr("invalid aggregate length")
 		}
+		if n > int64(r.lim.MaxElems) { // before a map's count is doubled, which could overflow
+			return dst, protoErr("aggregate of %d elements (limit %d)", n, r.lim.MaxElems)
+		}
 		if Type(line[0]) == Map || Type(line[0]) == Attribute {
 			n *= 2
 		}

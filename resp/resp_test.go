@@ -179,3 +179,16 @@ func FuzzReadRaw(f *testing.F) {
 		}
 	})
 }
+
+// Aggregate counts so large that doubling a map's count overflows are
+// refused, not turned into a negative length (found by FuzzReadRaw).
+func TestHugeAggregateCounts(t *testing.T) {
+	for _, in := range []string{"%7770000000000000000\r\n", "%4611686018427387905\r\n", "*9223372036854775807\r\n", "|4611686018427387905\r\n"} {
+		if _, err := Parse([]byte(in)); !IsProtocolError(err) {
+			t.Errorf("Parse(%q): %v, want a protocol error", in, err)
+		}
+		if _, err := reader(in).ReadRaw(nil); !IsProtocolError(err) {
+			t.Errorf("ReadRaw(%q): %v, want a protocol error", in, err)
+		}
+	}
+}
