@@ -108,17 +108,8 @@ func (o Options) withDefaults(nodes []Node) (Options, error) {
 	if o.DC, o.Rack, err = place(nodes, o.DC, o.Rack); err != nil {
 		return o, err
 	}
-	if o.ConnsPerNode == 0 {
-		o.ConnsPerNode = 1
-	}
-	if o.ConnsPerNode < 0 {
-		return o, fmt.Errorf("client: %d connections per node: must be at least 1", o.ConnsPerNode)
-	}
-	if o.Timeout == 0 {
-		o.Timeout = 5 * time.Second
-	}
-	if o.Timeout < 0 {
-		return o, fmt.Errorf("client: timeout %v: must be positive", o.Timeout)
+	if err := connDefaults(&o.ConnsPerNode, &o.Timeout, "node"); err != nil {
+		return o, err
 	}
 	if o.Retry.Attempts < 0 {
 		return o, fmt.Errorf("client: %d retry attempts: must not be negative", o.Retry.Attempts)

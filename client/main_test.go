@@ -52,6 +52,9 @@ func startLab(t *testing.T, racks, perRack int) *lab.Lab {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.Stop() })
+	if err := lab.WaitMeshed(ctx, l.Nodes(), 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
 	return l
 }
 

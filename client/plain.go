@@ -37,22 +37,32 @@ type Plain struct {
 	view       bool // a Pinned view: the connections belong to another Plain
 }
 
+// connDefaults fills in and checks the connection options both clients
+// share: connections per node or address (default 1) and the timeout
+// (default 5 s).
+func connDefaults(conns *int, timeout *time.Duration, per string) error {
+	if *conns == 0 {
+		*conns = 1
+	}
+	if *conns < 0 {
+		return fmt.Errorf("client: %d connections per %s: must be at least 1", *conns, per)
+	}
+	if *timeout == 0 {
+		*timeout = 5 * time.Second
+	}
+	if *timeout < 0 {
+		return fmt.Errorf("client: timeout %v: must be positive", *timeout)
+	}
+	return nil
+}
+
 // NewPlain makes a client for the servers at addrs. It connects lazily.
 func NewPlain(addrs []string, opts PlainOptions) (*Plain, error) {
 	if len(addrs) == 0 {
 		return nil, errors.New("client: no addresses")
 	}
-	if opts.ConnsPerAddr == 0 {
-		opts.ConnsPerAddr = 1
-	}
-	if opts.ConnsPerAddr < 0 {
-		return nil, fmt.Errorf("client: %d connections per address: must be at least 1", opts.ConnsPerAddr)
-	}
-	if opts.Timeout == 0 {
-		opts.Timeout = 5 * time.Second
-	}
-	if opts.Timeout < 0 {
-		return nil, fmt.Errorf("client: timeout %v: must be positive", opts.Timeout)
+	if err := connDefaults(&opts.ConnsPerAddr, &opts.Timeout, "address"); err != nil {
+		return nil, err
 	}
 	p := &Plain{roundRobin: opts.RoundRobin, perAddr: opts.ConnsPerAddr}
 	for _, a := range addrs {

@@ -1,0 +1,277 @@
+package labchaos
+
+import (
+	"context"
+	"errors"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/troop-lab/troop/chaos"
+	"github.com/troop-lab/troop/lab"
+)
+
+// The tests run one real lab of three racks (1 dc x 3 racks x 1 node) with
+// the troop binary built from this module, and act on it in turn; every
+// subtest leaves the lab whole again for the next.
+
+const replaceAfterDelay = 500 * time.Millisecond
+
+func startLab(t *testing.T) *lab.Lab {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts a real lab")
+	}
+	if _, err := lab.FindRedisServer(""); err != nil {
+		t.Skip(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	troop, err := lab.BuildTroop(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := lab.Start(ctx, lab.Spec{
+		Dir:          t.TempDir(),
+		Shape:        lab.Shape{DCs: 1, Racks: 3, NodesPerRack: 1},
+		ReplaceAfter: replaceAfterDelay,
+		Troop:        troop,
+		ServeSocket:  true, // so that New(dir) is tested through the socket too
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := l.Stop(); err != nil {
+			t.Errorf("stop lab: %v", err)
+		}
+	})
+	return l
+}
+
+func labGroup(sel chaos.Selector) *chaos.Group {
+	return &chaos.Group{Name: "g", Backend: chaos.Lab, Selector: sel, Enabled: true}
+}
+
+func nodePIDs(t *testing.T, l *lab.Lab) map[string]int {
+	t.Helper()
+	pids := map[string]int{}
+	for _, n := range l.Status().Nodes {
+		pids[n.Name] = n.NodeP.PID
+	}
+	return pids
+}
+
+func names(insts []chaos.Instance) []string {
+	var out []string
+	for _, in := range insts {
+		out = append(out, in.ID)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func TestLabBackend(t *testing.T) {
+	l := startLab(t)
+	term := NewWith(FromLab(l))
+	ctx, cancel := context.WithTimeout(t.Context(), 25*time.Second)
+	defer cancel()
+
+	t.Run("instances", func(t *testing.T) {
+		for _, tc := range []struct {
+			sel  chaos.Selector
+			want int
+		}{
+			{chaos.Selector{}, 3},
+			{chaos.Selector{DC: "dc1"}, 3},
+			{chaos.Selector{Rack: "rack2"}, 1},
+			{chaos.Selector{Node: "dc1-rack3-1"}, 1},
+			{chaos.Selector{DC: "dc2"}, 0},
+		} {
+			got, err := term.Instances(ctx, labGroup(tc.sel))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != tc.want {
+				t.Errorf("%s: %v, want %d instances", tc.sel, names(got), tc.want)
+			}
+		}
+		got, _ := term.Instances(ctx, labGroup(chaos.Selector{Rack: "rack2"}))
+		if len(got) == 1 {
+			in := got[0]
+			if in.ID != "dc1-rack2-1" || in.Labels["rack"] != "rack2" || in.Labels["dc"] != "dc1" || in.Labels["node"] != in.ID {
+				t.Errorf("rack2 instance = %+v", in)
+			}
+			g := labGroup(chaos.Selector{})
+			g.Exceptions = []chaos.Exception{{Key: "rack", Pattern: "rack*"}}
+			if !g.Excepted(in) {
+				t.Error("exception rack=rack* does not cover the rack2 instance")
+			}
+		}
+		// The same answer through the supervisor's socket.
+		viaSocket, err := New(l.Dir()).Instances(ctx, labGroup(chaos.Selector{Rack: "rack2"}))
+		if err != nil || len(viaSocket) != 1 {
+			t.Errorf("via socket: %v, %v", names(viaSocket), err)
+		}
+		if _, err := term.Instances(ctx, &chaos.Group{Name: "d", Backend: chaos.Docker}); err == nil {
+			t.Error("a docker group was accepted")
+		}
+	})
+
+	t.Run("terminate", func(t *testing.T) {
+		before := nodePIDs(t, l)
+		insts, err := term.Instances(ctx, labGroup(chaos.Selector{Rack: "rack2"}))
+		if err != nil || len(insts) != 1 {
+			t.Fatalf("instances: %v, %v", names(insts), err)
+		}
+		victim := insts[0]
+		at := time.Now()
+		if err := term.Act(ctx, victim, chaos.Action{Kind: chaos.Terminate}); err != nil {
+			t.Fatal(err)
+		}
+		// A dead node is no candidate until it is back. The supervisor
+		// notices the death asynchronously, so give it a moment (well
+		// under replace-after).
+		var left []chaos.Instance
+		for deadline := time.Now().Add(replaceAfterDelay / 2); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			if left, _ = term.Instances(ctx, labGroup(chaos.Selector{})); len(left) == 2 {
+				break
+			}
+		}
+		if len(left) != 2 || names(left)[0] != "dc1-rack1-1" || names(left)[1] != "dc1-rack3-1" {
+			t.Errorf("after the kill: %v, want the two others", names(left))
+		}
+		took, err := term.AwaitRecovery(ctx, victim, at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("recovered in %v", took)
+		if took < replaceAfterDelay || took >= replaceAfterDelay+5*time.Second {
+			t.Errorf("recovery took %v, want between %v and %v", took, replaceAfterDelay, replaceAfterDelay+5*time.Second)
+		}
+		after := nodePIDs(t, l)
+		for name, pid := range before {
+			switch {
+			case name == victim.ID && after[name] == pid:
+				t.Errorf("%s kept pid %d", name, pid)
+			case name != victim.ID && after[name] != pid:
+				t.Errorf("%s changed pid %d -> %d: more than one node was killed", name, pid, after[name])
+			}
+		}
+		st, _ := l.Status().Node(victim.ID)
+		if st.NodeP.Restarts != 1 {
+			t.Errorf("%s: %d replacements, want 1", victim.ID, st.NodeP.Restarts)
+		}
+	})
+
+	t.Run("restart", func(t *testing.T) {
+		victim := instance("g", mustNode(t, l, "dc1-rack1-1"))
+		before := nodePIDs(t, l)
+		at := time.Now()
+		if err := term.Act(ctx, victim, chaos.Action{Kind: chaos.Restart}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := term.AwaitRecovery(ctx, victim, at); err != nil {
+			t.Fatal(err)
+		}
+		after := nodePIDs(t, l)
+		if after[victim.ID] == before[victim.ID] {
+			t.Errorf("pid %d unchanged by restart", after[victim.ID])
+		}
+		if err := lab.Ping(ctx, mustNode(t, l, victim.ID).Listen); err != nil {
+			t.Errorf("after restart: %v", err)
+		}
+	})
+
+	t.Run("stop", func(t *testing.T) {
+		victim := instance("g", mustNode(t, l, "dc1-rack3-1"))
+		before := nodePIDs(t, l)
+		at := time.Now()
+		if err := term.Act(ctx, victim, chaos.Action{Kind: chaos.Stop}); err != nil {
+			t.Fatal(err)
+		}
+		// Act returns with the node started again, after the delay.
+		if took := time.Since(at); took < replaceAfterDelay {
+			t.Errorf("stop and start took %v, less than replace-after %v", took, replaceAfterDelay)
+		}
+		took, err := term.AwaitRecovery(ctx, victim, at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if took < replaceAfterDelay || took >= replaceAfterDelay+5*time.Second {
+			t.Errorf("recovery took %v", took)
+		}
+		if after := nodePIDs(t, l); after[victim.ID] == before[victim.ID] {
+			t.Errorf("pid %d unchanged by stop", after[victim.ID])
+		}
+		if st, _ := l.Status().Node(victim.ID); st.NodeP.State != lab.Running {
+			t.Errorf("after stop: %s", st.NodeP.State)
+		}
+	})
+
+	t.Run("pause unsupported", func(t *testing.T) {
+		before := nodePIDs(t, l)
+		victim := instance("g", mustNode(t, l, "dc1-rack1-1"))
+		for _, k := range []chaos.Kind{chaos.Pause, chaos.BurnCPU} {
+			err := term.Act(ctx, victim, chaos.Action{Kind: k, Duration: time.Second})
+			if !errors.Is(err, ErrNotSupported) {
+				t.Errorf("%s: %v, want ErrNotSupported", k, err)
+			}
+		}
+		if after := nodePIDs(t, l); after[victim.ID] != before[victim.ID] {
+			t.Error("an unsupported action touched the node")
+		}
+	})
+
+	t.Run("recovery bounded by ctx", func(t *testing.T) {
+		// Right after a kill the node cannot be back before replace-after.
+		victim := instance("g", mustNode(t, l, "dc1-rack2-1"))
+		at := time.Now()
+		if err := term.Act(ctx, victim, chaos.Action{Kind: chaos.Terminate}); err != nil {
+			t.Fatal(err)
+		}
+		short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		defer cancel()
+		if _, err := term.AwaitRecovery(short, victim, at); !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("short wait: %v, want a deadline error", err)
+		}
+		if _, err := term.AwaitRecovery(ctx, victim, at); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+func mustNode(t *testing.T, l *lab.Lab, name string) lab.Node {
+	t.Helper()
+	n, ok := l.Node(name)
+	if !ok {
+		t.Fatalf("no node %s", name)
+	}
+	return n
+}
+
+func TestMatches(t *testing.T) {
+	n := lab.Node{Name: "dc1-rack2-1", DC: "dc1", Rack: "rack2"}
+	for _, tc := range []struct {
+		sel  chaos.Selector
+		want bool
+	}{
+		{chaos.Selector{}, true},
+		{chaos.Selector{DC: "dc1", Rack: "rack2"}, true},
+		{chaos.Selector{Rack: "rack1"}, false},
+		{chaos.Selector{Node: "dc1-rack2-1"}, true},
+		{chaos.Selector{DC: "dc2", Node: "dc1-rack2-1"}, false},
+	} {
+		if got := Matches(tc.sel, n); got != tc.want {
+			t.Errorf("Matches(%s) = %v", tc.sel, got)
+		}
+	}
+}
+
+func TestNewWithoutLab(t *testing.T) {
+	_, err := New(t.TempDir()).Instances(t.Context(), labGroup(chaos.Selector{}))
+	if err == nil {
+		t.Fatal("no error without a lab")
+	}
+	t.Log(err)
+}
