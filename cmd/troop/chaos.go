@@ -26,11 +26,11 @@ instances, how often each may lose one (a probability per work day, or a mean
 time between kills in work days), the chaos types allowed, and a calendar of
 work days, hours and holidays.
 
-Today chaos computes schedules only: no subcommand acts on any instance yet.
-The daemon (serve), on-demand kills, the global stop, the records and their
-REST API, and the lab, docker and kubernetes backends are still to come.`,
+Today chaos computes schedules, and kills on demand in lab clusters (kill).
+The daemon (serve), the global stop, the REST API, leases (pause, burn-cpu),
+and the docker and kubernetes backends are still to come.`,
 	}
-	cmd.AddCommand(newChaosScheduleCmd())
+	cmd.AddCommand(newChaosScheduleCmd(), newChaosKillCmd())
 	return cmd
 }
 

@@ -1,14 +1,21 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/troop-lab/troop/chaos"
+	"github.com/troop-lab/troop/chaos/records"
 	"github.com/troop-lab/troop/lab"
 )
 
@@ -52,7 +59,7 @@ func startLab(t *testing.T) *lab.Lab {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := lab.Start(ctx, lab.Spec{Dir: t.TempDir(), Troop: bin})
+	l, err := lab.Start(ctx, lab.Spec{Dir: t.TempDir(), Troop: bin, ServeSocket: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,5 +198,65 @@ func TestBenchLab(t *testing.T) {
 	total := strings.Fields(summary[strings.LastIndex(summary, "\nTotal"):])
 	if len(total) < 3 || total[len(total)-2] != "0" || total[len(total)-1] != "0" {
 		t.Errorf("errors or fails in the summary %q:\n%s", total, printed)
+	}
+}
+
+// troop chaos kill terminates one node of a lab group, the supervisor brings
+// it back, and the termination lands in the records; leashed, it acts on
+// nothing.
+func TestChaosKillLab(t *testing.T) {
+	l := startLab(t)
+	dir := t.TempDir()
+	config := func(leashed bool) string {
+		path := filepath.Join(dir, fmt.Sprintf("chaos-%v.yml", leashed))
+		body := fmt.Sprintf("leashed: %v\ngroups:\n  - name: rack2\n    backend: lab\n    selector: {rack: rack2}\n    enabled: true\n    probability: 1\n    types: [terminate]\n", leashed)
+		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	pids := func() map[string]int {
+		out := map[string]int{}
+		for _, n := range l.Status().Nodes {
+			out[n.Name] = n.NodePID
+		}
+		return out
+	}
+	before := pids()
+	run := func(args ...string) string {
+		t.Helper()
+		cmd := newChaosKillCmd()
+		var buf bytes.Buffer
+		cmd.SetOut(&buf)
+		cmd.SetErr(&buf)
+		cmd.SetArgs(args)
+		if err := cmd.Execute(); err != nil {
+			t.Fatalf("chaos kill %v: %v\n%s", args, err, buf.String())
+		}
+		return buf.String()
+	}
+	out := run("rack2", "--config", config(true), "--lab", l.Dir(), "--seed", "1")
+	if !strings.Contains(out, "would terminate dc1-rack2-1") || !reflect.DeepEqual(pids(), before) {
+		t.Fatalf("leashed kill acted or said %q", out)
+	}
+	recs := filepath.Join(dir, "records.db")
+	out = run("rack2", "--config", config(false), "--lab", l.Dir(), "--records", recs, "--recover-within", "30s")
+	if !strings.Contains(out, "terminate dc1-rack2-1") || !strings.Contains(out, "recovered in") {
+		t.Fatalf("kill said %q", out)
+	}
+	after := pids()
+	for name, pid := range before {
+		if changed := after[name] != pid; changed != (name == "dc1-rack2-1") {
+			t.Errorf("%s: PID %d -> %d", name, pid, after[name])
+		}
+	}
+	store, err := records.Open(recs, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	got, err := store.Terminations(context.Background(), chaos.Query{})
+	if err != nil || len(got) != 1 || got[0].Outcome != chaos.Executed || got[0].Instance.Name != "dc1-rack2-1" {
+		t.Fatalf("records: %+v, %v", got, err)
 	}
 }
