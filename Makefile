@@ -5,10 +5,8 @@ BIN     := bin/troop
 VERSION := $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 # Short fuzz runs in make test; `make fuzz FUZZTIME=10m` for a long one.
-# Minimizing a new input can stall the fuzzer here; a failing input is kept
-# as it was found instead.
+# scripts/fuzz runs one target (see it for why a run may be repeated).
 FUZZTIME ?= 10s
-FUZZ     = $(GO) test -run='^$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=0
 
 # nutcracker lives in /usr/sbin, which is not on every user's PATH.
 export PATH := $(PATH):/usr/sbin
@@ -26,10 +24,10 @@ test:
 	@$(MAKE) --no-print-directory fuzz
 
 fuzz:
-	$(FUZZ) -fuzz='^FuzzReadCommand$$' ./resp
-	$(FUZZ) -fuzz='^FuzzReadRaw$$' ./resp
-	$(FUZZ) -fuzz='^FuzzParse$$' ./topology
-	$(FUZZ) -fuzz='^FuzzParseConfig$$' ./chaos
+	scripts/fuzz ./resp FuzzReadCommand $(FUZZTIME)
+	scripts/fuzz ./resp FuzzReadRaw $(FUZZTIME)
+	scripts/fuzz ./topology FuzzParse $(FUZZTIME)
+	scripts/fuzz ./chaos FuzzParseConfig $(FUZZTIME)
 
 demo: build
 	@scripts/need redis-server
