@@ -247,7 +247,7 @@ func TestFromClusterDescribeMissingAddress(t *testing.T) {
 	}))
 	defer srv.Close()
 	admin := strings.TrimPrefix(srv.URL, "http://")
-	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	_, err := FromClusterDescribe(ctx, admin)
 	if err == nil || !strings.Contains(err.Error(), "dc1/rack2 with tokens [0]") || !strings.Contains(err.Error(), admin) {

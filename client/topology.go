@@ -59,18 +59,25 @@ func FromClusterDescribe(ctx context.Context, adminAddr string) ([]Node, error) 
 		ctx, cancel = context.WithTimeout(ctx, describeWait)
 		defer cancel()
 	}
+	var missing []string
+	notKnown := func() error {
+		return fmt.Errorf("cluster_describe at %s: the client address of %s is not known yet (that node has not reached it): try again once the cluster is connected, or ask another node",
+			adminAddr, strings.Join(missing, ", "))
+	}
 	for {
-		nodes, missing, err := describeOnce(ctx, adminAddr)
+		nodes, m, err := describeOnce(ctx, adminAddr)
 		if err != nil {
+			if missing != nil && ctx.Err() != nil {
+				return nil, notKnown() // the wait ran out during a later ask
+			}
 			return nil, err // an unreachable or broken admin API will not mend in seconds
 		}
-		if len(missing) == 0 {
+		if missing = m; len(missing) == 0 {
 			return nodes, nil
 		}
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("cluster_describe at %s: the client address of %s is not known yet (that node has not reached it): try again once the cluster is connected, or ask another node",
-				adminAddr, strings.Join(missing, ", "))
+			return nil, notKnown()
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
