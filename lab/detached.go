@@ -255,11 +255,9 @@ func Down(ctx context.Context, dir string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	st, err := Load(dir)
-	if errors.Is(err, ErrNoLab) {
+	if _, err := Load(dir); errors.Is(err, ErrNoLab) {
 		return fmt.Sprintf("no lab in %s: nothing to stop", dir), nil
-	}
-	if err != nil {
+	} else if err != nil {
 		return "", err
 	}
 	unlock, err := lockDir(ctx, dir)
@@ -267,8 +265,9 @@ func Down(ctx context.Context, dir string) (string, error) {
 		return "", err
 	}
 	defer unlock()
-	// Read again under the lock: an up may have finished meanwhile.
-	if st, err = Load(dir); err != nil {
+	// Read under the lock: an up may have finished meanwhile.
+	st, err := Load(dir)
+	if err != nil {
 		return "", err
 	}
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/troop-lab/troop/chaos"
+	"github.com/troop-lab/troop/internal/testlab"
 	"github.com/troop-lab/troop/lab"
 )
 
@@ -17,36 +18,18 @@ import (
 
 const replaceAfterDelay = 500 * time.Millisecond
 
+func TestMain(m *testing.M) { testlab.Main(m) }
+
 func startLab(t *testing.T) *lab.Lab {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("starts a real lab")
 	}
-	if _, err := lab.FindRedisServer(""); err != nil {
-		t.Skip(err)
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	troop, err := lab.BuildTroop(ctx, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := lab.Start(ctx, lab.Spec{
-		Dir:          t.TempDir(),
+	return testlab.Start(t, lab.Spec{
 		Shape:        lab.Shape{DCs: 1, Racks: 3, NodesPerRack: 1},
 		ReplaceAfter: replaceAfterDelay,
-		Troop:        troop,
 		ServeSocket:  true, // so that New(dir) is tested through the socket too
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := l.Stop(); err != nil {
-			t.Errorf("stop lab: %v", err)
-		}
-	})
-	return l
 }
 
 func labGroup(sel chaos.Selector) *chaos.Group {

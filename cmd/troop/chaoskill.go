@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"os/signal"
@@ -86,7 +87,7 @@ which do not exist yet either.`,
 // chaosKill chooses an instance of g, acts on it unless the config is
 // leashed, and measures the recovery. The termination it returns is what
 // happened, for the records.
-func chaosKill(ctx context.Context, t *labchaos.Terminator, cfg *chaos.Config, g *chaos.Group, action chaos.Action, seed uint64, recoverWithin time.Duration, out interface{ Write([]byte) (int, error) }) (chaos.Termination, error) {
+func chaosKill(ctx context.Context, t *labchaos.Terminator, cfg *chaos.Config, g *chaos.Group, action chaos.Action, seed uint64, recoverWithin time.Duration, out io.Writer) (chaos.Termination, error) {
 	live, err := t.Instances(ctx, g)
 	if err != nil {
 		return chaos.Termination{}, err

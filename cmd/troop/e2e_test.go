@@ -16,6 +16,7 @@ import (
 
 	"github.com/troop-lab/troop/chaos"
 	"github.com/troop-lab/troop/chaos/records"
+	"github.com/troop-lab/troop/internal/testlab"
 	"github.com/troop-lab/troop/lab"
 )
 
@@ -24,12 +25,8 @@ import (
 func TestDemo(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	bin, err := lab.BuildTroop(ctx, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
 	var out strings.Builder
-	if err := runDemo(ctx, &out, t.TempDir(), bin); err != nil {
+	if err := runDemo(ctx, &out, t.TempDir(), testlab.Troop(t)); err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
 	for _, want := range []string{
@@ -49,25 +46,13 @@ func TestDemo(t *testing.T) {
 	}
 }
 
+func TestMain(m *testing.M) { testlab.Main(m) }
+
 // startLab brings up a 1 x 3 x 1 lab of real processes running the troop
-// binary built from this tree.
+// binary built from this tree, with its control socket.
 func startLab(t *testing.T) *lab.Lab {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	bin, err := lab.BuildTroop(ctx, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := lab.Start(ctx, lab.Spec{Dir: t.TempDir(), Troop: bin, ServeSocket: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Stop() })
-	if err := lab.WaitMeshed(ctx, l.Nodes(), 10*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	return l
+	return testlab.Start(t, lab.Spec{ServeSocket: true})
 }
 
 func need(t *testing.T, tool string) string {
