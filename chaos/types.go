@@ -162,3 +162,73 @@ func CheckOutage(ctx context.Context, oc OutageChecker) (ok bool, reason Reason,
 	}
 	return true, "", nil
 }
+
+// Lease is a fault in place that must be undone at Until: a paused or
+// CPU-burning instance, or a lab node stopped until its replacement delay
+// is over. The monkey writes it to its lease store before the fault begins
+// and a detached watchdog process reverts it at Until, so the fault is
+// undone even if the monkey dies meanwhile; a monkey that starts reverts
+// every lease past its end.
+type Lease struct {
+	ID       string    `json:"id"` // unique; the store's file name
+	Group    string    `json:"group"`
+	Backend  Backend   `json:"backend"`
+	Instance Instance  `json:"instance"`
+	Action   Action    `json:"action"`
+	Start    time.Time `json:"start"`
+	Until    time.Time `json:"until"`
+	// Undo is the backend's own data for Revert (a PID, a container ID),
+	// as Begin returned it. Nil until Begin has returned.
+	Undo map[string]string `json:"undo,omitempty"`
+}
+
+// Expired reports whether the lease's end has come at now.
+func (l Lease) Expired(now time.Time) bool { return !now.Before(l.Until) }
+
+// Reverter undoes a leased fault. Revert is idempotent: reverting a fault
+// that is already gone (undone before, or its instance replaced) is not an
+// error. It must also work when l.Undo is nil, from l.Instance alone: the
+// monkey may have died while Begin ran, before it could store Begin's undo
+// data.
+type Reverter interface {
+	Revert(ctx context.Context, l Lease) error
+}
+
+// RecoveryWaiter measures how long an instance takes to be whole again
+// after an action taken at since: a lab node running with a new PID and
+// answering PING, a container running again, the workload's ready
+// replicas back. It returns the time from since until then, or an error
+// when ctx ends first.
+type RecoveryWaiter interface {
+	AwaitRecovery(ctx context.Context, inst Instance, since time.Time) (time.Duration, error)
+}
+
+// Leaser is what a backend with leased faults implements besides
+// Terminator. The monkey acts on an instance like this:
+//
+//  1. d, leased, err := LeaseFor(ctx, inst, a). Not leased: call
+//     Terminator.Act and stop here.
+//  2. Build the Lease (ID, Group, Backend, Instance, Action, Start = now,
+//     Until = now + d, Undo nil), store it and start its watchdog.
+//  3. undo, err := Begin(ctx, lease): the backend puts the fault in place
+//     so that it lasts until lease.Until, and returns what Revert will
+//     need (nil if Instance is enough, e.g. a container ID that is the
+//     Instance.ID). The monkey stores the lease again with Undo set. If
+//     Begin fails, the monkey reverts the lease at once.
+//  4. At Until the watchdog (or a monkey sweeping expired leases) calls
+//     Revert and deletes the lease.
+//
+// Begin must not wait for the lease's end. Where the backend can, a fault
+// should also end by itself at Until (a CPU burner that exits on its own),
+// as a second line behind the watchdog.
+type Leaser interface {
+	Reverter
+	// LeaseFor says whether action a on inst is leased and for how long:
+	// pause and burn-cpu for a.Duration; a backend may lease other kinds
+	// it has to undo itself (the lab's stop, for the lab's replacement
+	// delay). Kinds it does not lease go to Act.
+	LeaseFor(ctx context.Context, inst Instance, a Action) (d time.Duration, leased bool, err error)
+	// Begin puts the fault of l.Action on l.Instance in place until
+	// l.Until and returns the undo data for Revert.
+	Begin(ctx context.Context, l Lease) (undo map[string]string, err error)
+}
