@@ -3,8 +3,10 @@ package bench
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // The model of acknowledged writes decides whether a read's answer is one the
@@ -144,6 +146,7 @@ type Model struct {
 
 	clock   atomic.Uint64
 	horizon atomic.Uint64
+	version atomic.Uint64 // the last write version handed out
 	shards  [64]modelShard
 }
 
@@ -155,11 +158,19 @@ type modelShard struct {
 func NewModel(staleness int) *Model {
 	m := &Model{Staleness: staleness}
 	m.clock.Store(1) // tick 0 is the state before the run
+	// Versions start at the wall clock in microseconds, so that two runs
+	// against one store (each with its own model) never write the same
+	// version of a key: a value left by an earlier run is then "not
+	// written by this run" rather than mistaken for one of its writes.
+	m.version.Store(uint64(time.Now().UnixMicro()))
 	for i := range m.shards {
 		m.shards[i].keys = make(map[uint64]*history)
 	}
 	return m
 }
+
+// NextVersion returns a write version no earlier write of this model had.
+func (m *Model) NextVersion() uint64 { return m.version.Add(1) }
 
 // Now advances the clock and returns the new tick.
 func (m *Model) Now() uint64 { return m.clock.Add(1) }
@@ -201,6 +212,10 @@ func (m *Model) BeginRead() uint64 { return m.Now() }
 // tick begin and ending now. self is the operation's own write version, for
 // a DEL (whose reply says whether the key existed); 0 for a read.
 func (m *Model) Check(key uint64, begin uint64, ans Answer, self uint64) (bool, string) {
+	return m.check(key, begin, ans, self, m.Staleness)
+}
+
+func (m *Model) check(key uint64, begin uint64, ans Answer, self uint64, staleness int) (bool, string) {
 	e := m.Now()
 	s := m.shard(key)
 	s.mu.Lock()
@@ -209,5 +224,20 @@ func (m *Model) Check(key uint64, begin uint64, ans Answer, self uint64) (bool, 
 	if h == nil {
 		return true, "" // never written by this run: only integrity is checked
 	}
-	return h.possible(ans, begin, e, m.Staleness, self)
+	return h.possible(ans, begin, e, staleness, self)
+}
+
+// Written returns the keys this run wrote or deleted, in ascending order.
+func (m *Model) Written() []uint64 {
+	var keys []uint64
+	for i := range m.shards {
+		s := &m.shards[i]
+		s.mu.Lock()
+		for k := range s.keys {
+			keys = append(keys, k)
+		}
+		s.mu.Unlock()
+	}
+	slices.Sort(keys)
+	return keys
 }

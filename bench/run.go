@@ -29,6 +29,13 @@ func Intended(start time.Time, rate float64, worker, workers int, i int64) time.
 // and returns the result. It stops early, with what it measured, when ctx
 // ends.
 func Run(ctx context.Context, cfg Config, target Target, out io.Writer) (*Result, error) {
+	return RunModel(ctx, cfg, target, out, NewModel(cfg.Staleness))
+}
+
+// RunModel is Run with the model of acknowledged writes supplied by the
+// caller, who can audit the store against it afterwards (Audit). A model
+// may be carried over several runs on the same key set.
+func RunModel(ctx context.Context, cfg Config, target Target, out io.Writer, model *Model) (*Result, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -44,7 +51,7 @@ func Run(ctx context.Context, cfg Config, target Target, out io.Writer) (*Result
 	if d, ok := target.(Describer); ok {
 		res.Target = d.Describe()
 	}
-	r := &runner{cfg: &cfg, target: target, model: NewModel(cfg.Staleness)}
+	r := &runner{cfg: &cfg, target: target, model: model}
 	stopHorizon := r.keepHorizon()
 	defer stopHorizon()
 
@@ -99,7 +106,6 @@ type runner struct {
 	cfg      *Config
 	target   Target
 	model    *Model
-	version  atomic.Uint64
 	sessions atomic.Int64 // workers that took a session of the target
 
 	mu     sync.Mutex
@@ -265,12 +271,12 @@ func (r *runner) batch(target Target, ops []Op, intended []time.Time, slot *atom
 			begins[k] = r.model.BeginRead()
 			args = [][]byte{[]byte("GET"), keys[k]}
 		case Set:
-			versions[k] = r.version.Add(1)
+			versions[k] = r.model.NextVersion()
 			r.model.BeginWrite(op.Key, versions[k], false)
 			args = [][]byte{[]byte("SET"), keys[k], EncodeValue(nil, keys[k], versions[k], op.Size)}
 		case Del:
 			begins[k] = r.model.BeginRead()
-			versions[k] = r.version.Add(1)
+			versions[k] = r.model.NextVersion()
 			r.model.BeginWrite(op.Key, versions[k], true)
 			args = [][]byte{[]byte("DEL"), keys[k]}
 		}
@@ -296,7 +302,7 @@ func (r *runner) batch(target Target, ops []Op, intended []time.Time, slot *atom
 		var wg2 sync.WaitGroup
 		second := make([]reply, len(ops))
 		for _, k := range rmw {
-			versions[k] = r.version.Add(1)
+			versions[k] = r.model.NextVersion()
 			r.model.BeginWrite(ops[k].Key, versions[k], false)
 			wg2.Add(1)
 			target.Send([][]byte{[]byte("SET"), keys[k], EncodeValue(nil, keys[k], versions[k], ops[k].Size)}, func(raw []byte, err error) {

@@ -1,0 +1,79 @@
+package bench
+
+import (
+	"context"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/troop-lab/troop/internal/testredis"
+	"github.com/troop-lab/troop/resp"
+)
+
+// redisDo sends one command to addr and returns the raw reply.
+func redisDo(t *testing.T, addr string, args ...string) []byte {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Write(resp.AppendCommandStrings(nil, args...)); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := resp.NewReader(c, resp.DefaultLimits).ReadRaw(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw
+}
+
+func TestAuditFindsLostAndCorruptWrites(t *testing.T) {
+	srv := testredis.Start(t)
+	cfg := smallConfig(JobWrite)
+	cfg.Keys, cfg.Requests = 200, 1000
+	tg := respTarget(t, srv.Addr, 2)
+	m := NewModel(0)
+	if _, err := RunModel(context.Background(), cfg, tg, nil, m); err != nil {
+		t.Fatal(err)
+	}
+	a, err := Audit(context.Background(), tg, m, cfg.KeySize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	written := m.Written()
+	if a.Keys != int64(len(written)) || a.Keys < 150 || !a.OK() {
+		t.Fatalf("clean store: %+v (wrote %d keys)", a, len(written))
+	}
+
+	// Behind the benchmark's back: drop one acknowledged write, replace
+	// another with a value of a different key, and make a third unreadable.
+	k0 := string(FormatKey(nil, written[0], cfg.KeySize))
+	k1 := string(FormatKey(nil, written[1], cfg.KeySize))
+	k2 := string(FormatKey(nil, written[2], cfg.KeySize))
+	redisDo(t, srv.Addr, "DEL", k0)
+	redisDo(t, srv.Addr, "SET", k1, string(EncodeValue(nil, []byte(k2), 7, 200)))
+	redisDo(t, srv.Addr, "LPUSH", k2+"x", "a") // unrelated key: must not count
+	a, err = Audit(context.Background(), tg, m, cfg.KeySize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Lost != 1 || a.Corrupt != 1 || a.Errors != 0 || a.OK() {
+		t.Fatalf("want 1 lost and 1 corrupt, got %+v", a)
+	}
+	if !strings.Contains(strings.Join(a.Samples, "\n"), k0) {
+		t.Errorf("samples do not name the lost key %s: %v", k0, a.Samples)
+	}
+
+	// A server that is gone is an error per key, not a loss.
+	srv.Kill()
+	a, err = Audit(context.Background(), tg, m, cfg.KeySize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Errors != a.Keys || a.Lost != 0 {
+		t.Fatalf("dead server: %+v", a)
+	}
+}
