@@ -138,3 +138,13 @@ func tail(path string, n int) string {
 	}
 	return "    " + strings.Join(lines, "\n    ")
 }
+
+// Ours reports whether pid is still the process that had start time ticks
+// (0: any) and whose command line mentions one of the markers (none: any).
+// troop chaos uses it to signal only the processes it means to, by the PID
+// and start time it stored in a lease.
+func Ours(pid int, ticks uint64, markers ...string) bool { return ours(pid, ticks, markers...) }
+
+// StartTicks returns pid's start time in clock ticks since boot, and
+// whether it is alive (not a zombie).
+func StartTicks(pid int) (uint64, bool) { return startTicks(pid) }

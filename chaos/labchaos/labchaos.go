@@ -158,27 +158,18 @@ func instance(group string, n lab.Node) chaos.Instance {
 	}
 }
 
-// ErrNotSupported is returned for the temporary kinds: undoing them when
-// the monkey dies needs leases, which the lab backend does not have yet.
-var ErrNotSupported = errors.New("not supported by the lab backend yet (needs leases)")
-
-// Act applies a to the instance's node process:
+// Act applies a non-leased action to the instance's node process:
 //
 //   - terminate: SIGKILL; the supervisor replaces the node after its
 //     replace-after delay.
-//   - stop: a graceful stop (SIGTERM), then a start once the lab's
-//     replace-after has passed. The lab keeps a stopped node down for good,
-//     which a monkey must never do, so Act waits the delay itself and
-//     starts it again, even when ctx ends meanwhile. If the monkey dies
-//     during the wait the node stays down until `troop lab start`: the
-//     lease work will close that gap.
-//   - restart: a graceful stop and an immediate start.
-//   - pause, burn-cpu: ErrNotSupported.
+//   - restart: a graceful stop and an immediate start; it returns once the
+//     node answers PING again.
 //
-// stop and restart return once the node answers PING again.
+// stop, pause and burn-cpu are leased (LeaseFor, Begin, Revert), so that
+// they are undone even if the monkey dies: Act refuses them.
 func (t *Terminator) Act(ctx context.Context, inst chaos.Instance, a chaos.Action) error {
-	if a.Kind == chaos.Pause || a.Kind == chaos.BurnCPU {
-		return fmt.Errorf("lab backend: %s of %s: %w", a.Kind, inst.ID, ErrNotSupported)
+	if a.Kind == chaos.Stop || a.Kind.Temporary() {
+		return fmt.Errorf("lab backend: %s of %s is leased: use Begin", a.Kind, inst.ID)
 	}
 	st, err := t.status(ctx)
 	if err != nil {
@@ -199,30 +190,14 @@ func (t *Terminator) Act(ctx context.Context, inst chaos.Instance, a chaos.Actio
 			return fmt.Errorf("lab backend: terminate %s: %w", inst.ID, err)
 		}
 		return nil
-	case chaos.Stop:
-		return t.stopThenStart(ctx, sup, inst.ID, replaceAfter(st))
 	case chaos.Restart:
-		return t.stopThenStart(ctx, sup, inst.ID, 0)
+		if err := sup.Stop(ctx, inst.ID); err != nil {
+			// A failed stop may have half happened; make sure it is up.
+			return errors.Join(fmt.Errorf("lab backend: stop %s: %w", inst.ID, err), t.start(sup, inst.ID))
+		}
+		return t.start(sup, inst.ID)
 	}
 	return fmt.Errorf("lab backend: unknown chaos type %q", a.Kind)
-}
-
-// stopThenStart stops the node gracefully and starts it after wait. The
-// start does not obey ctx: a node stopped by the monkey must come back.
-func (t *Terminator) stopThenStart(ctx context.Context, sup Supervisor, node string, wait time.Duration) error {
-	if err := sup.Stop(ctx, node); err != nil {
-		// A failed stop may have half happened; make sure it is up.
-		return errors.Join(fmt.Errorf("lab backend: stop %s: %w", node, err), t.start(sup, node))
-	}
-	if wait > 0 {
-		timer := time.NewTimer(wait)
-		select {
-		case <-timer.C:
-		case <-ctx.Done():
-			timer.Stop()
-		}
-	}
-	return t.start(sup, node)
 }
 
 // startTimeout bounds the start of a stopped node; the lab's own ready

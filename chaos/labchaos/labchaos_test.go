@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/troop-lab/troop/chaos"
+	"github.com/troop-lab/troop/chaos/lease"
 	"github.com/troop-lab/troop/internal/testlab"
 	"github.com/troop-lab/troop/lab"
 )
@@ -166,43 +167,113 @@ func TestLabBackend(t *testing.T) {
 		}
 	})
 
-	t.Run("stop", func(t *testing.T) {
+	t.Run("stop leased", func(t *testing.T) {
 		victim := instance("g", mustNode(t, l, "dc1-rack3-1"))
 		before := nodePIDs(t, l)
+		stop := chaos.Action{Kind: chaos.Stop}
+		if err := term.Act(ctx, victim, stop); err == nil {
+			t.Error("Act(stop) accepted: stop is leased")
+		}
+		d, leased, err := term.LeaseFor(ctx, victim, stop)
+		if err != nil || !leased || d != replaceAfterDelay {
+			t.Fatalf("LeaseFor(stop) = %v, %v, %v; want the replace-after delay %v", d, leased, err, replaceAfterDelay)
+		}
 		at := time.Now()
-		if err := term.Act(ctx, victim, chaos.Action{Kind: chaos.Stop}); err != nil {
+		ls := leaseOf(victim, stop, at, d)
+		if _, err := term.Begin(ctx, ls); err != nil {
 			t.Fatal(err)
 		}
-		// Act returns with the node started again, after the delay.
-		if took := time.Since(at); took < replaceAfterDelay {
-			t.Errorf("stop and start took %v, less than replace-after %v", took, replaceAfterDelay)
+		if st, _ := l.Status().Node(victim.ID); st.NodeP.State != lab.Stopped {
+			t.Fatalf("after Begin(stop): %s, want stopped", st.NodeP.State)
 		}
-		took, err := term.AwaitRecovery(ctx, victim, at)
-		if err != nil {
+		for range 2 { // idempotent
+			if err := term.Revert(ctx, ls); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := term.AwaitRecovery(ctx, victim, at); err != nil {
 			t.Fatal(err)
-		}
-		if took < replaceAfterDelay || took >= replaceAfterDelay+5*time.Second {
-			t.Errorf("recovery took %v", took)
 		}
 		if after := nodePIDs(t, l); after[victim.ID] == before[victim.ID] {
 			t.Errorf("pid %d unchanged by stop", after[victim.ID])
 		}
-		if st, _ := l.Status().Node(victim.ID); st.NodeP.State != lab.Running {
-			t.Errorf("after stop: %s", st.NodeP.State)
+	})
+
+	t.Run("pause leased", func(t *testing.T) {
+		n := mustNode(t, l, "dc1-rack1-1")
+		victim := instance("g", n)
+		before := nodePIDs(t, l)
+		pause := chaos.Action{Kind: chaos.Pause, Duration: time.Minute}
+		if d, leased, err := term.LeaseFor(ctx, victim, pause); d != time.Minute || !leased || err != nil {
+			t.Fatalf("LeaseFor(pause) = %v, %v, %v", d, leased, err)
+		}
+		at := time.Now()
+		ls := leaseOf(victim, pause, at, time.Minute)
+		undo, err := term.Begin(ctx, ls)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls.Undo = undo
+		short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		err = lab.Ping(short, n.Listen)
+		cancel()
+		if err == nil {
+			t.Error("a paused node answered PING")
+		}
+		for range 2 {
+			if err := term.Revert(ctx, ls); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := term.AwaitRecovery(ctx, victim, at); err != nil {
+			t.Fatal(err)
+		}
+		if after := nodePIDs(t, l); after[victim.ID] != before[victim.ID] {
+			t.Errorf("pause changed the pid %d -> %d", before[victim.ID], after[victim.ID])
+		}
+		// Without undo data (the monkey died inside Begin) the revert
+		// finds the node's process itself.
+		ls.Undo = nil
+		ls.Undo, _ = term.Begin(ctx, ls)
+		if err := term.Revert(ctx, chaos.Lease{ID: ls.ID, Instance: victim, Action: pause}); err != nil {
+			t.Fatal(err)
+		}
+		if err := lab.Ping(ctx, n.Listen); err != nil {
+			t.Errorf("after a revert without undo data: %v", err)
 		}
 	})
 
-	t.Run("pause unsupported", func(t *testing.T) {
-		before := nodePIDs(t, l)
-		victim := instance("g", mustNode(t, l, "dc1-rack1-1"))
-		for _, k := range []chaos.Kind{chaos.Pause, chaos.BurnCPU} {
-			err := term.Act(ctx, victim, chaos.Action{Kind: k, Duration: time.Second})
-			if !errors.Is(err, ErrNotSupported) {
-				t.Errorf("%s: %v, want ErrNotSupported", k, err)
-			}
+	t.Run("burn-cpu leased", func(t *testing.T) {
+		victim := instance("g", mustNode(t, l, "dc1-rack2-1"))
+		burn := chaos.Action{Kind: chaos.BurnCPU, Duration: time.Minute}
+		// A long lease is ended by the revert ...
+		long := leaseOf(victim, burn, time.Now(), time.Minute)
+		undo, err := term.Begin(ctx, long)
+		if err != nil {
+			t.Fatal(err)
 		}
-		if after := nodePIDs(t, l); after[victim.ID] != before[victim.ID] {
-			t.Error("an unsupported action touched the node")
+		long.Undo = undo
+		pid, ticks, ok := undoProcess(long)
+		if !ok || !lab.Ours(pid, ticks, long.ID) {
+			t.Fatalf("no burner running for undo data %v", undo)
+		}
+		if err := term.Revert(ctx, long); err != nil {
+			t.Fatal(err)
+		}
+		if !waitGone(pid, ticks, 5*time.Second) {
+			t.Errorf("burner %d still runs after the revert", pid)
+		}
+		// ... a short one ends by itself.
+		short := leaseOf(victim, burn, time.Now(), 500*time.Millisecond)
+		undo, err = term.Begin(ctx, short)
+		if err != nil {
+			t.Fatal(err)
+		}
+		short.Undo = undo
+		pid, ticks, _ = undoProcess(short)
+		t.Cleanup(func() { term.Revert(context.Background(), short) })
+		if !waitGone(pid, ticks, 10*time.Second) {
+			t.Errorf("burner %d still runs after its lease ended", pid)
 		}
 	})
 
@@ -222,6 +293,20 @@ func TestLabBackend(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+}
+
+func leaseOf(inst chaos.Instance, a chaos.Action, start time.Time, d time.Duration) chaos.Lease {
+	return chaos.Lease{ID: lease.NewID(start), Group: inst.Group, Backend: chaos.Lab, Instance: inst,
+		Action: a, Start: start, Until: start.Add(d)}
+}
+
+func waitGone(pid int, ticks uint64, within time.Duration) bool {
+	for deadline := time.Now().Add(within); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if !lab.Ours(pid, ticks) {
+			return true
+		}
+	}
+	return false
 }
 
 func mustNode(t *testing.T, l *lab.Lab, name string) lab.Node {

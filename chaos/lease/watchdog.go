@@ -28,9 +28,13 @@ type Watchdog struct {
 	Poll time.Duration
 	// GiveUp bounds the retries of a failing revert, counted from Until;
 	// after it the watchdog exits and leaves the lease for the monkey's
-	// sweep. Default 10m.
+	// sweep. Default DefaultGiveUp.
 	GiveUp time.Duration
 }
+
+// DefaultGiveUp is how long after a lease's end a watchdog keeps retrying
+// a failing revert.
+const DefaultGiveUp = 10 * time.Minute
 
 // Run waits for the lease's end, reverts it and deletes it. It returns nil
 // when the lease is reverted or gone (reverted by someone else), and an
@@ -50,7 +54,7 @@ func (w *Watchdog) Run(ctx context.Context) error {
 		poll = time.Second
 	}
 	if giveUp <= 0 {
-		giveUp = 10 * time.Minute
+		giveUp = DefaultGiveUp
 	}
 	log := w.Logger
 	if log == nil {

@@ -30,7 +30,7 @@ Today chaos computes schedules, and kills on demand in lab clusters (kill).
 The daemon (serve), the global stop, the REST API, leases (pause, burn-cpu),
 and the docker and kubernetes backends are still to come.`,
 	}
-	cmd.AddCommand(newChaosScheduleCmd(), newChaosKillCmd())
+	cmd.AddCommand(newChaosScheduleCmd(), newChaosKillCmd(), newChaosWatchdogCmd(), newChaosBurnCmd())
 	return cmd
 }
 

@@ -1,0 +1,166 @@
+package labchaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/troop-lab/troop/chaos"
+	"github.com/troop-lab/troop/chaos/lease"
+	"github.com/troop-lab/troop/lab"
+)
+
+var _ chaos.Leaser = (*Terminator)(nil)
+
+// LeaseFor leases pause and burn-cpu for their duration, and stop for the
+// lab's replace-after delay: the lab keeps a stopped node down for good, so
+// the monkey must start it again, also if it dies meanwhile.
+func (t *Terminator) LeaseFor(ctx context.Context, inst chaos.Instance, a chaos.Action) (time.Duration, bool, error) {
+	switch a.Kind {
+	case chaos.Pause, chaos.BurnCPU:
+		return a.Duration, true, nil
+	case chaos.Stop:
+		st, err := t.status(ctx)
+		if err != nil {
+			return 0, false, err
+		}
+		return replaceAfter(st), true, nil
+	}
+	return 0, false, nil
+}
+
+// Undo keys of the lab's leases.
+const (
+	undoPID   = "pid"         // the paused node process, or the burner
+	undoTicks = "start_ticks" // its start time, so that a reused PID is left alone
+)
+
+// Begin puts a leased fault in place:
+//
+//   - pause: SIGSTOP to the node process. Its redis-server keeps running;
+//     peers and clients see a node that accepts connections and never
+//     answers.
+//   - burn-cpu: starts a burner, `troop chaos burn` from the lab's own troop
+//     binary, in its own session; it spins one core until l.Until and exits
+//     by itself, and the lease's revert kills it sooner if need be.
+//   - stop: a graceful stop; the revert starts the node again.
+func (t *Terminator) Begin(ctx context.Context, l chaos.Lease) (map[string]string, error) {
+	st, err := t.status(ctx)
+	if err != nil {
+		return nil, err
+	}
+	n, err := st.Node(l.Instance.ID)
+	if err != nil {
+		return nil, fmt.Errorf("lab backend: %w", err)
+	}
+	p := n.NodeP
+	switch l.Action.Kind {
+	case chaos.Pause:
+		if p.State != lab.Running || p.PID == 0 {
+			return nil, fmt.Errorf("lab backend: pause %s: node process is %s", n.Name, p.State)
+		}
+		t.remember(n.Name, 0) // recovered once it answers again, same PID
+		if err := syscall.Kill(p.PID, syscall.SIGSTOP); err != nil {
+			return nil, fmt.Errorf("lab backend: pause %s (pid %d): %w", n.Name, p.PID, err)
+		}
+		return pidUndo(p.PID, p.StartTicks), nil
+	case chaos.BurnCPU:
+		t.remember(n.Name, 0)
+		pid, err := lease.Spawn([]string{st.Troop, "chaos", "burn", "--until", l.Until.UTC().Format(time.RFC3339Nano), "--lease", l.ID}, os.DevNull)
+		if err != nil {
+			return nil, fmt.Errorf("lab backend: burn-cpu next to %s: %w", n.Name, err)
+		}
+		ticks, _ := lab.StartTicks(pid)
+		return pidUndo(pid, ticks), nil
+	case chaos.Stop:
+		sup, err := t.supervisor(ctx)
+		if err != nil {
+			return nil, err
+		}
+		t.remember(n.Name, p.PID)
+		if err := sup.Stop(ctx, n.Name); err != nil {
+			return nil, fmt.Errorf("lab backend: stop %s: %w", n.Name, err)
+		}
+		return nil, nil
+	}
+	return nil, fmt.Errorf("lab backend: %s is not leased", l.Action.Kind)
+}
+
+func pidUndo(pid int, ticks uint64) map[string]string {
+	return map[string]string{undoPID: strconv.Itoa(pid), undoTicks: strconv.FormatUint(ticks, 10)}
+}
+
+func undoProcess(l chaos.Lease) (pid int, ticks uint64, ok bool) {
+	pid, err := strconv.Atoi(l.Undo[undoPID])
+	if err != nil || pid <= 0 {
+		return 0, 0, false
+	}
+	ticks, _ = strconv.ParseUint(l.Undo[undoTicks], 10, 64)
+	return pid, ticks, true
+}
+
+// Revert undoes a lease; a fault already gone is no error.
+//
+//   - pause: SIGCONT to the process paused, if it is still the same process
+//     (PID and start time); without undo data, to the node's current
+//     process (SIGCONT to a running process does nothing).
+//   - burn-cpu: SIGKILL to the burner's session, if it is still the
+//     burner. Without undo data there is nothing to find it by, and it
+//     ends by itself at the lease's end.
+//   - stop: starts the node if it is not running.
+func (t *Terminator) Revert(ctx context.Context, l chaos.Lease) error {
+	switch l.Action.Kind {
+	case chaos.Pause:
+		pid, ticks, ok := undoProcess(l)
+		if !ok {
+			st, err := t.status(ctx)
+			if err != nil {
+				return err
+			}
+			n, err := st.Node(l.Instance.ID)
+			if err != nil {
+				return fmt.Errorf("lab backend: %w", err)
+			}
+			pid, ticks = n.NodeP.PID, n.NodeP.StartTicks
+		}
+		if pid == 0 || !lab.Ours(pid, ticks) {
+			return nil // replaced or stopped meanwhile: nothing paused any more
+		}
+		if err := syscall.Kill(pid, syscall.SIGCONT); err != nil && !errors.Is(err, syscall.ESRCH) {
+			return fmt.Errorf("lab backend: resume %s (pid %d): %w", l.Instance.ID, pid, err)
+		}
+		return nil
+	case chaos.BurnCPU:
+		pid, ticks, ok := undoProcess(l)
+		if !ok || !lab.Ours(pid, ticks, l.ID) {
+			return nil
+		}
+		// The burner leads its own session: kill its whole group.
+		if err := syscall.Kill(-pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+			return fmt.Errorf("lab backend: end burner %d of lease %s: %w", pid, l.ID, err)
+		}
+		return nil
+	case chaos.Stop:
+		st, err := t.status(ctx)
+		if err != nil {
+			return err
+		}
+		n, err := st.Node(l.Instance.ID)
+		if err != nil {
+			return fmt.Errorf("lab backend: %w", err)
+		}
+		if n.NodeP.State == lab.Running {
+			return nil
+		}
+		sup, err := t.supervisor(ctx)
+		if err != nil {
+			return err
+		}
+		return t.start(sup, n.Name)
+	}
+	return fmt.Errorf("lab backend: %s is not leased", l.Action.Kind)
+}
