@@ -13,6 +13,8 @@ package chaos
 
 import (
 	"context"
+	"encoding/json"
+	"math"
 	"time"
 )
 
@@ -92,6 +94,7 @@ const (
 // and count against the gap and the daily maximum as if they had happened, so
 // that a dry run shows the schedule the real run would follow.
 type Termination struct {
+	ID       int64     `json:"id,omitempty"` // the records' ID; 0 until recorded
 	Group    string    `json:"group"`
 	Instance Instance  `json:"instance"`
 	Action   Action    `json:"action"`
@@ -100,6 +103,34 @@ type Termination struct {
 	Outcome  Outcome   `json:"outcome"`
 	Reason   Reason    `json:"reason,omitempty"` // set when Outcome is Skipped
 	Error    string    `json:"error,omitempty"`  // set when Outcome is Failed
+	// Recovery is how long the group took to be whole again after an
+	// executed action (see RecoveryWaiter); 0 until measured. JSON has it
+	// as recovery_seconds.
+	Recovery time.Duration `json:"-"`
+}
+
+// terminationJSON is Termination as JSON, with the recovery in seconds.
+type terminationJSON struct {
+	plainTermination
+	RecoverySeconds float64 `json:"recovery_seconds,omitempty"`
+}
+
+type plainTermination Termination // without the methods, so no recursion
+
+// MarshalJSON writes the recovery time as recovery_seconds.
+func (t Termination) MarshalJSON() ([]byte, error) {
+	return json.Marshal(terminationJSON{plainTermination(t), t.Recovery.Seconds()})
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (t *Termination) UnmarshalJSON(b []byte) error {
+	var j terminationJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	*t = Termination(j.plainTermination)
+	t.Recovery = time.Duration(math.Round(j.RecoverySeconds * float64(time.Second)))
+	return nil
 }
 
 // Counts reports whether t counts against its group's minimum gap and daily

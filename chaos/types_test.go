@@ -68,3 +68,23 @@ func TestJSON(t *testing.T) {
 		t.Errorf("zero times are written: %s", b)
 	}
 }
+
+func TestTerminationJSONRecovery(t *testing.T) {
+	in := Termination{ID: 7, Group: "g", Outcome: Executed, Executed: time.Date(2026, 3, 9, 10, 0, 0, 0, time.UTC),
+		Recovery: 1500 * time.Millisecond}
+	b, err := json.Marshal(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"recovery_seconds":1.5`) || !strings.Contains(string(b), `"id":7`) {
+		t.Errorf("json: %s", b)
+	}
+	var back Termination
+	if err := json.Unmarshal(b, &back); err != nil || back.Recovery != in.Recovery || back.ID != 7 || !back.Executed.Equal(in.Executed) {
+		t.Errorf("round trip: %+v %v", back, err)
+	}
+	b, _ = json.Marshal(Termination{Group: "g"})
+	if strings.Contains(string(b), "recovery") {
+		t.Errorf("an unmeasured recovery is written: %s", b)
+	}
+}

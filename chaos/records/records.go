@@ -54,6 +54,12 @@ CREATE TABLE IF NOT EXISTS terminations (
 CREATE INDEX IF NOT EXISTS terminations_grp_at ON terminations (grp, at);
 CREATE INDEX IF NOT EXISTS terminations_at ON terminations (at);
 
+-- state holds the global stop: key 'stopped', value '1' or '0'.
+CREATE TABLE IF NOT EXISTS state (
+	key   TEXT PRIMARY KEY,
+	value TEXT NOT NULL
+);
+
 -- plan_days marks a day as planned, so that an empty plan is told apart
 -- from no plan.
 CREATE TABLE IF NOT EXISTS plan_days (
@@ -120,10 +126,18 @@ func (s *Store) Retention() time.Duration { return s.retention }
 
 // Record stores one termination.
 func (s *Store) Record(ctx context.Context, t chaos.Termination) error {
+	_, err := s.Add(ctx, t)
+	return err
+}
+
+// Add stores one termination and returns it with its ID.
+func (s *Store) Add(ctx context.Context, t chaos.Termination) (chaos.Termination, error) {
 	if err := validate(t); err != nil {
-		return err
+		return t, err
 	}
-	return insertTermination(ctx, s.db, t)
+	id, err := insertTermination(ctx, s.db, t)
+	t.ID = id
+	return t, err
 }
 
 // execer is what *sql.DB, *sql.Conn and *sql.Tx share.
@@ -144,21 +158,29 @@ func validate(t chaos.Termination) error {
 	return nil
 }
 
-func insertTermination(ctx context.Context, db execer, t chaos.Termination) error {
+func insertTermination(ctx context.Context, db execer, t chaos.Termination) (int64, error) {
 	inst, err := json.Marshal(t.Instance)
 	if err != nil {
-		return fmt.Errorf("records: encode instance %q: %w", t.Instance.ID, err)
+		return 0, fmt.Errorf("records: encode instance %q: %w", t.Instance.ID, err)
 	}
-	_, err = db.ExecContext(ctx, `INSERT INTO terminations
-		(grp, instance_id, instance, kind, duration_ns, planned, executed, at, outcome, reason, error)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	res, err := db.ExecContext(ctx, `INSERT INTO terminations
+		(grp, instance_id, instance, kind, duration_ns, planned, executed, at, outcome, reason, error, recovery_ns)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		t.Group, t.Instance.ID, string(inst), string(t.Action.Kind), int64(t.Action.Duration),
 		nullTime(t.Planned), nullTime(t.Executed), formatTime(t.At()),
-		string(t.Outcome), string(t.Reason), t.Error)
+		string(t.Outcome), string(t.Reason), t.Error, nullDuration(t.Recovery))
 	if err != nil {
-		return fmt.Errorf("records: record termination of group %q: %w", t.Group, err)
+		return 0, fmt.Errorf("records: record termination of group %q: %w", t.Group, err)
 	}
-	return nil
+	id, err := res.LastInsertId()
+	if err != nil {
+		return 0, fmt.Errorf("records: ID of the termination of group %q: %w", t.Group, err)
+	}
+	return id, nil
+}
+
+func nullDuration(d time.Duration) sql.NullInt64 {
+	return sql.NullInt64{Int64: int64(d), Valid: d != 0}
 }
 
 // Terminations returns the terminations q selects, oldest first. Since
@@ -189,7 +211,7 @@ func queryTerminations(ctx context.Context, db execer, q chaos.Query, countingOn
 		where = append(where, "(outcome IN (?, ?) OR (outcome = ? AND reason = ?))")
 		args = append(args, string(chaos.Executed), string(chaos.Failed), string(chaos.Skipped), string(chaos.Leashed))
 	}
-	query := `SELECT grp, instance, kind, duration_ns, planned, executed, outcome, reason, error
+	query := `SELECT id, grp, instance, kind, duration_ns, planned, executed, outcome, reason, error, recovery_ns
 		FROM terminations`
 	if len(where) > 0 {
 		query += " WHERE " + strings.Join(where, " AND ")
@@ -221,8 +243,9 @@ func scanTermination(rows *sql.Rows) (chaos.Termination, error) {
 		dur               int64
 		planned, executed sql.NullString
 		outcome, reason   string
+		recovery          sql.NullInt64
 	)
-	if err := rows.Scan(&t.Group, &inst, &kind, &dur, &planned, &executed, &outcome, &reason, &t.Error); err != nil {
+	if err := rows.Scan(&t.ID, &t.Group, &inst, &kind, &dur, &planned, &executed, &outcome, &reason, &t.Error, &recovery); err != nil {
 		return t, fmt.Errorf("records: read termination: %w", err)
 	}
 	if err := json.Unmarshal([]byte(inst), &t.Instance); err != nil {
@@ -230,6 +253,7 @@ func scanTermination(rows *sql.Rows) (chaos.Termination, error) {
 	}
 	t.Action = chaos.Action{Kind: chaos.Kind(kind), Duration: time.Duration(dur)}
 	t.Outcome, t.Reason = chaos.Outcome(outcome), chaos.Reason(reason)
+	t.Recovery = time.Duration(recovery.Int64)
 	var err error
 	if t.Planned, err = parseNullTime(planned); err != nil {
 		return t, fmt.Errorf("records: termination of group %q: planned: %w", t.Group, err)
@@ -244,8 +268,11 @@ func scanTermination(rows *sql.Rows) (chaos.Termination, error) {
 // reads kill's group's history (its terminations that count against the
 // gap and the daily maximum, oldest first), asks admit, and records kill
 // executed at now: with kill's own Outcome (Executed when empty) if admit
-// says yes, or as Skipped with admit's reason if not. The returned
-// termination is what was recorded.
+// says yes, or as Skipped with admit's reason if not. While the global stop
+// is on (SetStopped) admit is not asked and the kill is recorded as Skipped
+// with reason stopped: the stop is read in the same transaction, so no kill
+// admitted after a stop has been recorded. The returned termination is what
+// was recorded, with its ID.
 //
 // The transaction starts with BEGIN IMMEDIATE, which takes the database's
 // write lock before reading: a second monkey on the same file waits until
@@ -282,18 +309,24 @@ func (s *Store) RecordIfAdmitted(ctx context.Context, kill chaos.Termination, no
 			conn.ExecContext(context.Background(), "ROLLBACK")
 		}
 	}()
+	stopped, err := readStopped(ctx, conn)
+	if err != nil {
+		return kill, err
+	}
 	history, err := queryTerminations(ctx, conn, chaos.Query{Group: kill.Group}, true)
 	if err != nil {
 		return kill, err
 	}
-	if ok, why := admit(history); ok {
+	if stopped {
+		kill.Outcome, kill.Reason, kill.Error = chaos.Skipped, chaos.Stopped, ""
+	} else if ok, why := admit(history); ok {
 		if kill.Outcome == "" {
 			kill.Outcome = chaos.Executed
 		}
 	} else {
 		kill.Outcome, kill.Reason, kill.Error = chaos.Skipped, why, ""
 	}
-	if err := insertTermination(ctx, conn, kill); err != nil {
+	if kill.ID, err = insertTermination(ctx, conn, kill); err != nil {
 		return kill, err
 	}
 	if _, err := conn.ExecContext(ctx, "COMMIT"); err != nil {
@@ -303,55 +336,68 @@ func (s *Store) RecordIfAdmitted(ctx context.Context, kill chaos.Termination, no
 	return kill, nil
 }
 
-// SetOutcome corrects the outcome, reason, error and instance of a recorded
-// termination, found by its group and executed time (as RecordIfAdmitted
-// returned it): the daemon records a kill as executed when it is admitted,
-// and only then learns whether the action worked. If several records match,
-// the latest is changed.
+// SetOutcome corrects the outcome, reason, error and instance of the
+// recorded termination t.ID (as RecordIfAdmitted returned it): the daemon
+// records a kill as executed when it is admitted, and only then learns
+// whether the action worked.
 func (s *Store) SetOutcome(ctx context.Context, t chaos.Termination) error {
 	inst, err := json.Marshal(t.Instance)
 	if err != nil {
 		return fmt.Errorf("records: encode instance %q: %w", t.Instance.ID, err)
 	}
-	return s.updateOne(ctx, t.Group, t.Executed, "outcome = ?, reason = ?, error = ?, instance_id = ?, instance = ?",
+	return s.updateOne(ctx, t.ID, "outcome = ?, reason = ?, error = ?, instance_id = ?, instance = ?",
 		string(t.Outcome), string(t.Reason), t.Error, t.Instance.ID, string(inst))
 }
 
 // SetRecovery records how long the group took to recover after the
-// termination of group executed at executed.
-func (s *Store) SetRecovery(ctx context.Context, group string, executed time.Time, recovery time.Duration) error {
-	return s.updateOne(ctx, group, executed, "recovery_ns = ?", int64(recovery))
+// termination id.
+func (s *Store) SetRecovery(ctx context.Context, id int64, recovery time.Duration) error {
+	return s.updateOne(ctx, id, "recovery_ns = ?", int64(recovery))
 }
 
-// Recovery returns the recovery time recorded for the termination of group
-// executed at executed; ok is false while none is recorded.
-func (s *Store) Recovery(ctx context.Context, group string, executed time.Time) (d time.Duration, ok bool, err error) {
-	var ns sql.NullInt64
-	err = s.db.QueryRowContext(ctx, `SELECT recovery_ns FROM terminations
-		WHERE grp = ? AND executed = ? ORDER BY id DESC LIMIT 1`, group, formatTime(executed)).Scan(&ns)
-	if errors.Is(err, sql.ErrNoRows) {
-		return 0, false, fmt.Errorf("records: no termination of group %q executed at %s", group, formatTime(executed))
-	}
+func (s *Store) updateOne(ctx context.Context, id int64, set string, args ...any) error {
+	res, err := s.db.ExecContext(ctx, `UPDATE terminations SET `+set+` WHERE id = ?`, append(args, id)...)
 	if err != nil {
-		return 0, false, fmt.Errorf("records: read recovery of group %q: %w", group, err)
-	}
-	return time.Duration(ns.Int64), ns.Valid, nil
-}
-
-func (s *Store) updateOne(ctx context.Context, group string, executed time.Time, set string, args ...any) error {
-	if executed.IsZero() {
-		return fmt.Errorf("records: termination of group %q has no executed time to find it by", group)
-	}
-	args = append(args, group, formatTime(executed))
-	res, err := s.db.ExecContext(ctx, `UPDATE terminations SET `+set+` WHERE id =
-		(SELECT id FROM terminations WHERE grp = ? AND executed = ? ORDER BY id DESC LIMIT 1)`, args...)
-	if err != nil {
-		return fmt.Errorf("records: update termination of group %q: %w", group, err)
+		return fmt.Errorf("records: update termination %d: %w", id, err)
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
-		return fmt.Errorf("records: no termination of group %q executed at %s", group, formatTime(executed))
+		return fmt.Errorf("records: no termination %d", id)
 	}
 	return nil
+}
+
+// SetStopped turns the global stop on or off. It persists, so that a stop
+// outlives the daemon and blocks every monkey sharing the database.
+func (s *Store) SetStopped(ctx context.Context, stopped bool) error {
+	v := "0"
+	if stopped {
+		v = "1"
+	}
+	if _, err := s.db.ExecContext(ctx, `INSERT INTO state (key, value) VALUES ('stopped', ?)
+		ON CONFLICT (key) DO UPDATE SET value = excluded.value`, v); err != nil {
+		return fmt.Errorf("records: set the global stop: %w", err)
+	}
+	return nil
+}
+
+// Stopped reports whether the global stop is on.
+func (s *Store) Stopped(ctx context.Context) (bool, error) { return readStopped(ctx, s.db) }
+
+func readStopped(ctx context.Context, db execer) (bool, error) {
+	rows, err := db.QueryContext(ctx, `SELECT value FROM state WHERE key = 'stopped'`)
+	if err != nil {
+		return false, fmt.Errorf("records: read the global stop: %w", err)
+	}
+	defer rows.Close()
+	stopped := false
+	for rows.Next() {
+		var v string
+		if err := rows.Scan(&v); err != nil {
+			return false, fmt.Errorf("records: read the global stop: %w", err)
+		}
+		stopped = v == "1"
+	}
+	return stopped, rows.Err()
 }
 
 // RecordPlan stores day's plan, replacing any plan stored for that day

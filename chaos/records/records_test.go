@@ -62,6 +62,10 @@ func TestRoundTrip(t *testing.T) {
 			t.Errorf("%d: times %v %v, want %v %v", i, got[i].Planned, got[i].Executed, w.Planned, w.Executed)
 		}
 		got[i].Planned, got[i].Executed, w.Planned, w.Executed = time.Time{}, time.Time{}, time.Time{}, time.Time{}
+		if got[i].ID != int64(i+1) {
+			t.Errorf("%d: ID %d, want %d", i, got[i].ID, i+1)
+		}
+		got[i].ID = 0
 		if !reflect.DeepEqual(got[i], w) {
 			t.Errorf("%d: got %+v, want %+v", i, got[i], w)
 		}
@@ -209,25 +213,50 @@ func TestRecordIfAdmittedAndSetOutcome(t *testing.T) {
 	if err != nil || got.Outcome != chaos.Executed {
 		t.Fatalf("admitted kill: %+v, %v", got, err)
 	}
+	if got.ID == 0 {
+		t.Fatal("the admitted kill has no ID")
+	}
 	got.Outcome, got.Error = chaos.Failed, "kill: no such process"
 	if err := s.SetOutcome(ctx, got); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.SetRecovery(ctx, "web", later, 42*time.Second); err != nil {
+	if err := s.SetRecovery(ctx, got.ID, 42*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if d, ok, err := s.Recovery(ctx, "web", later); err != nil || !ok || d != 42*time.Second {
-		t.Errorf("Recovery = %v, %v, %v", d, ok, err)
-	}
-	if _, ok, err := s.Recovery(ctx, "web", base); err != nil || ok {
-		t.Errorf("unmeasured recovery: %v, %v", ok, err)
-	}
 	all, _ := s.Terminations(ctx, chaos.Query{Group: "web", Since: later})
-	if len(all) != 1 || all[0].Outcome != chaos.Failed || all[0].Error != "kill: no such process" {
-		t.Errorf("after SetOutcome: %+v", all)
+	if len(all) != 1 || all[0].ID != got.ID || all[0].Outcome != chaos.Failed || all[0].Error != "kill: no such process" || all[0].Recovery != 42*time.Second {
+		t.Errorf("after SetOutcome and SetRecovery: %+v", all)
 	}
-	if err := s.SetRecovery(ctx, "web", base.Add(time.Minute), time.Second); err == nil {
+	if all, _ := s.Terminations(ctx, chaos.Query{Group: "web"}); all[0].Recovery != 0 {
+		t.Errorf("unmeasured recovery read as %v", all[0].Recovery)
+	}
+	if err := s.SetRecovery(ctx, got.ID+100, time.Second); err == nil {
 		t.Error("SetRecovery of a missing termination did not fail")
+	}
+}
+
+// The global stop persists and is read inside RecordIfAdmitted's
+// transaction: a stopped kill is recorded as skipped (stopped) without
+// asking admit.
+func TestStopInAdmission(t *testing.T) {
+	ctx := context.Background()
+	s := tempStore(t, 0)
+	if on, err := s.Stopped(ctx); on || err != nil {
+		t.Fatalf("new store: stopped %v, %v", on, err)
+	}
+	if err := s.SetStopped(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	asked := false
+	admit := func([]chaos.Termination) (bool, chaos.Reason) { asked = true; return true, "" }
+	kill := chaos.Termination{Group: "web", Action: chaos.Action{Kind: chaos.Terminate}}
+	got, err := s.RecordIfAdmitted(ctx, kill, base, admit)
+	if err != nil || got.Outcome != chaos.Skipped || got.Reason != chaos.Stopped || asked {
+		t.Fatalf("while stopped: %+v, %v, admit asked %v", got, err, asked)
+	}
+	s.SetStopped(ctx, false)
+	if got, _ = s.RecordIfAdmitted(ctx, kill, base.Add(time.Hour), admit); got.Outcome != chaos.Executed || !asked {
+		t.Fatalf("after resume: %+v", got)
 	}
 }
 
