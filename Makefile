@@ -19,7 +19,7 @@ build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/troop
 
 test:
-	@scripts/need redis-server redis-cli redis-benchmark
+	@scripts/need redis-server redis-cli redis-benchmark chromium
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt would change:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 10m ./...
@@ -33,7 +33,7 @@ fuzz:
 
 demo: build
 	@scripts/need redis-server
-	$(BIN) demo
+	$(BIN) run --out .troop/run
 
 bench: build
 	@scripts/need redis-server redis-benchmark nutcracker

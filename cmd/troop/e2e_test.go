@@ -59,7 +59,7 @@ func need(t *testing.T, tool string) string {
 	t.Helper()
 	p, err := exec.LookPath(tool)
 	if err != nil {
-		t.Fatalf("%s not found on PATH: install redis-tools (make test does this when run as root)", tool)
+		t.Fatalf("%s not found on PATH: install its Debian package (make test does this when run as root)", tool)
 	}
 	return p
 }

@@ -1,0 +1,124 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"github.com/spf13/cobra"
+	"github.com/troop-lab/troop/report"
+	"github.com/troop-lab/troop/suite"
+)
+
+func init() { subcommands = append(subcommands, newRunCmd) }
+
+func newRunCmd() *cobra.Command {
+	var (
+		quick, strict bool
+		out, labDir   string
+		seed          uint64
+	)
+	cmd := &cobra.Command{
+		Use:   "run [--quick] [--out DIR] [--lab DIR]",
+		Short: "Run the whole suite against a lab cluster and write one report",
+		Long: `Start a lab cluster (1 datacenter x 3 racks x 1 node), or use a running one
+(--lab), and run the suite: a baseline benchmark at DC_ONE and DC_QUORUM, a
+run at DC_QUORUM during which the chaos monkey terminates a node and the lab
+replaces it, an audit of every acknowledged write, a linearizability check of
+a register workload per level, and lineage-driven fault injection. Write
+DIR/report.html (self-contained) and DIR/report.json. --quick takes about a
+minute; the default a few. See docs/run.md.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg := suite.DefaultConfig()
+			if quick {
+				cfg = suite.QuickConfig()
+			}
+			cfg.Seed, cfg.Lab, cfg.Version = seed, labDir, version
+			cfg.Dir = filepath.Join(out, "lab")
+			if isTerminal(os.Stderr) {
+				cfg.Progress = os.Stderr
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			rep, err := runSuite(ctx, cfg, out, os.Stdout)
+			if err != nil {
+				return fmt.Errorf("run: %w", err)
+			}
+			if strict && !rep.Verdict.OK {
+				return fmt.Errorf("run: %d finding(s) broke (--strict)", len(rep.Verdict.Broke))
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.BoolVar(&quick, "quick", false, "a short run, about a minute")
+	f.StringVar(&out, "out", ".troop/run", "directory for the report, its JSON and the lab")
+	f.StringVar(&labDir, "lab", "", "use the lab running in this directory (troop lab up) instead of starting one")
+	f.Uint64Var(&seed, "seed", 1, "seed of the workloads and of the chaos monkey's choice")
+	f.BoolVar(&strict, "strict", false, "exit with status 1 when the verdict says something broke")
+	return cmd
+}
+
+// runSuite runs the suite, writes OUT/report.html and OUT/report.json, and
+// prints the verdict and where the report is.
+func runSuite(ctx context.Context, cfg suite.Config, out string, stdout io.Writer) (*suite.Report, error) {
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return nil, err
+	}
+	rep, err := suite.Run(ctx, cfg, stdout)
+	if err != nil {
+		return nil, err
+	}
+	htmlPath, jsonPath := filepath.Join(out, "report.html"), filepath.Join(out, "report.json")
+	if err := writeReport(rep, htmlPath, jsonPath); err != nil {
+		return nil, err
+	}
+	printVerdict(stdout, rep)
+	fmt.Fprintf(stdout, "\nreport: %s\n  data: %s\n", htmlPath, jsonPath)
+	return rep, nil
+}
+
+func writeReport(rep *suite.Report, htmlPath, jsonPath string) error {
+	hf, err := os.Create(htmlPath)
+	if err != nil {
+		return err
+	}
+	if err := report.WriteHTML(hf, rep); err != nil {
+		hf.Close()
+		return err
+	}
+	if err := hf.Close(); err != nil {
+		return err
+	}
+	data, err := json.MarshalIndent(rep, "", " ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(jsonPath, append(data, '\n'), 0o644)
+}
+
+func printVerdict(w io.Writer, rep *suite.Report) {
+	if rep.Verdict.OK {
+		fmt.Fprintln(w, "\nverdict: everything troop checked held")
+	} else {
+		fmt.Fprintf(w, "\nverdict: %d finding(s) broke\n", len(rep.Verdict.Broke))
+	}
+	for _, s := range rep.Verdict.Broke {
+		fmt.Fprintln(w, "  BROKE  ", s)
+	}
+	for _, s := range rep.Verdict.Held {
+		fmt.Fprintln(w, "  held   ", s)
+	}
+	for _, s := range rep.Verdict.Notes {
+		fmt.Fprintln(w, "  note   ", s)
+	}
+	for _, s := range rep.Skipped {
+		fmt.Fprintln(w, "  not run", s)
+	}
+}

@@ -1,0 +1,137 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/troop-lab/troop/internal/testlab"
+	"github.com/troop-lab/troop/suite"
+)
+
+// troop run --quick produces the HTML report and the JSON with every
+// section, and the report opens in a real headless Chromium with no console
+// error and every chart drawn.
+func TestRunQuickReport(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	out := t.TempDir()
+	cfg := suite.QuickConfig()
+	cfg.Troop, cfg.Dir, cfg.Version = testlab.Troop(t), filepath.Join(out, "lab"), "test"
+	var stdout strings.Builder
+	rep, err := runSuite(ctx, cfg, out, &stdout)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stdout.String())
+	}
+	t.Log("\n" + stdout.String())
+
+	var js map[string]json.RawMessage
+	data, err := os.ReadFile(filepath.Join(out, "report.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, &js); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"seed", "config", "verdict", "baseline", "failure", "durability", "consistency"} {
+		if len(js[k]) == 0 || string(js[k]) == "null" {
+			t.Errorf("report.json lacks %q", k)
+		}
+	}
+	if len(rep.Baseline) != 2 || rep.Failure == nil || rep.Durability == nil || len(rep.Consistency) != 2 {
+		t.Fatalf("report lacks phases: %d baselines, failure %v, durability %v, %d consistency", len(rep.Baseline), rep.Failure != nil, rep.Durability != nil, len(rep.Consistency))
+	}
+	if rep.Failure.RecoverySeconds <= 0 || len(rep.Failure.Events) != 2 {
+		t.Errorf("failure phase: recovery %.1f s, events %v", rep.Failure.RecoverySeconds, rep.Failure.Events)
+	}
+	if rep.Durability.Keys == 0 {
+		t.Error("the durability audit read back no key")
+	}
+
+	html, err := os.ReadFile(filepath.Join(out, "report.html"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{`id="verdict"`, `id="baseline"`, `id="failure"`, `id="chaos"`, `id="durability"`, `id="consistency"`, `id="ldfi"`, `id="config"`} {
+		if !strings.Contains(string(html), id) {
+			t.Errorf("report.html lacks the section %s", id)
+		}
+	}
+	for _, external := range []string{"<script", "src=\"http", "href=\"http", "@import", "url("} {
+		if strings.Contains(string(html), external) {
+			t.Errorf("report.html is not self-contained: it has %q", external)
+		}
+	}
+	openInBrowser(t, filepath.Join(out, "report.html"), 5)
+}
+
+// openInBrowser loads the report in headless Chromium, fails on any console
+// error or exception, checks the number of charts drawn, and saves a
+// screenshot to $TROOP_ARTIFACTS (default .troop/artifacts in the module).
+func openInBrowser(t *testing.T, path string, charts int) {
+	t.Helper()
+	browser := need(t, "chromium")
+	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(browser), chromedp.NoSandbox, chromedp.WindowSize(1000, 1400))...)
+	defer cancelAlloc()
+	ctx, cancel := chromedp.NewContext(alloc)
+	defer cancel()
+
+	// The first Run starts the browser; it lives as long as ctx.
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatalf("chromium: %v", err)
+	}
+	var problems []string
+	collected := make(chan struct{})
+	consoleCtx, stopConsole := context.WithCancel(ctx)
+	messages := chromedp.Console(consoleCtx)
+	go func() {
+		defer close(collected)
+		for m, err := range messages {
+			if err != nil {
+				return
+			}
+			if m.Type == chromedp.ConsoleError || m.IsException() {
+				problems = append(problems, m.String())
+			}
+		}
+	}()
+	step, stepCancel := context.WithTimeout(ctx, time.Minute)
+	defer stepCancel()
+	if err := chromedp.Do(step, chromedp.Navigate("file://"+path), chromedp.WaitVisible("#config")); err != nil {
+		t.Fatalf("chromium: %v", err)
+	}
+	drawn, err := chromedp.Run(step, chromedp.Evaluate[int](`[...document.querySelectorAll("svg.chart")].filter(s => s.getBBox().width > 0 && s.querySelector("polyline, circle")).length`))
+	if err != nil {
+		t.Fatalf("chromium: %v", err)
+	}
+	shot, err := chromedp.Run(step, chromedp.FullScreenshot(80))
+	if err != nil {
+		t.Fatalf("chromium: %v", err)
+	}
+	stopConsole()
+	<-collected
+	if len(problems) > 0 {
+		t.Errorf("the report caused browser errors: %v", problems)
+	}
+	if drawn != charts {
+		t.Errorf("%d charts drawn, want %d", drawn, charts)
+	}
+	dir := os.Getenv("TROOP_ARTIFACTS")
+	if dir == "" {
+		dir = filepath.Join("..", "..", ".troop", "artifacts")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	png := filepath.Join(dir, "report.png")
+	if err := os.WriteFile(png, shot, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot of the report: %s", png)
+}

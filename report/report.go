@@ -1,0 +1,173 @@
+// Package report renders a `troop run` report as one self-contained HTML
+// file: no scripts, fonts or styles from elsewhere, charts as inline SVG.
+// It is pure: a suite.Report in, HTML out.
+package report
+
+import (
+	"bytes"
+	_ "embed"
+	"encoding/json"
+	"fmt"
+	"html/template"
+	"io"
+	"strings"
+
+	"github.com/troop-lab/troop/bench"
+	"github.com/troop-lab/troop/suite"
+)
+
+//go:embed report.html.tmpl
+var pageSource string
+
+var page = template.Must(template.New("report").Funcs(template.FuncMap{
+	"ms":  func(v float64) string { return fmt.Sprintf("%.3f", v) },
+	"f1":  func(v float64) string { return fmt.Sprintf("%.1f", v) },
+	"int": func(v float64) string { return fmt.Sprintf("%.0f", v) },
+	"svg": func(s string) template.HTML { return template.HTML(s) }, // built by this package, text escaped
+}).Parse(pageSource))
+
+// WriteHTML renders rep.
+func WriteHTML(w io.Writer, rep *suite.Report) error {
+	v, err := newView(rep)
+	if err != nil {
+		return err
+	}
+	var buf bytes.Buffer
+	if err := page.Execute(&buf, v); err != nil {
+		return err
+	}
+	_, err = w.Write(buf.Bytes())
+	return err
+}
+
+// view is what the template shows, computed from the report.
+type view struct {
+	R           *suite.Report
+	Title       string
+	Baseline    []benchView
+	Ratio       string // DC_QUORUM over DC_ONE throughput
+	Failure     *failureView
+	Consistency []consistencyView
+	ConfigJSON  string
+}
+
+type benchView struct {
+	Level string
+	Rows  []bench.Row // totals per task, then the overall total
+	Chart string
+}
+
+type failureView struct {
+	*suite.FailurePhase
+	Throughput, Latency, Timeline string
+	Rows                          []bench.Row
+}
+
+type consistencyView struct {
+	suite.ConsistencyPhase
+	Linearizable string
+	Good         bool
+}
+
+// The palette: readable on white, distinct for the color blind.
+const (
+	blue   = "#1f77b4"
+	orange = "#e8710a"
+	red    = "#c5221f"
+	green  = "#188038"
+	grey   = "#5f6368"
+)
+
+func newView(rep *suite.Report) (*view, error) {
+	v := &view{R: rep, Title: "troop run: " + rep.Cluster}
+	for i, b := range rep.Baseline {
+		series := suite.MergeSeries(b.Result)
+		v.Baseline = append(v.Baseline, benchView{
+			Level: b.Level, Rows: withTotal(b.Result.Totals),
+			Chart: lineChart(fmt.Sprintf("baseline-%d", i), "Throughput at "+b.Level, "ops/s",
+				[]line{{Name: "ops/s", Color: blue, Values: field(series, func(p bench.Point) float64 { return float64(p.Ops) })}}, nil),
+		})
+	}
+	if one, q := sum(rep.Baseline, "DC_ONE"), sum(rep.Baseline, "DC_QUORUM"); one > 0 && q > 0 {
+		v.Ratio = fmt.Sprintf("%.2f", q/one)
+	}
+	if f := rep.Failure; f != nil {
+		series := suite.MergeSeries(f.Result)
+		fault := []band{{From: f.KillSecond, To: f.RecoveredSecond, Label: f.Node + " down"}}
+		var evs []event
+		for _, e := range f.Events {
+			color := green
+			if strings.Contains(e.What, "terminate") {
+				color = red
+			}
+			evs = append(evs, event{Second: e.Second, What: e.What, Color: color})
+		}
+		seconds := float64(len(series))
+		v.Failure = &failureView{
+			FailurePhase: f,
+			Rows:         withTotal(f.Result.Totals),
+			Throughput: lineChart("fault-throughput", "Throughput and failed requests during the fault", "per second", []line{
+				{Name: "ops/s", Color: blue, Values: field(series, func(p bench.Point) float64 { return float64(p.Ops) })},
+				{Name: "errors/s", Color: red, Values: field(series, func(p bench.Point) float64 { return float64(p.Errors) })},
+				{Name: "fails/s", Color: orange, Values: field(series, func(p bench.Point) float64 { return float64(p.Fails) })},
+			}, fault),
+			Latency: lineChart("fault-latency", "Response time during the fault (worst task each second)", "ms", []line{
+				{Name: "p50", Color: green, Values: field(series, func(p bench.Point) float64 { return p.P50 })},
+				{Name: "p99", Color: orange, Values: field(series, func(p bench.Point) float64 { return p.P99 })},
+			}, fault),
+			Timeline: timeline("chaos-timeline", "Chaos timeline", seconds, evs),
+		}
+	}
+	for _, c := range rep.Consistency {
+		cv := consistencyView{ConsistencyPhase: c, Good: c.Verdict.Result == "Ok"}
+		switch c.Verdict.Result {
+		case "Ok":
+			cv.Linearizable = "linearizable"
+		case "Illegal":
+			cv.Linearizable = "not linearizable"
+		default:
+			cv.Linearizable = "undecided (the check ran out of time)"
+		}
+		v.Consistency = append(v.Consistency, cv)
+	}
+	cfg, err := json.MarshalIndent(rep.Config, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	v.ConfigJSON = string(cfg)
+	return v, nil
+}
+
+func field(ps []bench.Point, f func(bench.Point) float64) []float64 {
+	out := make([]float64, len(ps))
+	for i, p := range ps {
+		out[i] = f(p)
+	}
+	return out
+}
+
+// withTotal appends VTest's summary Total row: throughput, errors and
+// fails summed over the tasks (latencies are per task only).
+func withTotal(rows []bench.Row) []bench.Row {
+	t := bench.Row{Task: "Total"}
+	for _, r := range rows {
+		t.Count += r.Count
+		t.Errors += r.Errors
+		t.Fails += r.Fails
+		t.ReqPerSec += r.ReqPerSec
+	}
+	return append(append([]bench.Row(nil), rows...), t)
+}
+
+func sum(phases []suite.BenchPhase, level string) float64 {
+	for _, p := range phases {
+		if p.Level == level {
+			var s float64
+			for _, r := range p.Result.Totals {
+				s += r.ReqPerSec
+			}
+			return s
+		}
+	}
+	return 0
+}

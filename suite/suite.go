@@ -1,0 +1,451 @@
+// Package suite is `troop run`: the whole resilience suite against one
+// cluster, ending in one report. The phases, in order:
+//
+//  1. baseline: the Dynomite benchmark's mix (80:20 GET:SET, 1 KB values)
+//     at DC_ONE, then at DC_QUORUM;
+//  2. failure under load: a mixed run at DC_QUORUM during which the chaos
+//     monkey terminates one node and the lab replaces it;
+//  3. durability audit: every key the failure phase wrote, read back at
+//     DC_QUORUM against the model of acknowledged writes;
+//  4. consistency: a register workload per level, each key's history checked
+//     for linearizability, stale reads counted;
+//  5. lineage-driven fault injection on the store's GET and SET.
+//
+// Run returns a Report; package report renders it as HTML.
+package suite
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/troop-lab/troop/bench"
+	"github.com/troop-lab/troop/chaos"
+	"github.com/troop-lab/troop/chaos/labchaos"
+	"github.com/troop-lab/troop/check"
+	"github.com/troop-lab/troop/client"
+	"github.com/troop-lab/troop/lab"
+)
+
+// Config is everything a suite run depends on; it is recorded in the report.
+type Config struct {
+	Quick bool   `json:"quick"`
+	Seed  uint64 `json:"seed"`
+	// Dir holds the lab the run starts (configs, data, logs).
+	Dir string `json:"dir"`
+	// Lab, if set, is the directory of a lab already running (troop lab up):
+	// the run uses it instead of starting one.
+	Lab string `json:"lab,omitempty"`
+	// Troop is the binary the lab's nodes run; "" for this executable.
+	Troop string `json:"-"`
+	// NodeCommand, if set, is the command line of each node of a lab the
+	// run starts (lab.Spec.NodeCommand): tests plant bugs with it.
+	NodeCommand func(n lab.Node) []string `json:"-"`
+
+	Keys           uint64         `json:"keys"`
+	ValueSize      int            `json:"value_size"`
+	ReadersPerNode int            `json:"readers_per_node"`
+	WritersPerNode int            `json:"writers_per_node"`
+	Baseline       time.Duration  `json:"baseline"`      // per level
+	Fault          time.Duration  `json:"fault"`         // the failure phase's whole run
+	KillAt         time.Duration  `json:"kill_at"`       // into the failure phase
+	ReplaceAfter   time.Duration  `json:"replace_after"` // the lab's replacement delay
+	FaultRate      float64        `json:"fault_rate"`    // open-loop ops/s of the failure phase; 0 = 60% of baseline DC_QUORUM
+	Register       RegisterConfig `json:"register"`
+	Levels         []string       `json:"levels"` // of the baseline and the consistency phase
+
+	Version  string    `json:"troop_version"`
+	Progress io.Writer `json:"-"` // bench's progress line; nil = quiet
+}
+
+// DefaultConfig is the full run: a few minutes on a laptop.
+func DefaultConfig() Config {
+	reg := DefaultRegisterConfig()
+	return Config{
+		Seed: 1, Dir: ".troop/run/lab", Keys: 100_000, ValueSize: 1024,
+		ReadersPerNode: 32, WritersPerNode: 8,
+		Baseline: 20 * time.Second, Fault: 40 * time.Second, KillAt: 10 * time.Second,
+		ReplaceAfter: 5 * time.Second, Register: reg,
+		Levels: []string{"DC_ONE", "DC_QUORUM"},
+	}
+}
+
+// QuickConfig finishes in about a minute.
+func QuickConfig() Config {
+	c := DefaultConfig()
+	c.Quick = true
+	c.Keys = 10_000
+	c.ReadersPerNode, c.WritersPerNode = 8, 2
+	c.Baseline, c.Fault, c.KillAt, c.ReplaceAfter = 5*time.Second, 15*time.Second, 4*time.Second, 2*time.Second
+	c.Register.Duration, c.Register.Ops = 4*time.Second, 150
+	return c
+}
+
+// Report is what a run found; it is written as JSON and rendered as HTML.
+type Report struct {
+	Troop       string             `json:"troop_version"`
+	Seed        uint64             `json:"seed"`
+	Config      Config             `json:"config"`
+	Cluster     string             `json:"cluster"`
+	Started     time.Time          `json:"started"`
+	Finished    time.Time          `json:"finished"`
+	Verdict     Verdict            `json:"verdict"`
+	Baseline    []BenchPhase       `json:"baseline"`
+	Failure     *FailurePhase      `json:"failure,omitempty"`
+	Durability  *bench.AuditResult `json:"durability,omitempty"`
+	Consistency []ConsistencyPhase `json:"consistency"`
+	LDFI        *LDFIPhase         `json:"ldfi,omitempty"`
+	Skipped     []string           `json:"skipped,omitempty"` // phases not run, and why
+}
+
+// BenchPhase is one benchmark run at one level.
+type BenchPhase struct {
+	Level  string        `json:"level"`
+	Result *bench.Result `json:"result"`
+}
+
+// FailurePhase is the mixed run during which one node was terminated.
+type FailurePhase struct {
+	BenchPhase
+	Node   string  `json:"node"`   // the node terminated
+	Events []Event `json:"events"` // the chaos timeline, seconds into the phase
+	// KillSecond and RecoveredSecond bound the fault, in seconds into the
+	// phase; RecoverySeconds is the time from the kill until the lab's
+	// replacement answered PING.
+	KillSecond      float64 `json:"kill_second"`
+	RecoveredSecond float64 `json:"recovered_second"`
+	RecoverySeconds float64 `json:"recovery_seconds"`
+	// During sums the seconds from the kill to the recovery.
+	During Window `json:"during"`
+	Before Window `json:"before"`
+	After  Window `json:"after"`
+	// ErrorFreeSecond is the first second after the kill from which no
+	// request failed until the end of the phase; -1 if none.
+	ErrorFreeSecond int `json:"error_free_second"`
+}
+
+// Window sums the per-second series over a span of seconds.
+type Window struct {
+	Seconds  int     `json:"seconds"`
+	Ops      int64   `json:"ops"`
+	Errors   int64   `json:"errors"`
+	Fails    int64   `json:"fails"`
+	MaxP99ms float64 `json:"max_p99_ms"`
+}
+
+// Event is one moment of the chaos timeline.
+type Event struct {
+	Second float64 `json:"second"`
+	What   string  `json:"what"`
+}
+
+// ConsistencyPhase is the register workload at one level and its verdict.
+type ConsistencyPhase struct {
+	Level   string         `json:"level"`
+	Config  RegisterConfig `json:"config"`
+	Verdict check.Verdict  `json:"verdict"`
+}
+
+// LDFIPhase is what lineage-driven fault injection found for each class.
+type LDFIPhase struct {
+	Classes []LDFIClass `json:"classes"`
+}
+
+// LDFIClass is one request class's search.
+type LDFIClass struct {
+	Name        string     `json:"name"`
+	FailureSets [][]string `json:"failure_sets"`
+	Replay      []string   `json:"replay"` // one command per failure set
+	Experiments int        `json:"experiments"`
+	Coverage    string     `json:"coverage"`
+}
+
+// Verdict says, in sentences, what held and what broke.
+type Verdict struct {
+	OK    bool     `json:"ok"`
+	Held  []string `json:"held"`
+	Broke []string `json:"broke"`
+	Notes []string `json:"notes,omitempty"` // observations that are neither
+}
+
+// Run runs the suite. progress gets one line per phase. A phase that fails
+// to run ends the run with an error; what a phase finds goes in the report.
+func Run(ctx context.Context, cfg Config, progress io.Writer) (*Report, error) {
+	if progress == nil {
+		progress = io.Discard
+	}
+	rep := &Report{Troop: cfg.Version, Seed: cfg.Seed, Config: cfg, Started: time.Now()}
+	step := func(n int, format string, args ...any) {
+		fmt.Fprintf(progress, "[%d/6 %5.1fs] %s\n", n, time.Since(rep.Started).Seconds(), fmt.Sprintf(format, args...))
+	}
+
+	cl, err := openCluster(ctx, cfg, step)
+	if err != nil {
+		return nil, err
+	}
+	defer cl.close()
+	rep.Cluster = cl.describe()
+
+	for _, level := range cfg.Levels {
+		step(1, "baseline: mixed 80:20, %d B values, %s at %s", cfg.ValueSize, cfg.Baseline, level)
+		res, _, err := cl.bench(ctx, cfg, level, cfg.Baseline, 0, nil)
+		if err != nil {
+			return nil, fmt.Errorf("baseline at %s: %w", level, err)
+		}
+		rep.Baseline = append(rep.Baseline, BenchPhase{Level: level, Result: res})
+	}
+
+	if cl.terminator == nil {
+		rep.Skipped = append(rep.Skipped, "failure under load and durability audit: the cluster is not a lab troop supervises, so nothing can terminate and replace a node")
+	} else {
+		rate := cfg.FaultRate
+		if rate <= 0 {
+			rate = 0.6 * throughput(rep.Baseline, "DC_QUORUM")
+		}
+		step(2, "failure under load: DC_QUORUM at %.0f ops/s for %s, one node terminated at %s", rate, cfg.Fault, cfg.KillAt)
+		fp, model, err := cl.failurePhase(ctx, cfg, rate)
+		if err != nil {
+			return nil, fmt.Errorf("failure under load: %w", err)
+		}
+		rep.Failure = fp
+		step(3, "durability audit: reading back every key written during the fault at DC_QUORUM")
+		audit, err := cl.audit(ctx, cfg, model)
+		if err != nil {
+			return nil, fmt.Errorf("durability audit: %w", err)
+		}
+		rep.Durability = &audit
+	}
+
+	for i, level := range cfg.Levels {
+		rc := cfg.Register
+		rc.Level, rc.Seed = level, cfg.Seed+uint64(i)
+		rc.Prefix = fmt.Sprintf("troop:register:%d:%s", time.Now().UnixNano(), level)
+		step(4, "consistency: %d clients on %d registers at %s", rc.Clients, rc.Keys, level)
+		hist, err := RunRegisters(ctx, cl.nodes, rc)
+		if err != nil {
+			return nil, fmt.Errorf("consistency at %s: %w", level, err)
+		}
+		rep.Consistency = append(rep.Consistency, ConsistencyPhase{Level: level, Config: rc, Verdict: check.CheckRegisters(hist, 10*time.Second)})
+	}
+
+	step(5, "lineage-driven fault injection")
+	rep.Skipped = append(rep.Skipped, "lineage-driven fault injection: the store's injection points are not built yet (issue 5)")
+
+	step(6, "verdict")
+	rep.Verdict = judge(rep)
+	rep.Finished = time.Now()
+	return rep, ctx.Err()
+}
+
+func throughput(phases []BenchPhase, level string) float64 {
+	for _, p := range phases {
+		if p.Level == level {
+			var ops float64
+			for _, r := range p.Result.Totals {
+				ops += r.ReqPerSec
+			}
+			return ops
+		}
+	}
+	return 1000
+}
+
+// cluster is the store under test, and what can act on it.
+type cluster struct {
+	nodes      []client.Node
+	lab        *lab.Lab // the lab this run started, or nil
+	labDir     string
+	terminator *labchaos.Terminator
+}
+
+func openCluster(ctx context.Context, cfg Config, step func(int, string, ...any)) (*cluster, error) {
+	if cfg.Lab != "" {
+		nodes, err := client.FromLab(cfg.Lab)
+		if err != nil {
+			return nil, err
+		}
+		return &cluster{nodes: nodes, labDir: cfg.Lab, terminator: labchaos.New(cfg.Lab)}, nil
+	}
+	step(0, "starting a lab cluster: 1 datacenter x 3 racks x 1 node in %s", cfg.Dir)
+	if err := os.RemoveAll(cfg.Dir); err != nil {
+		return nil, err
+	}
+	l, err := lab.Start(ctx, lab.Spec{Dir: cfg.Dir, Troop: cfg.Troop, ReplaceAfter: cfg.ReplaceAfter,
+		NodeCommand: cfg.NodeCommand})
+	if err != nil {
+		return nil, err
+	}
+	if err := lab.WaitMeshed(ctx, l.Nodes(), 10*time.Second); err != nil {
+		l.Stop()
+		return nil, err
+	}
+	nodes, err := client.FromLab(cfg.Dir)
+	if err != nil {
+		l.Stop()
+		return nil, err
+	}
+	return &cluster{nodes: nodes, lab: l, labDir: cfg.Dir, terminator: labchaos.NewWith(labchaos.FromLab(l))}, nil
+}
+
+func (c *cluster) close() {
+	if c.lab != nil {
+		c.lab.Stop()
+	}
+}
+
+func (c *cluster) describe() string {
+	return fmt.Sprintf("lab %s: %d nodes", filepath.Clean(c.labDir), len(c.nodes))
+}
+
+// target is a Dyno-style client per rack at level, failing over across
+// racks once, as a Dyno client configured for availability does.
+func (c *cluster) target(level string) (*bench.ClusterTarget, error) {
+	return bench.NewClusterTarget(c.nodes, "", client.Options{ConnsPerNode: 2, Timeout: 2 * time.Second,
+		ReadLevel: level, WriteLevel: level, Retry: client.Retry{Attempts: 1, CrossRack: true}})
+}
+
+// bench runs the mixed job at level; rate 0 is closed loop.
+func (c *cluster) bench(ctx context.Context, cfg Config, level string, d time.Duration, rate float64, model *bench.Model) (*bench.Result, *bench.Model, error) {
+	bc := bench.DefaultConfig()
+	bc.Job, bc.Keys, bc.ValueSize = bench.JobMixed, cfg.Keys, bench.Range{Min: cfg.ValueSize, Max: cfg.ValueSize}
+	bc.Readers, bc.Writers = cfg.ReadersPerNode, cfg.WritersPerNode
+	bc.Duration, bc.Rate, bc.Seed, bc.Consistency = d, rate, cfg.Seed, level
+	bc.Timeout, bc.Version, bc.Progress = 2*time.Second, cfg.Version, cfg.Progress
+	if level == "DC_ONE" {
+		bc.Staleness = 1 // DC_ONE reads may come from a replica an acknowledged write has not reached
+	}
+	t, err := c.target(level)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer t.Close()
+	if model == nil {
+		model = bench.NewModel(bc.Staleness)
+	}
+	res, err := bench.RunModel(ctx, bc, t, nil, model)
+	return res, model, err
+}
+
+func (c *cluster) failurePhase(ctx context.Context, cfg Config, rate float64) (*FailurePhase, *bench.Model, error) {
+	insts, err := c.terminator.Instances(ctx, &chaos.Group{Name: "store", Backend: chaos.Lab})
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(insts) == 0 {
+		return nil, nil, errors.New("no node of the lab is running")
+	}
+	victim := insts[rand.New(rand.NewPCG(cfg.Seed, 2)).IntN(len(insts))]
+	fp := &FailurePhase{Node: victim.ID, ErrorFreeSecond: -1}
+
+	type chaosOutcome struct {
+		events          []Event
+		kill, recovered float64
+		err             error
+	}
+	start := time.Now()
+	chaosDone := make(chan chaosOutcome, 1)
+	go func() {
+		var out chaosOutcome
+		defer func() { chaosDone <- out }()
+		select {
+		case <-ctx.Done():
+			out.err = ctx.Err()
+			return
+		case <-time.After(cfg.KillAt):
+		}
+		at := time.Now()
+		out.kill = at.Sub(start).Seconds()
+		if err := c.terminator.Act(ctx, victim, chaos.Action{Kind: chaos.Terminate}); err != nil {
+			out.err = err
+			return
+		}
+		out.events = append(out.events, Event{out.kill, "chaos monkey terminates " + victim.ID + " (kill -9)"})
+		rctx, cancel := context.WithTimeout(ctx, cfg.ReplaceAfter+time.Minute)
+		defer cancel()
+		if _, err := c.terminator.AwaitRecovery(rctx, victim, at); err != nil {
+			out.err = err
+			return
+		}
+		out.recovered = time.Since(start).Seconds()
+		out.events = append(out.events, Event{out.recovered, fmt.Sprintf("lab replaced %s after its %s delay; it answers PING", victim.ID, cfg.ReplaceAfter)})
+	}()
+	res, model, err := c.bench(ctx, cfg, "DC_QUORUM", cfg.Fault, rate, nil)
+	co := <-chaosDone
+	if err != nil {
+		return nil, nil, err
+	}
+	if co.err != nil {
+		return nil, nil, co.err
+	}
+	fp.Level, fp.Result = "DC_QUORUM", res
+	fp.Events = co.events
+	fp.KillSecond, fp.RecoveredSecond = co.kill, co.recovered
+	fp.RecoverySeconds = co.recovered - co.kill
+	series := MergeSeries(res)
+	k, r := int(co.kill), int(co.recovered)
+	fp.Before = window(series, 0, k)
+	fp.During = window(series, k, r+1)
+	fp.After = window(series, r+1, len(series))
+	for s := len(series) - 1; s >= k; s-- {
+		if series[s].Errors > 0 || series[s].Fails > 0 {
+			break
+		}
+		fp.ErrorFreeSecond = s
+	}
+	return fp, model, nil
+}
+
+// MergeSeries adds up the tasks' per-second points of a one-iteration run.
+// A last second the run did not fill is left out: its low count would read
+// as a drop in throughput.
+func MergeSeries(res *bench.Result) []bench.Point {
+	var out []bench.Point
+	for _, row := range res.Rows {
+		for _, p := range row.Series {
+			if float64(p.T+1) > row.Seconds+0.05 {
+				continue
+			}
+			for len(out) <= p.T {
+				out = append(out, bench.Point{T: len(out)})
+			}
+			o := &out[p.T]
+			o.Ops += p.Ops
+			o.Errors += p.Errors
+			o.Fails += p.Fails
+			// The merged p50 and p99 are the worst task's: a reader of the
+			// report wants to see the slowest operation class's tail.
+			o.P50 = max(o.P50, p.P50)
+			o.P99 = max(o.P99, p.P99)
+		}
+	}
+	return out
+}
+
+func window(series []bench.Point, from, to int) Window {
+	w := Window{}
+	for s := max(from, 0); s < min(to, len(series)); s++ {
+		p := series[s]
+		w.Seconds++
+		w.Ops += p.Ops
+		w.Errors += p.Errors
+		w.Fails += p.Fails
+		w.MaxP99ms = max(w.MaxP99ms, p.P99)
+	}
+	return w
+}
+
+// audit reads back what the failure phase wrote, through a fresh client at
+// DC_QUORUM, once the replaced node is back.
+func (c *cluster) audit(ctx context.Context, cfg Config, model *bench.Model) (bench.AuditResult, error) {
+	t, err := c.target("DC_QUORUM")
+	if err != nil {
+		return bench.AuditResult{}, err
+	}
+	defer t.Close()
+	return bench.Audit(ctx, t, model, bench.DefaultConfig().KeySize)
+}

@@ -1,0 +1,95 @@
+package suite
+
+import (
+	"fmt"
+	"strings"
+)
+
+// judge reads a report's findings and says what held and what broke. It
+// holds the suite's promises: no wrong answer from the benchmark at any
+// level, no acknowledged write lost at DC_QUORUM, linearizable registers at
+// DC_QUORUM. Errors during a fault and stale reads at DC_ONE are what the
+// levels allow, so they are notes, not failures.
+func judge(rep *Report) Verdict {
+	var v Verdict
+	held := func(format string, args ...any) { v.Held = append(v.Held, fmt.Sprintf(format, args...)) }
+	broke := func(format string, args ...any) { v.Broke = append(v.Broke, fmt.Sprintf(format, args...)) }
+	note := func(format string, args ...any) { v.Notes = append(v.Notes, fmt.Sprintf(format, args...)) }
+
+	for _, b := range rep.Baseline {
+		ops, errs, fails := totals(b)
+		switch {
+		case fails > 0:
+			broke("baseline at %s: %d wrong answers (fails) in %d operations", b.Level, fails, ops)
+		default:
+			held("baseline at %s: %d operations, every answer right", b.Level, ops)
+		}
+		if errs > 0 {
+			note("baseline at %s: %d errors with no fault injected", b.Level, errs)
+		}
+	}
+	if f := rep.Failure; f != nil {
+		ops, _, fails := totals(f.BenchPhase)
+		if fails > 0 {
+			broke("failure under load: %d wrong answers (fails) in %d operations", fails, ops)
+		} else {
+			held("failure under load: %d operations, no wrong answer while %s was down", ops, f.Node)
+		}
+		note("failure under load: %s was back %.1f s after the kill; %d requests failed during the fault (%.2f%% of them), worst p99 %.1f ms",
+			f.Node, f.RecoverySeconds, f.During.Errors, pct(f.During.Errors, f.During.Ops), f.During.MaxP99ms)
+	}
+	if d := rep.Durability; d != nil {
+		switch {
+		case d.Lost > 0 || d.Corrupt > 0:
+			broke("durability: %d acknowledged writes lost and %d corrupt among %d keys read back at DC_QUORUM", d.Lost, d.Corrupt, d.Keys)
+		case d.Errors > 0:
+			broke("durability: %d of %d keys could not be read back at DC_QUORUM", d.Errors, d.Keys)
+		default:
+			held("durability: all %d keys written during the fault read back at DC_QUORUM, no acknowledged write lost", d.Keys)
+		}
+	}
+	for _, c := range rep.Consistency {
+		cv := c.Verdict
+		switch {
+		case c.Level != "DC_ONE" && cv.Result == "Illegal":
+			broke("consistency at %s: not linearizable (%d operations on %d registers; counterexample on %s)", c.Level, cv.Ops, c.Config.Keys, cv.Counterexample.Key)
+		case c.Level != "DC_ONE" && cv.Result == "Unknown":
+			note("consistency at %s: the linearizability check ran out of time", c.Level)
+		case c.Level != "DC_ONE":
+			held("consistency at %s: %d operations on %d registers, linearizable", c.Level, cv.Ops, c.Config.Keys)
+		default:
+			note("consistency at DC_ONE: %s, %d stale reads in %d reads (the level allows both)", strings.ToLower(linearizability(cv.Result)), cv.StaleReads, cv.Reads)
+		}
+		if c.Level != "DC_ONE" && cv.StaleReads > 0 {
+			broke("consistency at %s: %d stale reads", c.Level, cv.StaleReads)
+		}
+	}
+	v.OK = len(v.Broke) == 0
+	return v
+}
+
+func totals(b BenchPhase) (ops, errs, fails int64) {
+	for _, r := range b.Result.Totals {
+		ops += r.Count
+		errs += r.Errors
+		fails += r.Fails
+	}
+	return
+}
+
+func pct(n, of int64) float64 {
+	if of == 0 {
+		return 0
+	}
+	return 100 * float64(n) / float64(of)
+}
+
+func linearizability(result string) string {
+	switch result {
+	case "Ok":
+		return "Linearizable"
+	case "Illegal":
+		return "Not linearizable"
+	}
+	return "Undecided (the check ran out of time)"
+}
