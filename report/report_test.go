@@ -17,8 +17,8 @@ func TestBrokenReport(t *testing.T) {
 		Series: []bench.Point{{T: 0, Ops: 4}, {T: 1, Ops: 5}, {T: 2, Ops: 1}}}}}
 	rep := &suite.Report{
 		Troop: "test", Seed: 7, Cluster: "lab <x>", Started: time.Unix(0, 0), Finished: time.Unix(30, 0),
-		Config:   suite.QuickConfig(),
-		Baseline: []suite.BenchPhase{{Level: "DC_QUORUM", Result: res}},
+		Config:     suite.QuickConfig(),
+		Baseline:   []suite.BenchPhase{{Level: "DC_QUORUM", Result: res}},
 		Durability: &bench.AuditResult{Keys: 10, Lost: 2, Samples: []string{"GET key:1: missing, but the latest acknowledged write is a value"}},
 		Consistency: []suite.ConsistencyPhase{{Level: "DC_QUORUM", Verdict: check.Verdict{Result: "Illegal", Ops: 3,
 			Counterexample: &check.Counterexample{Key: "k<1>", Ops: []check.Op{{Key: "k<1>", Value: 5}}}}}},
