@@ -38,12 +38,19 @@ const (
 
 // Config is a parsed and validated `troop chaos` config.
 type Config struct {
-	Source   string
-	Leashed  bool   // dry run: plan and record, never act
-	Mode     Mode   // the default of each group's Enabled
-	Token    string // bearer token of the REST API (used by serve, not built yet)
-	Calendar Calendar
-	Groups   []Group
+	Source  string
+	Leashed bool   // dry run: plan and record, never act
+	Mode    Mode   // the default of each group's Enabled
+	Token   string // bearer token of the REST API's POSTs
+	// OnDemand enables POST /api/v1/chaos.
+	OnDemand bool
+	// DB is the records database, relative to the config's directory
+	// unless absolute (see Path); its leases go in DB + ".leases".
+	DB        string
+	Retention time.Duration // records older than this are pruned; 0 keeps them
+	Outage    Outage
+	Calendar  Calendar
+	Groups    []Group
 }
 
 // Group is a set of instances the monkey treats as one: it kills at most one

@@ -74,6 +74,23 @@ func TestDefaults(t *testing.T) {
 	eq(t, "max", g.MaxTerminationsPerDay, 1)
 	eq(t, "types", g.Types, []Action{{Kind: Terminate}})
 	eq(t, "selector", g.Selector.String(), "the whole lab")
+	eq(t, "on_demand", c.OnDemand, false)
+	eq(t, "db", c.DB, "chaos.db")
+	eq(t, "db path", c.Path(c.DB), "chaos.db")
+	eq(t, "retention", c.Retention, 365*24*time.Hour)
+	eq(t, "outage", c.Outage, Outage{})
+
+	c, err = ParseConfig([]byte("on_demand: true\ndb: /var/lib/troop/chaos.db\nretention: 90d\noutage: {url: http://status.local/outage}\n"+g0), "/etc/troop/chaos.yml", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eq(t, "on_demand set", c.OnDemand, true)
+	eq(t, "absolute db", c.Path(c.DB), "/var/lib/troop/chaos.db")
+	eq(t, "retention 90d", c.Retention, 90*24*time.Hour)
+	eq(t, "outage url", c.Outage, Outage{URL: "http://status.local/outage", Timeout: 5 * time.Second})
+	c, _ = ParseConfig([]byte("retention: 0\noutage: {file: outage}\n"+g0), "/etc/troop/chaos.yml", nil)
+	eq(t, "retention 0", c.Retention, time.Duration(0))
+	eq(t, "outage file relative", c.Path(c.Outage.File), "/etc/troop/outage")
 
 	c, err = ParseConfig([]byte("mode: opt-out\ngroups: [{name: g, backend: kubernetes, selector: {label_selector: app}, types: [pause]}]\n"), "x", nil)
 	if err != nil {
@@ -115,7 +132,23 @@ func TestConfigErrors(t *testing.T) {
 		{"top-level typo", "leashd: false\n" + g0,
 			`chaos.yml:1: leashd: unknown key (did you mean "leashed"?)`},
 		{"far from any key", "colour: red\n" + g0,
-			"chaos.yml:1: colour: unknown key (known keys here: leashed, mode, token, calendar, groups)"},
+			"chaos.yml:1: colour: unknown key (known keys here: leashed, mode, token, on_demand, db, retention, outage, calendar, groups)"},
+		{"retention word", "retention: forever\n" + g0,
+			`chaos.yml:1: retention: must be a number of days such as 90d, a duration such as 2160h, or 0 (forever), not "forever"`},
+		{"retention too short", "retention: 5m\n" + g0,
+			"chaos.yml:1: retention: must be 0 (forever) or from 1h to 36500d, not 5m0s"},
+		{"db with query", "db: x.db?mode=ro\n" + g0,
+			"chaos.yml:1: db: must be a file name without '?' or '#'"},
+		{"outage both", "outage: {file: /tmp/o, url: http://x/}\n" + g0,
+			"chaos.yml:1: outage: set file or url, not both"},
+		{"outage empty", "outage: {}\n" + g0,
+			"chaos.yml:1: outage: set file (an outage while it exists) or url (an outage while it answers 200)"},
+		{"outage url scheme", "outage: {url: ftp://x/}\n" + g0,
+			`chaos.yml:1: outage.url: must be an http:// or https:// URL, not "ftp://x/"`},
+		{"outage timeout without url", "outage: {file: o, timeout: 1s}\n" + g0,
+			"chaos.yml:1: outage.timeout: only applies to outage.url"},
+		{"on_demand not bool", "on_demand: maybe\n" + g0,
+			`chaos.yml:1: on_demand: must be true or false, not "maybe"`},
 		{"calendar typo", "calendar:\n  timezone: UTC\n" + g0,
 			`chaos.yml:2: calendar.timezone: unknown key (did you mean "time_zone"?)`},
 		{"bad zone", "calendar:\n  time_zone: Mars/Olympus\n" + g0,

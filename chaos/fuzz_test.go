@@ -24,6 +24,8 @@ func FuzzParseConfig(f *testing.F) {
 		"calendar: {holidays: {ical: h.ics, dates: [2026-01-02]}}\n" + g0,
 		"groups: [{name: k, backend: kubernetes, selector: {label_selector: 'a in (b,c),!d'}}]\n",
 		"groups: [{name: d, backend: docker, selector: {labels: {a: ''}}, types: [{type: burn-cpu, duration: 5s}]}]\n",
+		"on_demand: true\ndb: c.db\nretention: 30d\noutage: {url: 'http://h/o', timeout: 2s}\n" + g0,
+		"retention: 2160h\noutage: {file: /tmp/outage}\n" + g0,
 		"", "- x\n", "a: &x 1\nb: *x\n", "groups: [\n",
 	} {
 		f.Add([]byte(s), ics)

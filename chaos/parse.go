@@ -46,7 +46,7 @@ func (p *parser) parse(data []byte) *Config {
 	if !ok {
 		return nil
 	}
-	c := &Config{Source: p.source, Leashed: DefaultLeashed, Mode: DefaultMode}
+	c := &Config{Source: p.source, Leashed: DefaultLeashed, Mode: DefaultMode, DB: DefaultDB, Retention: DefaultRetention}
 	cal, err := DefaultCalendar()
 	if err != nil {
 		p.fail(0, "calendar.time_zone", "cannot load the default zone %s: %v", DefaultZone, err)
@@ -69,6 +69,7 @@ func (p *parser) parse(data []byte) *Config {
 	if n := f["token"]; n != nil {
 		c.Token = p.token(n.v)
 	}
+	p.serveKeys(f, c)
 	if n := f["calendar"]; n != nil {
 		p.calendar(n.v, &c.Calendar)
 	}
@@ -357,7 +358,7 @@ func (p *parser) token(n *yaml.Node) string {
 	return ""
 }
 
-var topKeys = []string{"leashed", "mode", "token", "calendar", "groups"}
+var topKeys = []string{"leashed", "mode", "token", "on_demand", "db", "retention", "outage", "calendar", "groups"}
 
 var calendarKeys = []string{"time_zone", "work_days", "start_hour", "end_hour", "holidays"}
 

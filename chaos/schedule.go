@@ -213,3 +213,15 @@ func (k PlannedKill) Choose(g *Group, live []Instance) (inst Instance, ok bool) 
 	sort.Slice(eligible, func(a, b int) bool { return strings.Compare(eligible[a].ID, eligible[b].ID) < 0 })
 	return eligible[k.Pick%uint64(len(eligible))], true
 }
+
+// AdmitOnDemand decides whether an on-demand kill of the group may happen
+// now: the calendar does not apply (someone asked for it now), the group's
+// daily maximum and minimum gap do, given history. Disabled groups may be
+// killed on demand; unknown ones may not.
+func (c *Config) AdmitOnDemand(history []Termination, group string, now time.Time) (bool, Reason) {
+	g := c.Group(group)
+	if g == nil {
+		return false, Disabled
+	}
+	return admitGroup(&c.Calendar, g, groupHistory(history, g.Name, 0), now)
+}

@@ -380,6 +380,26 @@ groups:
 			t.Errorf("%s: Admit = %v %q, want %q", tc.name, ok, why, tc.want)
 		}
 	}
+	// On demand the calendar does not apply, and disabled groups may be
+	// killed; the gap and the maximum still hold.
+	for _, tc := range []struct {
+		name    string
+		group   string
+		now     time.Time
+		history []Termination
+		want    Reason
+	}{
+		{"saturday", "g", at("2026-03-14", 3, 0), nil, ""},
+		{"disabled group", "off", at("2026-03-10", 10, 0), nil, ""},
+		{"unknown group", "nope", at("2026-03-10", 10, 0), nil, Disabled},
+		{"gap", "g", at("2026-03-10", 20, 0), []Termination{kill("g", at("2026-03-09", 14, 0), Executed, "")}, MinGap},
+		{"max", "h", at("2026-03-10", 23, 0), []Termination{kill("h", at("2026-03-10", 9, 0), Executed, ""), kill("h", at("2026-03-10", 13, 0), Executed, "")}, MaxPerDay},
+	} {
+		ok, why := cfg.AdmitOnDemand(tc.history, tc.group, tc.now)
+		if ok != (tc.want == "") || why != tc.want {
+			t.Errorf("on demand, %s: AdmitOnDemand = %v %q, want %q", tc.name, ok, why, tc.want)
+		}
+	}
 }
 
 func TestChoose(t *testing.T) {
