@@ -99,6 +99,16 @@ type Info struct {
 	Connections      int64                      `json:"client_connections"`
 	Inflight         int64                      `json:"inflight"`
 	Links            []LinkInfo                 `json:"links"`
+
+	// Failure detection and repair (docs/repair.md).
+	Peers           []PeerState `json:"peers"`
+	PeersMarkedDown int64       `json:"peers_marked_down"` // times a peer was marked down
+	HintsPending    int64       `json:"hints_pending"`
+	HintsDropped    int64       `json:"hints_dropped"`
+	HintsReplayed   int64       `json:"hints_replayed"`
+	ReadRepairs     int64       `json:"read_repairs"`
+	ReadRepairsLost int64       `json:"read_repairs_lost"`
+	DataDir         string      `json:"data_dir"`
 }
 
 // Rate is one operation's figures at one level; latencies in microseconds.
@@ -130,7 +140,10 @@ func (n *Node) Info() Info {
 		Forwarded: s.forwarded.Load(), Busy: s.busy.Load(), QuorumFailures: s.quorumFailures.Load(),
 		Timeouts: s.timeouts.Load(), AsyncFailures: s.asyncFailures.Load(), ProtocolErrors: s.protocolErrors.Load(),
 		Connections: s.connections.Load(), Inflight: n.inflight.Load(),
+		Peers: n.peerStates(), PeersMarkedDown: s.peersMarkedDown.Load(),
+		ReadRepairs: s.readRepairs.Load(), ReadRepairsLost: s.readRepairsLost.Load(), DataDir: n.dataDir,
 	}
+	info.HintsPending, info.HintsDropped, info.HintsReplayed = n.hintTotals()
 	for l := consistency.Level(0); l < levels; l++ {
 		for op, ls := range map[string]*levelStats{"read": &s.reads[l], "write": &s.writes[l]} {
 			lat := ls.latency()
@@ -170,7 +183,8 @@ type ClusterNode struct {
 	DynListen   string   `json:"dyn_listen"`   // peer address
 	StatsListen string   `json:"stats_listen"` // admin address
 	Self        bool     `json:"self"`
-	Up          bool     `json:"up"` // this node holds an open connection to it (always true for self)
+	Up          bool     `json:"up"`    // this node holds an open connection to it (always true for self)
+	State       string   `json:"state"` // "up" or "down", as the failure detector says ("up" for self)
 }
 
 // Describe lists the cluster as this node sees it, sorted by datacenter,
@@ -183,7 +197,7 @@ func (n *Node) Describe() []ClusterNode {
 		m.mu.Unlock()
 		up := m.self || m.link.Connected()
 		out = append(out, ClusterNode{Name: info.Name, Datacenter: m.dc, Rack: m.rack, Tokens: m.tokens,
-			Listen: info.Listen, DynListen: m.peerAddr, StatsListen: info.Stats, Self: m.self, Up: up})
+			Listen: info.Listen, DynListen: m.peerAddr, StatsListen: info.Stats, Self: m.self, Up: up, State: stateName(m.isDown())})
 	}
 	sort.Slice(out, func(i, j int) bool {
 		a, b := out[i], out[j]
@@ -249,6 +263,12 @@ func (n *Node) serveMetrics(w http.ResponseWriter, r *http.Request) {
 		{"troop_protocol_errors_total", "Client connections closed for malformed RESP.", "counter", info.ProtocolErrors},
 		{"troop_client_connections", "Open client connections.", "gauge", info.Connections},
 		{"troop_inflight", "Requests in progress.", "gauge", info.Inflight},
+		{"troop_peers_marked_down_total", "Times the failure detector marked a peer down.", "counter", info.PeersMarkedDown},
+		{"troop_hints_pending", "Hinted writes waiting for their peer.", "gauge", info.HintsPending},
+		{"troop_hints_dropped_total", "Hinted writes dropped because their peer's hints were full.", "counter", info.HintsDropped},
+		{"troop_hints_replayed_total", "Hinted writes delivered to their peer.", "counter", info.HintsReplayed},
+		{"troop_read_repairs_total", "Stale replicas written back after a quorum read.", "counter", info.ReadRepairs},
+		{"troop_read_repairs_lost_total", "Read repairs not done (too many under way, or failed).", "counter", info.ReadRepairsLost},
 	} {
 		p("# HELP %s %s", c.name, c.help)
 		p("# TYPE %s %s", c.name, c.kind)
@@ -262,5 +282,24 @@ func (n *Node) serveMetrics(w http.ResponseWriter, r *http.Request) {
 			up = 1
 		}
 		p(`troop_link_up{%s,link=%q,addr=%q} %d`, node, l.Name, l.Addr, up)
+	}
+	p("# HELP troop_peer_up Whether the failure detector holds a peer up (1) or down (0).")
+	p("# TYPE troop_peer_up gauge")
+	for _, ps := range info.Peers {
+		up := 0
+		if ps.State == "up" {
+			up = 1
+		}
+		p(`troop_peer_up{%s,peer=%q,peer_dc=%q,peer_rack=%q} %d`, node, ps.Addr, ps.Datacenter, ps.Rack, up)
+	}
+	p("# HELP troop_peer_phi The failure detector's suspicion of a peer (phi).")
+	p("# TYPE troop_peer_phi gauge")
+	for _, ps := range info.Peers {
+		p(`troop_peer_phi{%s,peer=%q} %g`, node, ps.Addr, ps.Phi)
+	}
+	p("# HELP troop_peer_hints_pending Hinted writes waiting for a peer.")
+	p("# TYPE troop_peer_hints_pending gauge")
+	for _, ps := range info.Peers {
+		p(`troop_peer_hints_pending{%s,peer=%q} %d`, node, ps.Addr, ps.HintsPending)
 	}
 }

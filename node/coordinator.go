@@ -67,8 +67,9 @@ func askOrder(reps []*member) []int {
 	order := make([]int, 0, len(reps))
 	for _, pass := range []func(*member) bool{
 		func(m *member) bool { return m.self },
-		func(m *member) bool { return !m.self && m.link.Connected() },
-		func(m *member) bool { return !m.self && !m.link.Connected() },
+		func(m *member) bool { return !m.self && !m.isDown() && m.link.Connected() },
+		func(m *member) bool { return !m.self && !m.isDown() && !m.link.Connected() },
+		func(m *member) bool { return m.isDown() },
 	} {
 		for i, m := range reps {
 			if pass(m) {
@@ -99,6 +100,10 @@ func (n *Node) readOne(reps []*member, i int, args [][]byte, b *batch, reasons [
 		b.send(n.storeFor(args[1]), resp.AppendCommand(nil, args...), next)
 		return
 	}
+	if m.isDown() {
+		next(nil, errMarkedDown(m))
+		return
+	}
 	b.send(m.link, appendPeerRequest(nil, "LOCAL", nil, args), fromPeer(next))
 }
 
@@ -126,7 +131,7 @@ func (n *Node) write(level consistency.Level, cmd *command, keys [][]byte, args 
 		if remote == nil {
 			remote = appendPeerRequest(nil, "WRITE", version, args)
 		}
-		b.send(m.link, remote, fromPeer(func(raw []byte, err error) { w.answer(i, raw, err) }))
+		n.sendWrite(b, m, remote, func(raw []byte, err error) { w.answer(i, raw, err) })
 	}
 	n.forwardToRemoteDCs(keys[0], version, args, b)
 }
@@ -140,9 +145,25 @@ func (n *Node) forwardToRemoteDCs(key, version []byte, args [][]byte, b *batch) 
 	h := ring.Hash(key)
 	req := appendPeerRequest(nil, "FWD", version, args)
 	for _, dc := range n.remoteDCs {
-		m := n.members[dc.ring.Owner(h)]
-		b.send(m.link, req, n.asyncDone)
+		n.sendWrite(b, n.members[dc.ring.Owner(h)], req, n.asyncDone)
 	}
+}
+
+// sendWrite sends a write request (WRITE or FWD) to peer m. A peer marked
+// down is not sent anything: the write fails for it at once. Either way, a
+// write m did not get becomes a hint, delivered when m is up again.
+func (n *Node) sendWrite(b *batch, m *member, req []byte, done func([]byte, error)) {
+	if m.isDown() {
+		n.hint(m, req)
+		done(nil, errMarkedDown(m))
+		return
+	}
+	b.send(m.link, req, fromPeer(func(raw []byte, err error) {
+		if err != nil {
+			n.hint(m, req)
+		}
+		done(raw, err)
+	}))
 }
 
 // asyncDone accounts for the outcome of a write nobody waits for.
@@ -352,6 +373,10 @@ func (q *readQuorum) ask(replicas []int, b *batch) {
 		m := q.replicas[i]
 		if m.self {
 			q.n.readLocal(q.keys, q.args, b, func(version, reply []byte, err error) { q.answer(i, version, reply, err) })
+			continue
+		}
+		if m.isDown() {
+			q.answer(i, nil, nil, errMarkedDown(m))
 			continue
 		}
 		if remote == nil {

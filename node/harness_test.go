@@ -39,8 +39,10 @@ var (
 
 // testNode is one position of a test cluster.
 type testNode struct {
+	t      testing.TB
 	cfg    *topology.Config
 	redis  *testredis.Server
+	log    *slog.Logger
 	node   *Node
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -58,6 +60,7 @@ type clusterOpts struct {
 	read, write         consistency.Level
 	maxInflightPerConn  int
 	maxRequestBytes     int
+	configure           func(*topology.Config) // last word on each node's config
 }
 
 func startCluster(t testing.TB, o clusterOpts) *testCluster {
@@ -89,7 +92,11 @@ func startCluster(t testing.TB, o clusterOpts) *testCluster {
 				if o.maxRequestBytes > 0 {
 					c.MaxRequestBytes = o.maxRequestBytes
 				}
-				tn := &testNode{cfg: c, redis: startRedis(t)}
+				c.DataDir = t.TempDir()
+				if o.configure != nil {
+					o.configure(c)
+				}
+				tn := &testNode{t: t, cfg: c, redis: startRedis(t)}
 				c.Servers = []topology.Server{{Addr: tn.redis.Addr, Weight: 1}}
 				tc.nodes = append(tc.nodes, tn)
 			}
@@ -107,18 +114,8 @@ func startCluster(t testing.TB, o clusterOpts) *testCluster {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
 	for _, tn := range tc.nodes {
-		n, err := New(tn.cfg, log)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		tn.node, tn.cancel, tn.done = n, cancel, make(chan struct{})
-		go func() {
-			defer close(tn.done)
-			if err := n.Serve(ctx); err != nil {
-				t.Errorf("node %s: %v", tn.cfg.Name, err)
-			}
-		}()
+		tn.log = log
+		tn.start()
 		t.Cleanup(tn.stop)
 	}
 	for _, tn := range tc.nodes {
@@ -138,6 +135,25 @@ func startCluster(t testing.TB, o clusterOpts) *testCluster {
 	return tc
 }
 
+// start runs the node of this position (again, after stop: the same
+// config, ports and data directory, as a restarted process would).
+func (tn *testNode) start() {
+	n, err := New(tn.cfg, tn.log)
+	if err != nil {
+		tn.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	tn.node, tn.cancel, tn.done = n, cancel, make(chan struct{})
+	done := tn.done
+	go func() {
+		defer close(done)
+		if err := n.Serve(ctx); err != nil {
+			tn.t.Errorf("node %s: %v", tn.cfg.Name, err)
+		}
+	}()
+}
+
+// stop stops the node; stopping a stopped node does nothing.
 func (tn *testNode) stop() {
 	tn.cancel()
 	<-tn.done
@@ -163,15 +179,20 @@ func dial(t testing.TB, addr string) *client {
 
 func (c *client) do(args ...string) resp.Value {
 	c.t.Helper()
-	c.c.SetDeadline(time.Now().Add(15 * time.Second))
-	if _, err := c.c.Write(resp.AppendCommandStrings(nil, args...)); err != nil {
-		c.t.Fatalf("%v: %v", args, err)
-	}
-	v, err := c.rd.ReadValue()
+	v, err := c.try(args...)
 	if err != nil {
 		c.t.Fatalf("%v: %v", args, err)
 	}
 	return v
+}
+
+// try is do for goroutines other than the test's: it returns the error.
+func (c *client) try(args ...string) (resp.Value, error) {
+	c.c.SetDeadline(time.Now().Add(15 * time.Second))
+	if _, err := c.c.Write(resp.AppendCommandStrings(nil, args...)); err != nil {
+		return resp.Value{}, err
+	}
+	return c.rd.ReadValue()
 }
 
 // must runs a command that has to succeed and returns its reply as text.

@@ -48,6 +48,9 @@ type member struct {
 
 	mu   sync.Mutex
 	info peerInfo // what the peer said in its handshake
+
+	health peerHealth // peers only: the failure detector's view
+	hints  *hintLog   // peers only, nil when hinted handoff is off
 }
 
 // peerInfo is what a node tells a peer about itself in the handshake.
@@ -73,6 +76,8 @@ type Node struct {
 	localRacks []rackRing   // own rack first, then by name
 	remoteDCs  []rackRing   // one rack per remote datacenter
 	store      []*link.Link // connections to the local redis-server
+	dataDir    string       // where hints live (troop_data_dir)
+	repair     *repairer    // read repair and anti-entropy
 
 	readLevel, writeLevel atomic.Int32
 	state                 atomic.Int32
@@ -108,6 +113,7 @@ func New(cfg *topology.Config, log *slog.Logger) (*Node, error) {
 		return nil, err
 	}
 	n.clock = newClock(uint16(ring.Hash([]byte(cfg.Name))), time.Now)
+	n.dataDir = resolveDataDir(cfg.DataDir, cfg.Source, cfg.Name)
 	conns := max(cfg.DatastoreConnections, 1)
 	for i := 0; i < conns; i++ {
 		n.store = append(n.store, link.New("redis", cfg.Servers[0].Addr, cfg.Timeout, loadScripts))
@@ -116,6 +122,12 @@ func New(cfg *topology.Config, log *slog.Logger) (*Node, error) {
 		if !m.self {
 			m.link = link.New("peer", m.peerAddr, cfg.Timeout, n.peerHandshake(m))
 		}
+	}
+	n.initHealth(time.Now())
+	n.repair = newRepairer(n)
+	if err := n.openHints(); err != nil {
+		n.closeLinks()
+		return nil, err
 	}
 	return n, nil
 }
@@ -203,11 +215,12 @@ func (n *Node) Serve(ctx context.Context) error {
 		"redis", n.cfg.Servers[0].Addr, "racks", len(n.localRacks), "remote_dcs", len(n.remoteDCs),
 		"read_consistency", n.level(false).String(), "write_consistency", n.level(true).String())
 
-	n.wg.Add(4)
+	n.wg.Add(5)
 	go func() { defer n.wg.Done(); n.acceptLoop(front, n.serveClient) }()
 	go func() { defer n.wg.Done(); n.acceptLoop(peers, n.servePeer) }()
 	go func() { defer n.wg.Done(); n.admin.Serve(adminLn) }()
-	go func() { defer n.wg.Done(); n.keepPeersWarm(ctx) }()
+	go func() { defer n.wg.Done(); n.heartbeatLoop(ctx) }()
+	go func() { defer n.wg.Done(); n.repair.antiEntropyLoop(ctx) }()
 	// Connect to the datastore now, so a missing redis-server shows in the
 	// log at start rather than on the first request.
 	n.store[0].Do(resp.AppendCommandStrings(nil, "PING"), func(_ []byte, err error) {
@@ -248,27 +261,6 @@ func (n *Node) acceptLoop(ln net.Listener, serve func(net.Conn)) {
 	}
 }
 
-// keepPeersWarm pings every peer each second: it keeps connections open, so
-// the first request after a quiet spell does not pay for a dial, and it
-// learns the peers' client addresses for /cluster_describe.
-func (n *Node) keepPeersWarm(ctx context.Context) {
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	ping := resp.AppendCommandStrings(nil, "PING")
-	for {
-		for _, m := range n.members {
-			if m.link != nil {
-				m.link.Do(ping, func([]byte, error) {})
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-	}
-}
-
 func (n *Node) shutdown() {
 	n.mu.Lock()
 	n.closed = true
@@ -282,6 +274,17 @@ func (n *Node) shutdown() {
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	n.admin.Shutdown(shutdownCtx)
 	cancel()
+	n.closeLinks()
+	n.wg.Wait()
+	for _, m := range n.members {
+		if m.hints != nil {
+			m.hints.close()
+		}
+	}
+	n.log.Info("node stopped", "name", n.cfg.Name)
+}
+
+func (n *Node) closeLinks() {
 	for _, m := range n.members {
 		if m.link != nil {
 			m.link.Close()
@@ -290,8 +293,6 @@ func (n *Node) shutdown() {
 	for _, l := range n.store {
 		l.Close()
 	}
-	n.wg.Wait()
-	n.log.Info("node stopped", "name", n.cfg.Name)
 }
 
 // Addrs returns the addresses the node listens on (client, peer, admin),

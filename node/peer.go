@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"time"
 
 	"github.com/troop-lab/troop/resp"
 )
@@ -49,6 +50,7 @@ func (n *Node) peerHandshake(m *member) func(net.Conn, *resp.Reader) error {
 		m.mu.Lock()
 		m.info = info
 		m.mu.Unlock()
+		n.heartbeat(m, time.Now()) // a completed handshake is a sign of life
 		return nil
 	}
 }
@@ -170,7 +172,7 @@ func (n *Node) fanOut(key, version []byte, args [][]byte, b *batch) {
 	req := appendPeerRequest(nil, "WRITE", version, args)
 	for _, m := range n.replicas(key) {
 		if !m.self {
-			b.send(m.link, req, n.asyncDone)
+			n.sendWrite(b, m, req, n.asyncDone)
 		}
 	}
 }

@@ -26,6 +26,10 @@ type stats struct {
 	protocolErrors atomic.Int64
 	connections    atomic.Int64 // client connections open
 	connsAccepted  atomic.Int64
+
+	peersMarkedDown atomic.Int64 // times the failure detector marked a peer down
+	readRepairs     atomic.Int64 // stale replicas written back after a quorum read
+	readRepairsLost atomic.Int64 // read repairs not done: too many under way, or they failed
 }
 
 type levelStats struct {

@@ -53,6 +53,16 @@ type Config struct {
 	MaxRequestBytes    int           // troop_max_request_bytes, default 64 MiB
 	TombstoneGrace     time.Duration // troop_tombstone_grace_ms, default 10 minutes
 
+	// Failure detection and repair (docs/repair.md).
+	Heartbeat           time.Duration // troop_heartbeat_ms: PING period to each peer, default 250 ms
+	PhiThreshold        int           // troop_phi_threshold: phi at which a peer is down, default 8
+	DataDir             string        // troop_data_dir: where hints live; "" = <config dir>/troop-data/<name>
+	HintedHandoff       bool          // troop_hinted_handoff, default true
+	MaxHintBytes        int           // troop_max_hint_bytes: hints kept per peer, default 256 MiB
+	ReadRepair          bool          // troop_read_repair, default true
+	AntiEntropyInterval time.Duration // troop_anti_entropy_interval_ms: 0 = off, default 0 (off)
+	RepairKeysPerSec    int           // troop_repair_keys_per_sec: anti-entropy repair rate, default 1000
+
 	// Dynomite's connection and failure tuning. Parse fills in Dynomite's
 	// defaults; they are recorded for the node, which decides how far its
 	// own connection model follows them (docs/config.md).
@@ -109,6 +119,16 @@ const (
 	DefaultMaxInflight        = 65536
 	DefaultMaxRequestBytes    = 64 << 20
 	DefaultTombstoneGrace     = 10 * time.Minute
+	DefaultHeartbeat          = 250 * time.Millisecond
+	DefaultPhiThreshold       = 8
+	DefaultMaxHintBytes       = 256 << 20
+	DefaultRepairKeysPerSec   = 1000
+
+	// DefaultAntiEntropyInterval is 0: background anti-entropy is off
+	// unless configured, because a full pass scans every key of the
+	// redis-server; hints and read repair do the day-to-day converging and
+	// `troop repair` runs a pass on demand.
+	DefaultAntiEntropyInterval = 0
 )
 
 // Default returns a config holding every default and none of the required

@@ -37,6 +37,8 @@ func TestDefaults(t *testing.T) {
 
 		MaxInflightPerConn: 1024, MaxInflight: 65536, MaxRequestBytes: 67108864,
 		TombstoneGrace: 10 * time.Minute,
+		Heartbeat:      250 * time.Millisecond, PhiThreshold: 8,
+		HintedHandoff: true, MaxHintBytes: 256 << 20, ReadRepair: true, RepairKeysPerSec: 1000,
 
 		Preconnect: true, AutoEjectHosts: true,
 		ServerRetryTimeout: 10 * time.Second, ServerFailureLimit: 3,
@@ -297,6 +299,14 @@ func TestErrors(t *testing.T) {
 			`x.yml:6: troop_max_inflight_per_conn: 100 is more than troop_max_inflight (10), the limit for the whole node`},
 		{"zero grace", with("  troop_tombstone_grace_ms: 0\n"),
 			`x.yml:6: troop_tombstone_grace_ms: 0 ms is out of range (1 to 2147483647)`},
+		{"heartbeat too short", with("  troop_heartbeat_ms: 5\n"),
+			`x.yml:6: troop_heartbeat_ms: 5 ms is out of range (10 to 2147483647)`},
+		{"zero phi threshold", with("  troop_phi_threshold: 0\n"),
+			`x.yml:6: troop_phi_threshold: 0 is out of range (1 to 2147483647)`},
+		{"hinted handoff not a bool", with("  troop_hinted_handoff: yes\n"),
+			`x.yml:6: troop_hinted_handoff: "yes" is not true or false`},
+		{"zero repair rate", with("  troop_repair_keys_per_sec: 0\n"),
+			`x.yml:6: troop_repair_keys_per_sec: 0 is out of range (1 to 2147483647)`},
 
 		// The file's shape.
 		{"empty", "", `x.yml: the config is empty; want one top-level key, the pool name (e.g. dyn_o_mite:), with the keys under it`},
@@ -404,6 +414,16 @@ func TestAccepted(t *testing.T) {
 			eq(t, "Env", c.Env, "network")
 			eq(t, "Backlog", c.Backlog, 1024)
 			eq(t, "StatsInterval", c.StatsInterval, 5*time.Second)
+		}},
+		{"repair settings", with("  troop_heartbeat_ms: 100\n  troop_phi_threshold: 12\n  troop_data_dir: /var/lib/troop\n  troop_hinted_handoff: false\n  troop_max_hint_bytes: 1048576\n  troop_read_repair: false\n  troop_anti_entropy_interval_ms: 600000\n  troop_repair_keys_per_sec: 50\n"), func(t *testing.T, c *Config) {
+			eq(t, "Heartbeat", c.Heartbeat, 100*time.Millisecond)
+			eq(t, "PhiThreshold", c.PhiThreshold, 12)
+			eq(t, "DataDir", c.DataDir, "/var/lib/troop")
+			eq(t, "HintedHandoff", c.HintedHandoff, false)
+			eq(t, "MaxHintBytes", c.MaxHintBytes, 1<<20)
+			eq(t, "ReadRepair", c.ReadRepair, false)
+			eq(t, "AntiEntropyInterval", c.AntiEntropyInterval, 10*time.Minute)
+			eq(t, "RepairKeysPerSec", c.RepairKeysPerSec, 50)
 		}},
 		{"server_connections", with("  server_connections: 4\n  server_failure_limit: 2\n  auto_eject_hosts: false\n"), func(t *testing.T, c *Config) {
 			eq(t, "ServerConnections", c.ServerConnections, 4)

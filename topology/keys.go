@@ -223,6 +223,14 @@ var keys = []keySpec{
 	intKey("troop_max_inflight", func(c *Config) *int { return &c.MaxInflight }, 1, DefaultMaxInflight),
 	intKey("troop_max_request_bytes", func(c *Config) *int { return &c.MaxRequestBytes }, 1, DefaultMaxRequestBytes),
 	msKey("troop_tombstone_grace_ms", func(c *Config) *time.Duration { return &c.TombstoneGrace }, 1, DefaultTombstoneGrace, false),
+	msKey("troop_heartbeat_ms", func(c *Config) *time.Duration { return &c.Heartbeat }, 10, DefaultHeartbeat, false),
+	intKey("troop_phi_threshold", func(c *Config) *int { return &c.PhiThreshold }, 1, DefaultPhiThreshold),
+	textKey("troop_data_dir", func(c *Config) *string { return &c.DataDir }),
+	boolKey("troop_hinted_handoff", func(c *Config) *bool { return &c.HintedHandoff }, true),
+	intKey("troop_max_hint_bytes", func(c *Config) *int { return &c.MaxHintBytes }, 1, DefaultMaxHintBytes),
+	boolKey("troop_read_repair", func(c *Config) *bool { return &c.ReadRepair }, true),
+	msKey("troop_anti_entropy_interval_ms", func(c *Config) *time.Duration { return &c.AntiEntropyInterval }, 0, DefaultAntiEntropyInterval, false),
+	intKey("troop_repair_keys_per_sec", func(c *Config) *int { return &c.RepairKeysPerSec }, 1, DefaultRepairKeysPerSec),
 }
 
 // keyIndex finds a spec by name.

@@ -1,0 +1,164 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/troop-lab/troop/resp"
+)
+
+// peerHealth is what this node believes about one peer: a phi-accrual
+// detector fed by the answers to the PINGs it sends every heartbeat period
+// over the peer link (docs/repair.md, Failure detection).
+type peerHealth struct {
+	down atomic.Bool // marked down: synchronous work does not go to it
+
+	mu    sync.Mutex
+	det   *phiDetector
+	since time.Time // when the state last changed
+}
+
+// PeerState is one peer as /info shows it.
+type PeerState struct {
+	Name          string  `json:"name"`
+	Datacenter    string  `json:"datacenter"`
+	Rack          string  `json:"rack"`
+	Addr          string  `json:"dyn_listen"`
+	State         string  `json:"state"` // "up" or "down"
+	Phi           float64 `json:"phi"`
+	SinceMS       int64   `json:"state_since_ms"`      // ms in the current state
+	LastHeartbeat int64   `json:"last_heartbeat_ms"`   // ms since the last PONG
+	HintsPending  int64   `json:"hints_pending"`       // hints waiting for it
+	HintsDropped  int64   `json:"hints_dropped"`       // hints for it that did not fit
+	HintsReplayed int64   `json:"hints_replayed"`      // hints delivered to it
+	Connected     bool    `json:"connected,omitempty"` // the link has an open connection
+}
+
+func stateName(down bool) string {
+	if down {
+		return "down"
+	}
+	return "up"
+}
+
+func (n *Node) initHealth(now time.Time) {
+	cfg := defaultDetectorConfig(n.cfg.Heartbeat, float64(n.cfg.PhiThreshold))
+	for _, m := range n.members {
+		if !m.self {
+			m.health.det = newPhiDetector(cfg, now)
+			m.health.since = now
+		}
+	}
+}
+
+// isDown reports whether the failure detector marked m down.
+func (m *member) isDown() bool { return !m.self && m.health.down.Load() }
+
+// errMarkedDown is the reason given for a replica that was not asked
+// because the failure detector marked it down.
+func errMarkedDown(m *member) error {
+	return fmt.Errorf("peer %s: marked down by the failure detector", m.peerAddr)
+}
+
+// heartbeat records a PONG from m and re-evaluates its state.
+func (n *Node) heartbeat(m *member, now time.Time) {
+	m.health.mu.Lock()
+	m.health.det.heartbeat(now)
+	m.health.mu.Unlock()
+	n.evaluate(m, now)
+}
+
+// evaluate sets m's state from its detector, logging changes. A peer that
+// comes back gets its hints.
+func (n *Node) evaluate(m *member, now time.Time) {
+	m.health.mu.Lock()
+	down := m.health.det.suspect(now)
+	changed := down != m.health.down.Load()
+	var phi float64
+	var was time.Duration
+	if changed {
+		m.health.down.Store(down)
+		phi = m.health.det.phi(now)
+		was = now.Sub(m.health.since)
+		m.health.since = now
+	}
+	m.health.mu.Unlock()
+	if !changed {
+		return
+	}
+	if down {
+		n.stats.peersMarkedDown.Add(1)
+		n.log.Warn("peer marked down", "peer", m.peerAddr, "dc", m.dc, "rack", m.rack, "phi", fmt.Sprintf("%.1f", phi), "was_up", was.Round(time.Millisecond).String())
+		return
+	}
+	n.log.Info("peer up again", "peer", m.peerAddr, "dc", m.dc, "rack", m.rack, "was_down", was.Round(time.Millisecond).String())
+	n.replayHints(m)
+}
+
+// heartbeatLoop sends PING to every peer each heartbeat period, whatever
+// the state of its link (a dead peer's link fails it at once), and
+// re-evaluates every peer's state. It also keeps connections open, so the
+// first request after a quiet spell does not pay for a dial, and starts
+// hint replay for peers that are up and have hints waiting.
+func (n *Node) heartbeatLoop(ctx context.Context) {
+	tick := time.NewTicker(n.cfg.Heartbeat)
+	defer tick.Stop()
+	ping := resp.AppendCommandStrings(nil, "PING")
+	for {
+		for _, m := range n.members {
+			if m.self {
+				continue
+			}
+			m.link.Do(ping, func(raw []byte, err error) {
+				if err == nil && string(raw) == "+PONG\r\n" {
+					n.heartbeat(m, time.Now())
+				}
+			})
+		}
+		now := time.Now()
+		for _, m := range n.members {
+			if !m.self {
+				n.evaluate(m, now)
+				if !m.isDown() {
+					n.replayHints(m)
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// peerStates lists the peers as this node sees them.
+func (n *Node) peerStates() []PeerState {
+	now := time.Now()
+	var out []PeerState
+	for _, m := range n.members {
+		if m.self {
+			continue
+		}
+		m.mu.Lock()
+		name := m.info.Name
+		m.mu.Unlock()
+		m.health.mu.Lock()
+		phi := m.health.det.phi(now)
+		last := now.Sub(m.health.det.lastHeartbeat())
+		since := now.Sub(m.health.since)
+		m.health.mu.Unlock()
+		ps := PeerState{Name: name, Datacenter: m.dc, Rack: m.rack, Addr: m.peerAddr, State: stateName(m.isDown()),
+			Phi: math.Round(min(phi, 1e9)*100) / 100, SinceMS: since.Milliseconds(), LastHeartbeat: last.Milliseconds(),
+			Connected: m.link.Connected()}
+		if h := m.hints; h != nil {
+			ps.HintsPending, ps.HintsDropped, ps.HintsReplayed = h.pending.Load(), h.dropped.Load(), h.replayed.Load()
+		}
+		out = append(out, ps)
+	}
+	return out
+}

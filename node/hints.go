@@ -1,0 +1,344 @@
+package node
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/troop-lab/troop/resp"
+)
+
+// Hinted handoff (docs/repair.md). A write meant for a peer that is marked
+// down, or that could not be reached, is kept as a hint: the peer request
+// itself (WRITE or FWD, with the write's version), appended to a file per
+// peer under DATA_DIR/hints. When the peer is up again the hints are sent
+// to it in the order they were written, a chunk at a time, and the offset
+// reached is saved beside the file, so a coordinator that restarts goes on
+// where it was. Each hint is one write(2) to the file: a node killed with
+// SIGKILL keeps every hint it acknowledged to the coordinator's logic
+// (the page cache survives the process; a machine crash may lose the last
+// ones, as nothing is fsynced).
+type hintLog struct {
+	path string
+	max  int64 // bytes of pending hints kept; past it new hints are dropped
+
+	mu        sync.Mutex
+	f         *os.File
+	size      int64 // bytes in the file
+	offset    int64 // bytes already delivered
+	replaying bool
+	failed    error // why the file cannot be used; hints are dropped
+
+	pending  atomic.Int64 // hints after offset
+	dropped  atomic.Int64
+	replayed atomic.Int64
+}
+
+// hintChunk is how many hints replay sends before it waits for their
+// answers and saves its offset.
+const hintChunk = 256
+
+// hintFileName turns a peer address into a file name.
+func hintFileName(addr string) string {
+	return strings.NewReplacer(":", "_", "[", "", "]", "", "/", "_").Replace(addr) + ".hints"
+}
+
+// openHintLog opens (or creates) the hint file of one peer and counts the
+// hints still to deliver. A hint cut short at the end of the file (the node
+// died in the middle of writing it) is cut off.
+func openHintLog(dir, addr string, max int64) (*hintLog, error) {
+	h := &hintLog{path: filepath.Join(dir, hintFileName(addr)), max: max}
+	f, err := os.OpenFile(h.path, os.O_CREATE|os.O_RDWR|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	h.f = f
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	h.size = st.Size()
+	if b, err := os.ReadFile(h.offsetPath()); err == nil && len(b) == 8 {
+		h.offset = min(int64(binary.BigEndian.Uint64(b)), h.size)
+	}
+	count, good, err := countFrames(io.NewSectionReader(f, h.offset, h.size-h.offset))
+	if err != nil || h.offset+good < h.size {
+		if err := f.Truncate(h.offset + good); err != nil {
+			f.Close()
+			return nil, err
+		}
+		h.size = h.offset + good
+	}
+	h.pending.Store(count)
+	return h, nil
+}
+
+func (h *hintLog) offsetPath() string { return h.path + ".offset" }
+
+// countFrames counts the complete RESP frames in r and the bytes they take;
+// a frame cut short at the end is not counted.
+func countFrames(r io.Reader) (count, size int64, err error) {
+	rd := resp.NewReader(r, hintLimits)
+	for {
+		raw, err := rd.ReadRaw(nil)
+		if err != nil {
+			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+				return count, size, nil
+			}
+			return count, size, err
+		}
+		count++
+		size += int64(len(raw))
+	}
+}
+
+// hintLimits bound what a hint file may hold: what a peer would accept.
+var hintLimits = resp.Limits{MaxBulk: 1 << 30, MaxFrame: 1 << 30, MaxElems: resp.DefaultLimits.MaxElems, MaxInline: resp.DefaultLimits.MaxInline, MaxDepth: 1}
+
+// add appends one hint; it reports false when the hint was dropped.
+func (h *hintLog) add(req []byte) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.failed != nil || h.size-h.offset+int64(len(req)) > h.max {
+		h.dropped.Add(1)
+		return false
+	}
+	n, err := h.f.Write(req)
+	h.size += int64(n)
+	if err != nil {
+		// A short write leaves a partial frame: cut it off, or replay would
+		// stop at it for good.
+		if terr := h.f.Truncate(h.size - int64(n)); terr != nil {
+			h.failed = fmt.Errorf("hint file %s: %v (and truncating it: %v)", h.path, err, terr)
+		}
+		h.size -= int64(n)
+		h.dropped.Add(1)
+		return false
+	}
+	h.pending.Add(1)
+	return true
+}
+
+// next reads the hints after the offset, at most hintChunk of them: the
+// frames, and the bytes they take in the file.
+func (h *hintLog) next() ([][]byte, int64, error) {
+	h.mu.Lock()
+	off, size := h.offset, h.size
+	h.mu.Unlock()
+	if off >= size {
+		return nil, 0, nil
+	}
+	rd := resp.NewReader(io.NewSectionReader(h.f, off, size-off), hintLimits)
+	var frames [][]byte
+	var used int64
+	for len(frames) < hintChunk {
+		raw, err := rd.ReadRaw(nil)
+		if err != nil {
+			if errors.Is(err, io.EOF) && len(frames) > 0 {
+				break
+			}
+			return nil, 0, fmt.Errorf("hint file %s at byte %d: %v", h.path, off+used, err)
+		}
+		frames = append(frames, raw)
+		used += int64(len(raw))
+	}
+	return frames, used, nil
+}
+
+// advance records that count hints taking n bytes were delivered, saving
+// the offset; once everything is delivered the file starts over empty.
+func (h *hintLog) advance(count int, n int64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.offset += n
+	h.pending.Add(-int64(count))
+	h.replayed.Add(int64(count))
+	if h.offset >= h.size {
+		if err := h.f.Truncate(0); err == nil {
+			h.offset, h.size = 0, 0
+		}
+	}
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], uint64(h.offset))
+	tmp := h.offsetPath() + ".tmp"
+	if err := os.WriteFile(tmp, b[:], 0o644); err == nil {
+		os.Rename(tmp, h.offsetPath())
+	}
+}
+
+// dropRest gives up on a hint file that cannot be read past the offset.
+func (h *hintLog) dropRest() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.dropped.Add(h.pending.Swap(0))
+	if err := h.f.Truncate(0); err == nil {
+		h.offset, h.size = 0, 0
+		os.Remove(h.offsetPath())
+	}
+}
+
+func (h *hintLog) close() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.f.Close()
+}
+
+// openHints opens the hint files of every peer under the data directory.
+func (n *Node) openHints() error {
+	if !n.cfg.HintedHandoff {
+		return nil
+	}
+	dir := filepath.Join(n.dataDir, "hints")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("hints: %w", err)
+	}
+	for _, m := range n.members {
+		if m.self {
+			continue
+		}
+		h, err := openHintLog(dir, m.peerAddr, int64(n.cfg.MaxHintBytes))
+		if err != nil {
+			return fmt.Errorf("hints for %s: %w", m.peerAddr, err)
+		}
+		if p := h.pending.Load(); p > 0 {
+			n.log.Info("hints waiting from before the restart", "peer", m.peerAddr, "hints", p)
+		}
+		m.hints = h
+	}
+	return nil
+}
+
+// hint keeps a write for m, which did not get it.
+func (n *Node) hint(m *member, req []byte) {
+	if m.hints == nil {
+		return
+	}
+	if !m.hints.add(req) {
+		n.log.Debug("hint dropped", "peer", m.peerAddr, "pending", m.hints.pending.Load())
+	}
+}
+
+// replayHints starts delivering m's hints unless that is under way or
+// there are none.
+func (n *Node) replayHints(m *member) {
+	h := m.hints
+	if h == nil || h.pending.Load() == 0 {
+		return
+	}
+	h.mu.Lock()
+	if h.replaying {
+		h.mu.Unlock()
+		return
+	}
+	h.replaying = true
+	h.mu.Unlock()
+	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		return
+	}
+	n.wg.Add(1)
+	n.mu.Unlock()
+	go func() {
+		defer n.wg.Done()
+		err := n.deliverHints(m)
+		h.mu.Lock()
+		h.replaying = false
+		h.mu.Unlock()
+		if err != nil {
+			// The heartbeat loop tries again while the peer is up.
+			n.log.Debug("hint replay stopped", "peer", m.peerAddr, "pending", h.pending.Load(), "err", err)
+		}
+	}()
+}
+
+// deliverHints sends m's hints in order, a pipelined chunk at a time, until
+// none are left or one is not delivered.
+func (n *Node) deliverHints(m *member) error {
+	h := m.hints
+	start := time.Now()
+	delivered := 0
+	for !m.isDown() && !n.isClosed() {
+		frames, used, err := h.next()
+		if err != nil {
+			n.log.Error("hint file unreadable: dropping its remaining hints", "peer", m.peerAddr, "err", err)
+			h.dropRest()
+			return err
+		}
+		if len(frames) == 0 {
+			if delivered > 0 {
+				n.log.Info("hints delivered", "peer", m.peerAddr, "hints", delivered, "took", time.Since(start).Round(time.Millisecond).String())
+			}
+			return nil
+		}
+		// Answers come back in order; the hints up to the first one that
+		// failed are delivered. The rest go again, which last-writer-wins
+		// writes ignore when they did arrive.
+		errs := make([]chan error, len(frames))
+		for i, f := range frames {
+			ch := make(chan error, 1)
+			errs[i] = ch
+			m.link.Send(f, fromPeer(func(_ []byte, err error) { ch <- err }))
+		}
+		m.link.Flush()
+		ok, okBytes := 0, int64(0)
+		var failed error
+		for i, ch := range errs {
+			if err := <-ch; err != nil && failed == nil {
+				failed = err
+			}
+			if failed == nil {
+				ok++
+				okBytes += int64(len(frames[i]))
+			}
+		}
+		if failed != nil {
+			if ok > 0 {
+				h.advance(ok, okBytes)
+			}
+			return failed
+		}
+		h.advance(len(frames), used)
+		delivered += len(frames)
+	}
+	return nil
+}
+
+func (n *Node) isClosed() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.closed
+}
+
+// hintTotals sums the hint counters of every peer.
+func (n *Node) hintTotals() (pending, dropped, replayed int64) {
+	for _, m := range n.members {
+		if h := m.hints; h != nil {
+			pending += h.pending.Load()
+			dropped += h.dropped.Load()
+			replayed += h.replayed.Load()
+		}
+	}
+	return
+}
+
+// resolveDataDir is troop_data_dir, or by default troop-data/<node name>
+// beside the config file (the lab gives every node its own directory), or
+// under the system's temporary directory for a config built in code.
+func resolveDataDir(dataDir, source, name string) string {
+	if dataDir != "" {
+		return dataDir
+	}
+	if source != "" {
+		return filepath.Join(filepath.Dir(source), "troop-data", name)
+	}
+	return filepath.Join(os.TempDir(), "troop-data", name)
+}
