@@ -32,7 +32,7 @@ type RegisterConfig struct {
 
 // DefaultRegisterConfig is a small, contended workload: 6 clients on 3 keys.
 func DefaultRegisterConfig() RegisterConfig {
-	return RegisterConfig{Keys: 3, Clients: 6, Ops: 300, Duration: 10 * time.Second, Level: "DC_QUORUM",
+	return RegisterConfig{Keys: 3, Clients: 6, Ops: 2000, Duration: 10 * time.Second, Level: "DC_QUORUM",
 		Writes: 0.5, Timeout: time.Second, Seed: 1, Prefix: "troop:register"}
 }
 

@@ -82,7 +82,7 @@ func QuickConfig() Config {
 	c.Keys = 10_000
 	c.ReadersPerNode, c.WritersPerNode = 8, 2
 	c.Baseline, c.Fault, c.KillAt, c.ReplaceAfter = 5*time.Second, 15*time.Second, 4*time.Second, 2*time.Second
-	c.Register.Duration, c.Register.Ops = 4*time.Second, 150
+	c.Register.Duration, c.Register.Ops = 4*time.Second, 500
 	return c
 }
 
