@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"os"
 	"sort"
 	"strings"
 	"time"
@@ -98,23 +100,49 @@ func describeOnce(ctx context.Context, adminAddr string) (nodes []Node, missing 
 	if res.StatusCode != http.StatusOK {
 		return nil, nil, fmt.Errorf("cluster_describe at %s: %s", adminAddr, res.Status)
 	}
+	adminHost, _, _ := net.SplitHostPort(adminAddr)
+	return parseDescribed(res.Body, "cluster_describe at "+adminAddr, adminHost)
+}
+
+// parseDescribed reads a /cluster_describe answer. Listen addresses on all
+// interfaces are reached on host ("" leaves them as they are).
+func parseDescribed(r io.Reader, source, host string) (nodes []Node, missing []string, err error) {
 	var described []describedNode
-	if err := json.NewDecoder(res.Body).Decode(&described); err != nil {
-		return nil, nil, fmt.Errorf("cluster_describe at %s: %w", adminAddr, err)
+	if err := json.NewDecoder(r).Decode(&described); err != nil {
+		return nil, nil, fmt.Errorf("%s: not a cluster_describe answer: %w", source, err)
 	}
 	if len(described) == 0 {
-		return nil, nil, fmt.Errorf("cluster_describe at %s: no nodes", adminAddr)
+		return nil, nil, fmt.Errorf("%s: no nodes", source)
 	}
-	adminHost, _, _ := net.SplitHostPort(adminAddr)
 	for _, d := range described {
 		if d.Listen == "" {
 			missing = append(missing, fmt.Sprintf("the node of %s/%s with tokens %v", d.Datacenter, d.Rack, d.Tokens))
 			continue
 		}
 		nodes = append(nodes, Node{Name: d.Name, DC: d.Datacenter, Rack: d.Rack, Tokens: d.Tokens,
-			Addr: reachable(d.Listen, adminHost)})
+			Addr: reachable(d.Listen, host)})
 	}
 	return nodes, missing, nil
+}
+
+// FromClusterFile reads the topology from a file holding a node's
+// /cluster_describe answer (curl http://ADMIN/cluster_describe > FILE), for
+// clusters whose admin APIs the client cannot reach. Every node must have its
+// client address.
+func FromClusterFile(path string) ([]Node, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	nodes, missing, err := parseDescribed(f, path, "")
+	if err != nil {
+		return nil, err
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("%s: the client address of %s is missing", path, strings.Join(missing, ", "))
+	}
+	return nodes, nil
 }
 
 // reachable turns a listen address into one to dial: a node listening on

@@ -23,7 +23,7 @@ func newBenchCmd() *cobra.Command {
 	cfg := bench.DefaultConfig()
 	var targets, labDir, clusterAddr, valueSize, pipeline, ratio, hotspot, out, cpuProfile string
 	cmd := &cobra.Command{
-		Use:   "bench [JOB] (--target HOST:PORT[,...] | --lab DIR | --cluster ADMIN_ADDR)",
+		Use:   "bench [JOB] (--target HOST:PORT[,...] | --lab DIR | --cluster FILE|ADMIN_ADDR)",
 		Short: "Run a workload against a Redis-protocol endpoint, checking every read",
 		Long: `Run a workload (crud, mixed, write, ycsb-a ... ycsb-f; default mixed) against
 redis-server, nutcracker or troop nodes, check every value read, and print a
@@ -74,7 +74,7 @@ See docs/bench.md.`,
 	f := cmd.Flags()
 	f.StringVar(&targets, "target", "", "HOST:PORT[,HOST:PORT...] of plain RESP servers (redis-server, nutcracker, troop nodes)")
 	f.StringVar(&labDir, "lab", "", "DIR of a troop lab cluster (troop lab up's default is .troop/lab), driven by a token-aware client per rack")
-	f.StringVar(&clusterAddr, "cluster", "", "a troop cluster, read from the /cluster_describe of the node with this admin address (HOST:PORT)")
+	f.StringVar(&clusterAddr, "cluster", "", "a troop cluster: a file holding a node's /cluster_describe answer, or the admin address (HOST:PORT) of a node to ask")
 	f.Uint64Var(&cfg.Keys, "keys", cfg.Keys, "size of the key set")
 	f.IntVar(&cfg.KeySize, "key-size", cfg.KeySize, "bytes per key")
 	f.StringVar(&valueSize, "value-size", cfg.ValueSize.String(), "bytes per value: N, or LOW-HIGH drawn per write")
@@ -102,6 +102,15 @@ See docs/bench.md.`,
 }
 
 // benchTarget opens the one target the flags name and checks that it answers.
+// clusterNodes reads a cluster's topology from a file, when the argument
+// names one, or else from the node whose admin API is at the address.
+func clusterNodes(ctx context.Context, fileOrAddr string) ([]client.Node, error) {
+	if st, err := os.Stat(fileOrAddr); err == nil && st.Mode().IsRegular() {
+		return client.FromClusterFile(fileOrAddr)
+	}
+	return client.FromClusterDescribe(ctx, fileOrAddr)
+}
+
 func benchTarget(ctx context.Context, targets, labDir, clusterAddr string, cfg bench.Config) (bench.Target, error) {
 	given := 0
 	for _, s := range []string{targets, labDir, clusterAddr} {
@@ -128,7 +137,7 @@ func benchTarget(ctx context.Context, targets, labDir, clusterAddr string, cfg b
 	if labDir != "" {
 		nodes, err = client.FromLab(labDir)
 	} else {
-		nodes, err = client.FromClusterDescribe(ctx, clusterAddr)
+		nodes, err = clusterNodes(ctx, clusterAddr)
 	}
 	if err != nil {
 		return nil, err
