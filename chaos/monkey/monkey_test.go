@@ -1,0 +1,267 @@
+package monkey
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/troop-lab/troop/chaos"
+	"github.com/troop-lab/troop/chaos/api"
+	"github.com/troop-lab/troop/chaos/records"
+)
+
+// The daemon's decisions are tested here against a backend double (the
+// real lab backend is exercised by chaos/labchaos and by cmd/troop's
+// tests, which run the monkey against a real lab): it records what it is
+// asked to do and reports a fixed recovery time.
+
+type act struct {
+	at     time.Time
+	inst   string
+	action chaos.Action
+}
+
+type fakeBackend struct {
+	clock Clock
+	mu    sync.Mutex
+	acts  []act
+}
+
+const fakeRecovery = 1500 * time.Millisecond
+
+func (f *fakeBackend) Instances(_ context.Context, g *chaos.Group) ([]chaos.Instance, error) {
+	var out []chaos.Instance
+	for _, id := range []string{"n1", "n2", "n3"} {
+		out = append(out, chaos.Instance{ID: id, Name: id, Group: g.Name})
+	}
+	return out, nil
+}
+
+func (f *fakeBackend) Act(_ context.Context, inst chaos.Instance, a chaos.Action) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.acts = append(f.acts, act{f.clock.Now(), inst.ID, a})
+	return nil
+}
+
+func (f *fakeBackend) AwaitRecovery(context.Context, chaos.Instance, time.Time) (time.Duration, error) {
+	return fakeRecovery, nil
+}
+
+func (f *fakeBackend) Acts() []act {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]act(nil), f.acts...)
+}
+
+var errEnd = errors.New("end of the simulated time")
+
+// fakeClock jumps over every sleep, and ends at end.
+type fakeClock struct {
+	mu       sync.Mutex
+	now, end time.Time
+}
+
+func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *fakeClock) Sleep(ctx context.Context, d time.Duration) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+	if !c.now.Before(c.end) {
+		return errEnd
+	}
+	return ctx.Err()
+}
+
+func newMonkey(t *testing.T, yaml string, clk Clock) (*Monkey, *fakeBackend) {
+	t.Helper()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "chaos.yml")
+	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := chaos.LoadConfig(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := records.Open(cfg.Path(cfg.DB), cfg.Retention)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rec.Close() })
+	fb := &fakeBackend{clock: clk}
+	return &Monkey{
+		Config: cfg, Records: rec, Clock: clk, Seed: 42, Outage: NewOutageChecker(cfg),
+		Backend: func(chaos.Backend) (chaos.Terminator, error) { return fb, nil },
+	}, fb
+}
+
+const weekConfig = `leashed: false
+groups:
+  - name: g
+    backend: lab
+    enabled: true
+    probability: 1
+    min_time_between_kills: 1
+    max_terminations_per_day: 1
+  - name: off
+    backend: lab
+`
+
+func TestRunWeek(t *testing.T) {
+	loc, _ := time.LoadLocation("America/Los_Angeles")
+	// Monday 2026-11-23 to Saturday; Thursday the 26th is Thanksgiving.
+	start := time.Date(2026, 11, 23, 0, 0, 0, 0, loc)
+	clk := &fakeClock{now: start, end: start.AddDate(0, 0, 5)}
+	m, fb := newMonkey(t, weekConfig, clk)
+	if err := m.Run(t.Context()); !errors.Is(err, errEnd) {
+		t.Fatalf("Run = %v, want the clock's end", err)
+	}
+	acts := fb.Acts()
+	wantDays := []int{23, 24, 25, 27}
+	if len(acts) != len(wantDays) {
+		t.Fatalf("%d actions, want one on each work day %v: %+v", len(acts), wantDays, acts)
+	}
+	ts, err := m.Records.Terminations(t.Context(), chaos.Query{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var executed, holiday []chaos.Termination
+	for _, tr := range ts {
+		switch {
+		case tr.Outcome == chaos.Executed:
+			executed = append(executed, tr)
+		case tr.Reason == chaos.Holiday:
+			holiday = append(holiday, tr)
+		default:
+			t.Errorf("unexpected record %+v", tr)
+		}
+	}
+	for i, a := range acts {
+		local := a.at.In(loc)
+		if local.Day() != wantDays[i] || local.Hour() < 9 || local.Hour() >= 15 {
+			t.Errorf("action %d at %v: want on the %d, 09:00 to 15:00", i, local, wantDays[i])
+		}
+		if i < len(executed) {
+			e := executed[i]
+			if !e.Planned.Equal(a.at) || !e.Executed.Equal(a.at) || e.Instance.ID != a.inst || e.Recovery != fakeRecovery {
+				t.Errorf("record %d = %+v; want planned and executed at %v, instance %s, recovery %v", i, e, a.at, a.inst, fakeRecovery)
+			}
+		}
+	}
+	if len(holiday) != 1 || holiday[0].Group != "g" || holiday[0].Executed.In(loc).Day() != 26 {
+		t.Errorf("holiday records %+v, want one for group g on the 26th", holiday)
+	}
+	for day := 23; day <= 27; day++ {
+		if _, found, err := m.Records.Plan(t.Context(), chaos.Date{Year: 2026, Month: 11, Day: day}); !found || err != nil {
+			t.Errorf("no stored plan for 2026-11-%d (%v)", day, err)
+		}
+	}
+
+	// A restarted daemon over the same days reads the stored plans and
+	// repeats nothing.
+	clk2 := &fakeClock{now: start, end: start.AddDate(0, 0, 5)}
+	fb2 := &fakeBackend{clock: clk2}
+	m2 := &Monkey{Config: m.Config, Records: m.Records, Clock: clk2, Seed: m.Seed,
+		Backend: func(chaos.Backend) (chaos.Terminator, error) { return fb2, nil }}
+	m2.Run(t.Context())
+	if n := len(fb2.Acts()); n != 0 {
+		t.Errorf("restarted daemon acted %d times on days already done", n)
+	}
+}
+
+const onDemandConfig = `leashed: false
+on_demand: true
+outage: {file: outage}
+groups:
+  - name: g
+    backend: lab
+    enabled: true
+    min_time_between_kills: 1h
+    max_terminations_per_day: 5
+`
+
+func TestKillChecks(t *testing.T) {
+	clk := &fakeClock{now: time.Date(2026, 11, 28, 3, 0, 0, 0, time.UTC), end: time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)}
+	m, fb := newMonkey(t, onDemandConfig, clk)
+	ctx := t.Context()
+	outage := m.Config.Path("outage")
+	kill := func(want chaos.Outcome, why chaos.Reason) chaos.Termination {
+		t.Helper()
+		tr, err := m.Kill(ctx, "g", chaos.Action{Kind: chaos.Terminate})
+		if err != nil || tr.Outcome != want || tr.Reason != why {
+			t.Fatalf("Kill = %+v, %v; want %s %s", tr, err, want, why)
+		}
+		return tr
+	}
+
+	os.WriteFile(outage, nil, 0o644)
+	kill(chaos.Skipped, chaos.InOutage)
+	os.Remove(outage)
+
+	if err := m.Stop(ctx); err != nil || !m.Stopped() {
+		t.Fatalf("Stop: %v, stopped %v", err, m.Stopped())
+	}
+	kill(chaos.Skipped, chaos.Stopped)
+	if len(fb.Acts()) != 0 {
+		t.Fatalf("acted while in an outage or stopped: %+v", fb.Acts())
+	}
+	m.Resume(ctx)
+	// A Saturday night: on demand, the calendar does not apply.
+	tr := kill(chaos.Executed, "")
+	m.Wait()
+	if len(fb.Acts()) != 1 {
+		t.Fatalf("%d actions after resume, want 1", len(fb.Acts()))
+	}
+	got, _ := m.Records.Terminations(ctx, chaos.Query{Group: "g", Since: tr.Executed})
+	if len(got) != 3 || got[2].ID != tr.ID || got[2].Recovery != fakeRecovery {
+		t.Errorf("recovery not recorded: %+v", got)
+	}
+	// The gap holds for on-demand kills.
+	if tr, _ := m.Kill(ctx, "g", chaos.Action{Kind: chaos.Terminate}); tr.Reason != chaos.MinGap {
+		t.Errorf("kill within the gap: %+v", tr)
+	}
+	if _, err := m.Kill(ctx, "nope", chaos.Action{Kind: chaos.Terminate}); !errors.Is(err, api.ErrUnknownGroup) {
+		t.Errorf("unknown group: %v", err)
+	}
+	// A temporary action needs a backend with leases.
+	clk.Sleep(ctx, 2*time.Hour)
+	if tr, err := m.Kill(ctx, "g", chaos.Action{Kind: chaos.Pause, Duration: time.Second}); err == nil || tr.Outcome != chaos.Failed {
+		t.Errorf("pause without leases: %+v, %v", tr, err)
+	}
+}
+
+func TestLeashed(t *testing.T) {
+	clk := &fakeClock{now: time.Date(2026, 11, 28, 3, 0, 0, 0, time.UTC), end: time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)}
+	m, fb := newMonkey(t, "groups: [{name: g, backend: lab, enabled: true}]\n", clk)
+	tr, err := m.Kill(t.Context(), "g", chaos.Action{Kind: chaos.Terminate})
+	if err != nil || tr.Reason != chaos.Leashed || len(fb.Acts()) != 0 {
+		t.Fatalf("leashed kill: %+v, %v, acts %v", tr, err, fb.Acts())
+	}
+}
+
+func TestURLOutageFailsClosed(t *testing.T) {
+	status := http.StatusNotFound
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(status) }))
+	defer srv.Close()
+	o := &URLOutage{URL: srv.URL, Client: srv.Client()}
+	for _, tc := range []struct {
+		status int
+		ok     bool
+	}{{http.StatusNotFound, true}, {http.StatusNoContent, true}, {http.StatusOK, false}, {http.StatusInternalServerError, false}} {
+		status = tc.status
+		if ok, _, _ := chaos.CheckOutage(t.Context(), o); ok != tc.ok {
+			t.Errorf("status %d: kill allowed %v, want %v", tc.status, ok, tc.ok)
+		}
+	}
+	srv.Close()
+	if ok, _, _ := chaos.CheckOutage(t.Context(), o); ok {
+		t.Error("an unreachable outage source allowed a kill")
+	}
+}
