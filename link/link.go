@@ -230,9 +230,26 @@ func (l *Link) startLocked(conn net.Conn, rd *resp.Reader) {
 	go l.readLoop(conn, rd)
 }
 
+// Replies are read into arenas of arenaSize bytes, carved one reply after
+// the other, instead of one allocation (and a regrowth for a large value)
+// per reply: under load that was the reader's main cost. A reply keeps its
+// arena alive while its owner holds it.
+const (
+	arenaSize    = 64 << 10
+	arenaMinFree = 4 << 10 // below this, start a new arena
+)
+
 func (l *Link) readLoop(conn net.Conn, rd *resp.Reader) {
+	var arena []byte
 	for {
-		raw, err := rd.ReadRaw(nil)
+		if cap(arena)-len(arena) < arenaMinFree {
+			arena = make([]byte, 0, arenaSize)
+		}
+		raw, err := rd.ReadRaw(arena[len(arena):len(arena)])
+		if len(raw) > 0 && cap(arena) > len(arena) && &raw[0] == &arena[:len(arena)+1][len(arena)] {
+			arena = arena[:len(arena)+len(raw)] // carved from the arena
+		}
+		raw = raw[:len(raw):len(raw)] // an append by its owner must not reach the next reply
 		l.mu.Lock()
 		if l.conn != conn { // this connection was already failed and replaced
 			l.mu.Unlock()
