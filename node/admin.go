@@ -21,6 +21,7 @@ import (
 //	GET  /get_consistency               {"read": ..., "write": ...}
 //	POST /set_consistency/{read|write}/{level}
 //	POST /state/{normal|standby|writes_only}, GET /state
+//	POST /repair                        an anti-entropy pass now; its report, JSON
 //	GET  /ping
 //	GET  /debug/pprof/...               Go's profiler
 //
@@ -64,6 +65,19 @@ func (n *Node) adminHandler() http.Handler {
 	})
 	mux.HandleFunc("/state", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, map[string]string{"state": stateNames[n.state.Load()]})
+	})
+	mux.HandleFunc("/repair", func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			http.Error(w, "POST /repair runs an anti-entropy pass", http.StatusMethodNotAllowed)
+			return
+		}
+		rep, err := n.AntiEntropy(r.Context())
+		if err != nil {
+			http.Error(w, "anti-entropy pass failed: "+err.Error(), http.StatusInternalServerError)
+			return
+		}
+		n.log.Info("anti-entropy pass on request", "keys_compared", rep.KeysCompared, "differing", rep.Differing, "repaired", rep.Repaired, "bytes", rep.Bytes, "took", rep.Took)
+		writeJSON(w, rep)
 	})
 	mux.HandleFunc("/ping", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "pong") })
 	// Go's profiler, for finding where a node spends its time under load.

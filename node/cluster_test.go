@@ -5,6 +5,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/troop-lab/troop/topology"
 )
 
 // A write at DC_QUORUM through one node reads back through every node, at
@@ -131,7 +133,8 @@ func TestPausedReplicaTimesOut(t *testing.T) {
 // Replicas that disagree make DC_SAFE_QUORUM fail, while DC_QUORUM returns
 // the newest value among the first quorum of answers.
 func TestSafeQuorumRefusesDisagreement(t *testing.T) {
-	tc := startCluster(t, clusterOpts{racks: 3})
+	// Read repair would settle the disagreement this test sets up.
+	tc := startCluster(t, clusterOpts{racks: 3, configure: func(c *topology.Config) { c.ReadRepair = false }})
 	c := tc.client(0, "DC_QUORUM")
 	c.must("SET", "k", "agreed")
 	// Behind the store's back: every replica gets a different value and a

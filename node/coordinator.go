@@ -348,11 +348,12 @@ type readQuorum struct {
 	order      []int                // replicas in the order to ask them
 	asked      int                  // how many of order have been asked
 	inflight   int
+	extra      int // replicas asked beyond the quorum, to settle a conflict
 }
 
 // toAskLocked returns the replicas to ask now, and counts them as asked.
 func (q *readQuorum) toAskLocked() []int {
-	need := consistency.Quorum(q.tally.Replicas)
+	need := consistency.Quorum(q.tally.Replicas) + q.extra
 	have := q.tally.OK
 	if q.level == consistency.DCSafeQuorum {
 		have = q.tally.Agreeing
@@ -410,9 +411,11 @@ func (q *readQuorum) answer(i int, version, reply []byte, err error) {
 		return
 	}
 	var answered []consistency.Reply
-	for _, a := range q.answers {
+	var idx []int // the replica of each answer
+	for i, a := range q.answers {
 		if a != nil {
 			answered = append(answered, *a)
+			idx = append(idx, i)
 		}
 	}
 	size, agreeing := consistency.LargestAgreement(answered)
@@ -422,9 +425,19 @@ func (q *readQuorum) answer(i int, version, reply []byte, err error) {
 	case consistency.Succeed:
 		if q.level == consistency.DCSafeQuorum {
 			out = answered[agreeing].Raw
-		} else {
-			out = answered[consistency.Newest(answered)].Raw
+			break
 		}
+		source, _, conflict := consistency.Resolve(answered)
+		if conflict && q.asked < len(q.order) {
+			// Answers of the newest version differ: a replica was changed
+			// behind troop's back. Ask one more, and let the majority say.
+			q.extra++
+			more := q.toAskLocked()
+			q.mu.Unlock()
+			q.ask(more, nil)
+			return
+		}
+		out = answered[source].Raw
 	case consistency.Fail:
 		q.n.stats.quorumFailures.Add(1)
 		need := consistency.Quorum(q.tally.Replicas)
@@ -442,6 +455,9 @@ func (q *readQuorum) answer(i int, version, reply []byte, err error) {
 	q.decided = true
 	q.mu.Unlock()
 	q.done(out)
+	if len(q.keys) == 1 {
+		q.n.repair.readRepair(q.keys[0], q.replicas, answered, idx)
+	}
 }
 
 // timed wraps done to record the request's latency and outcome.

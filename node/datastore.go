@@ -13,9 +13,11 @@ import (
 
 // Values live in redis-server as plain values under their own keys, so a
 // plain Redis client sees plain data. Each key's version lives beside it
-// under versionPrefix+key, with the same expiry; a deleted key leaves its
-// version behind for the tombstone grace period, so an older write that
-// arrives late cannot bring it back.
+// under versionPrefix+key. A deleted key leaves its version behind for the
+// tombstone grace period, and a key with an expiry keeps its version for
+// the grace period past it, so that neither an older write arriving late
+// nor repair from a replica that missed the delete or the expiry can bring
+// the value back: a version without a value is a tombstone.
 const versionPrefix = "__troop:v:"
 
 // writeScript applies a write with its version, atomically. KEYS alternate
@@ -49,7 +51,7 @@ for i = 1, #KEYS, 2 do
   elseif ttl == -1 then
     redis.call('SET', vk, nv)
   else
-    redis.call('SET', vk, nv, 'PX', ttl)
+    redis.call('SET', vk, nv, 'PX', ttl + tonumber(ARGV[3]))
   end
 end
 return r
@@ -67,9 +69,51 @@ end
 return {v, r}
 `
 
+// fetchScript reads what repair copies from a replica: {version (or ""),
+// DUMP of the value (or "" for none), PTTL of the value, PTTL of the
+// version}, atomically. KEYS are the key and its version key.
+const fetchScript = `
+return {redis.call('GET', KEYS[2]) or '', redis.call('DUMP', KEYS[1]) or '',
+  redis.call('PTTL', KEYS[1]), redis.call('PTTL', KEYS[2])}
+`
+
+// repairScript installs a copy fetched from another replica unless this
+// one holds a newer version: ARGV are the version, the DUMP ("" writes a
+// tombstone: the value is deleted, the version kept), the value's PTTL and
+// the version's PTTL as fetched. At the same version it replaces the value
+// only when it differs (a replica changed behind troop's back). It answers
+// 1 when it changed something, else 0.
+const repairScript = `
+local v = ARGV[1]
+local cur = redis.call('GET', KEYS[2])
+if cur and cur > v then return 0 end
+local dump = ARGV[2]
+if cur == v then
+  local mine = redis.call('DUMP', KEYS[1]) or ''
+  if mine == dump then return 0 end
+end
+if dump == '' then
+  redis.call('DEL', KEYS[1])
+else
+  local ttl = tonumber(ARGV[3])
+  if ttl < 0 then ttl = 0 end
+  redis.call('RESTORE', KEYS[1], ttl, dump, 'REPLACE')
+end
+local vttl = tonumber(ARGV[4])
+if vttl > 0 then
+  redis.call('SET', KEYS[2], v, 'PX', vttl)
+else
+  redis.call('SET', KEYS[2], v)
+end
+return 1
+`
+
 var (
-	writeSHA = scriptSHA(writeScript)
-	readSHA  = scriptSHA(readScript)
+	writeSHA  = scriptSHA(writeScript)
+	readSHA   = scriptSHA(readScript)
+	fetchSHA  = scriptSHA(fetchScript)
+	repairSHA = scriptSHA(repairScript)
+	digestSHA = scriptSHA(digestScript)
 )
 
 func scriptSHA(s string) string {
@@ -81,12 +125,13 @@ func scriptSHA(s string) string {
 // restarted empty since the last one.
 func loadScripts(conn net.Conn, rd *resp.Reader) error {
 	var req []byte
-	req = resp.AppendCommandStrings(req, "SCRIPT", "LOAD", writeScript)
-	req = resp.AppendCommandStrings(req, "SCRIPT", "LOAD", readScript)
+	for _, s := range []string{writeScript, readScript, fetchScript, repairScript, digestScript} {
+		req = resp.AppendCommandStrings(req, "SCRIPT", "LOAD", s)
+	}
 	if _, err := conn.Write(req); err != nil {
 		return err
 	}
-	for _, want := range []string{writeSHA, readSHA} {
+	for _, want := range []string{writeSHA, readSHA, fetchSHA, repairSHA, digestSHA} {
 		v, err := rd.ReadValue()
 		if err != nil {
 			return err

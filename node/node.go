@@ -84,6 +84,14 @@ type Node struct {
 	inflight              atomic.Int64
 	stats                 *stats
 
+	// Anti-entropy: its own connections (made on the first pass), one pass
+	// at a time, and the trees built for peers' passes.
+	aeMu    sync.Mutex
+	aeStore *link.Link
+	aePeers map[*member]*link.Link
+	aeRun   sync.Mutex
+	trees   treeCache
+
 	mu        sync.Mutex
 	listeners []net.Listener
 	conns     map[net.Conn]struct{}
@@ -292,6 +300,14 @@ func (n *Node) closeLinks() {
 	}
 	for _, l := range n.store {
 		l.Close()
+	}
+	n.aeMu.Lock()
+	defer n.aeMu.Unlock()
+	if n.aeStore != nil {
+		n.aeStore.Close()
+		for _, l := range n.aePeers {
+			l.Close()
+		}
 	}
 }
 

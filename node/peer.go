@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strconv"
 	"strings"
 	"time"
 
@@ -129,6 +130,19 @@ func (n *Node) handlePeer(op string, args [][]byte, s *slot, b *batch) {
 		if op == "FWD" {
 			n.fanOut(keys[0], version, cmdArgs, b)
 		}
+	case op == "FETCH" && len(args) == 2:
+		b.send(n.storeFor(args[1]), appendFetch(nil, args[1]), done)
+	case op == "REPAIR" && len(args) == 6:
+		pttl, err1 := strconv.ParseInt(string(args[4]), 10, 64)
+		vpttl, err2 := strconv.ParseInt(string(args[5]), 10, 64)
+		if _, ok := decodeVersion(args[2]); !ok || err1 != nil || err2 != nil {
+			s.complete(resp.AppendError(nil, "ERR troop peer protocol: bad REPAIR arguments"))
+			return
+		}
+		n.clock.observe(args[2])
+		b.send(n.storeFor(args[1]), appendRepair(nil, args[1], copyOf{version: args[2], dump: args[3], pttl: pttl, vpttl: vpttl}), done)
+	case op == "TREE" || op == "TREENODES" || op == "ENTRIES":
+		n.serveAntiEntropy(op, args, s)
 	default:
 		s.complete(resp.AppendError(nil, fmt.Sprintf("ERR troop peer protocol: unknown request '%s'", printableArg(args[0]))))
 	}

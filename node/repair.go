@@ -1,15 +1,221 @@
 package node
 
-import "context"
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
 
-// repairer runs read repair and anti-entropy for a node (docs/repair.md).
+	"github.com/troop-lab/troop/node/consistency"
+	"github.com/troop-lab/troop/resp"
+)
+
+// repairer copies the newest version of a key from one replica to stale
+// ones, for read repair and anti-entropy (docs/repair.md). A copy is the
+// key's DUMP with its version and expiry, fetched from the source replica
+// (fetchScript) and installed on the target by repairScript, which never
+// replaces a newer version: a write that lands meanwhile wins.
 type repairer struct {
-	n *Node
+	n     *Node
+	slots chan struct{} // read repairs under way, bounded
 }
 
-func newRepairer(n *Node) *repairer { return &repairer{n: n} }
+// readRepairDelay lets writes still in flight reach the stale replica
+// before it is repaired, so that a write that is merely late is not
+// mistaken for a missed one (for writes that are not last-writer-wins,
+// such as INCR, copying first and applying the late write after would
+// apply it twice).
+const readRepairDelay = 200 * time.Millisecond
 
-// antiEntropyLoop runs an anti-entropy pass every troop_anti_entropy_interval_ms.
+const maxReadRepairs = 256
+
+func newRepairer(n *Node) *repairer {
+	return &repairer{n: n, slots: make(chan struct{}, maxReadRepairs)}
+}
+
+// copyOf is a key as fetchScript returns it.
+type copyOf struct {
+	version, dump []byte
+	pttl, vpttl   int64
+}
+
+// countFunc sees the bytes of a peer request and its reply.
+type countFunc func(req, raw []byte)
+
+// fetch reads key's copy from replica m.
+func (r *repairer) fetch(m *member, key []byte, count countFunc, done func(copyOf, error)) {
+	parse := func(raw []byte, err error) {
+		if err != nil {
+			done(copyOf{}, err)
+			return
+		}
+		v, err := resp.Parse(raw)
+		if err != nil || v.IsError() || len(v.Elems) != 4 {
+			done(copyOf{}, fmt.Errorf("fetch %q from %s: unexpected reply %s", key, replicaName(m), v))
+			return
+		}
+		done(copyOf{version: v.Elems[0].Str, dump: v.Elems[1].Str, pttl: v.Elems[2].Int, vpttl: v.Elems[3].Int}, nil)
+	}
+	if m.self {
+		r.n.storeFor(key).Do(appendFetch(nil, key), parse)
+		return
+	}
+	if m.isDown() {
+		done(copyOf{}, errMarkedDown(m))
+		return
+	}
+	req := resp.AppendCommand(nil, []byte("FETCH"), key)
+	m.link.Do(req, fromPeer(func(raw []byte, err error) {
+		if count != nil {
+			count(req, raw)
+		}
+		parse(raw, err)
+	}))
+}
+
+// install writes a copy onto replica m; changed says whether m took it.
+func (r *repairer) install(m *member, key []byte, c copyOf, count countFunc, done func(changed bool, err error)) {
+	parse := func(raw []byte, err error) {
+		if err != nil {
+			done(false, err)
+			return
+		}
+		v, err := resp.Parse(raw)
+		if err != nil || v.IsError() {
+			done(false, fmt.Errorf("repair %q on %s: %s", key, replicaName(m), raw))
+			return
+		}
+		done(v.Int == 1, nil)
+	}
+	if m.self {
+		r.n.storeFor(key).Do(appendRepair(nil, key, c), parse)
+		return
+	}
+	if m.isDown() {
+		done(false, errMarkedDown(m))
+		return
+	}
+	req := resp.AppendCommand(nil, []byte("REPAIR"), key, c.version, c.dump,
+		[]byte(strconv.FormatInt(c.pttl, 10)), []byte(strconv.FormatInt(c.vpttl, 10)))
+	m.link.Do(req, fromPeer(func(raw []byte, err error) {
+		if count != nil {
+			count(req, raw)
+		}
+		parse(raw, err)
+	}))
+}
+
+// copyKey copies key from replica src to the targets; done gets how many
+// targets changed, and the first error. count (may be nil) sees the peer
+// traffic.
+func (r *repairer) copyKey(key []byte, src *member, targets []*member, count countFunc, done func(changed int, err error)) {
+	r.fetch(src, key, count, func(c copyOf, err error) {
+		if err != nil {
+			done(0, err)
+			return
+		}
+		if len(c.version) == 0 { // nothing troop wrote: nothing to copy
+			done(0, nil)
+			return
+		}
+		results := make(chan error, len(targets))
+		changed := make(chan bool, len(targets))
+		for _, t := range targets {
+			r.install(t, key, c, count, func(ch bool, err error) { changed <- ch; results <- err })
+		}
+		go func() {
+			n := 0
+			var first error
+			for range targets {
+				if <-changed {
+					n++
+				}
+				if err := <-results; err != nil && first == nil {
+					first = err
+				}
+			}
+			done(n, first)
+		}()
+	})
+}
+
+// readRepair repairs the stale replicas a quorum read of one key found, in
+// the background, after readRepairDelay.
+func (r *repairer) readRepair(key []byte, replicas []*member, answers []consistency.Reply, idx []int) {
+	if !r.n.cfg.ReadRepair || len(answers) < 2 {
+		return
+	}
+	source, stale, _ := consistency.Resolve(answers)
+	if len(stale) == 0 {
+		return
+	}
+	var targets []*member
+	for _, s := range stale {
+		targets = append(targets, replicas[idx[s]])
+	}
+	select {
+	case r.slots <- struct{}{}:
+	default:
+		r.n.stats.readRepairsLost.Add(int64(len(targets)))
+		return
+	}
+	key = append([]byte(nil), key...)
+	src := replicas[idx[source]]
+	time.AfterFunc(readRepairDelay, func() {
+		r.copyKey(key, src, targets, nil, func(changed int, err error) {
+			<-r.slots
+			r.n.stats.readRepairs.Add(int64(changed))
+			if err != nil {
+				r.n.stats.readRepairsLost.Add(1)
+				r.n.log.Debug("read repair failed", "key", printableArg(key), "err", err)
+			}
+		})
+	})
+}
+
+// antiEntropyLoop runs an anti-entropy pass every
+// troop_anti_entropy_interval_ms (never when it is 0).
 func (r *repairer) antiEntropyLoop(ctx context.Context) {
-	<-ctx.Done()
+	every := r.n.cfg.AntiEntropyInterval
+	if every <= 0 {
+		return
+	}
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		rep, err := r.n.AntiEntropy(ctx)
+		if err != nil {
+			r.n.log.Warn("anti-entropy pass failed", "err", err)
+			continue
+		}
+		r.n.log.Info("anti-entropy pass", "keys_compared", rep.KeysCompared, "differing", rep.Differing, "repaired", rep.Repaired,
+			"bytes", rep.Bytes, "took", rep.Took)
+	}
+}
+
+func appendFetch(dst, key []byte) []byte {
+	dst = resp.AppendArrayHeader(dst, 5)
+	dst = resp.AppendBulkString(dst, "EVALSHA")
+	dst = resp.AppendBulkString(dst, fetchSHA)
+	dst = resp.AppendBulkString(dst, "2")
+	dst = resp.AppendBulk(dst, key)
+	return appendVersionKey(dst, key)
+}
+
+func appendRepair(dst, key []byte, c copyOf) []byte {
+	dst = resp.AppendArrayHeader(dst, 9)
+	dst = resp.AppendBulkString(dst, "EVALSHA")
+	dst = resp.AppendBulkString(dst, repairSHA)
+	dst = resp.AppendBulkString(dst, "2")
+	dst = resp.AppendBulk(dst, key)
+	dst = appendVersionKey(dst, key)
+	dst = resp.AppendBulk(dst, c.version)
+	dst = resp.AppendBulk(dst, c.dump)
+	dst = resp.AppendBulkString(dst, strconv.FormatInt(c.pttl, 10))
+	return resp.AppendBulkString(dst, strconv.FormatInt(c.vpttl, 10))
 }
