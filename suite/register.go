@@ -19,15 +19,15 @@ import (
 // phase: a few clients read and write a few keys, each waiting for its
 // answer, so that check.CheckRegisters can judge every key's history.
 type RegisterConfig struct {
-	Keys     int           `json:"keys"`     // registers, each its own key
-	Clients  int           `json:"clients"`  // spread over the racks of the first datacenter
-	Ops      int           `json:"ops"`      // per client, at most
-	Duration time.Duration `json:"duration"` // at most
-	Level    string        `json:"level"`    // read and write consistency level
-	Writes   float64       `json:"writes"`   // share of writes, 0..1
-	Timeout  time.Duration `json:"timeout"`  // per request
-	Seed     uint64        `json:"seed"`
-	Prefix   string        `json:"prefix"` // of the keys; a fresh one per run keeps the initial state empty
+	Keys     int           `json:"keys" yaml:"keys"`         // registers, each its own key
+	Clients  int           `json:"clients" yaml:"clients"`   // spread over the racks of the first datacenter
+	Ops      int           `json:"ops" yaml:"ops"`           // per client, at most
+	Duration time.Duration `json:"duration" yaml:"duration"` // at most
+	Level    string        `json:"level" yaml:"-"`           // read and write consistency level
+	Writes   float64       `json:"writes" yaml:"writes"`     // share of writes, 0..1
+	Timeout  time.Duration `json:"timeout" yaml:"timeout"`   // per request
+	Seed     uint64        `json:"seed" yaml:"-"`
+	Prefix   string        `json:"prefix" yaml:"-"` // of the keys; a fresh one per run keeps the initial state empty
 }
 
 // DefaultRegisterConfig is a small, contended workload: 6 clients on 3 keys.

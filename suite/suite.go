@@ -34,33 +34,33 @@ import (
 
 // Config is everything a suite run depends on; it is recorded in the report.
 type Config struct {
-	Quick bool   `json:"quick"`
-	Seed  uint64 `json:"seed"`
+	Quick bool   `json:"quick" yaml:"-"`
+	Seed  uint64 `json:"seed" yaml:"seed"`
 	// Dir holds the lab the run starts (configs, data, logs).
-	Dir string `json:"dir"`
+	Dir string `json:"dir" yaml:"-"`
 	// Lab, if set, is the directory of a lab already running (troop lab up):
 	// the run uses it instead of starting one.
-	Lab string `json:"lab,omitempty"`
+	Lab string `json:"lab,omitempty" yaml:"-"`
 	// Troop is the binary the lab's nodes run; "" for this executable.
-	Troop string `json:"-"`
+	Troop string `json:"-" yaml:"-"`
 	// NodeCommand, if set, is the command line of each node of a lab the
 	// run starts (lab.Spec.NodeCommand): tests plant bugs with it.
-	NodeCommand func(n lab.Node) []string `json:"-"`
+	NodeCommand func(n lab.Node) []string `json:"-" yaml:"-"`
 
-	Keys           uint64         `json:"keys"`
-	ValueSize      int            `json:"value_size"`
-	ReadersPerNode int            `json:"readers_per_node"`
-	WritersPerNode int            `json:"writers_per_node"`
-	Baseline       time.Duration  `json:"baseline"`      // per level
-	Fault          time.Duration  `json:"fault"`         // the failure phase's whole run
-	KillAt         time.Duration  `json:"kill_at"`       // into the failure phase
-	ReplaceAfter   time.Duration  `json:"replace_after"` // the lab's replacement delay
-	FaultRate      float64        `json:"fault_rate"`    // open-loop ops/s of the failure phase; 0 = 60% of baseline DC_QUORUM
-	Register       RegisterConfig `json:"register"`
-	Levels         []string       `json:"levels"` // of the baseline and the consistency phase
+	Keys           uint64         `json:"keys" yaml:"keys"`
+	ValueSize      int            `json:"value_size" yaml:"value_size"`
+	ReadersPerNode int            `json:"readers_per_node" yaml:"readers_per_node"`
+	WritersPerNode int            `json:"writers_per_node" yaml:"writers_per_node"`
+	Baseline       time.Duration  `json:"baseline" yaml:"baseline"`           // per level
+	Fault          time.Duration  `json:"fault" yaml:"fault"`                 // the failure phase's whole run
+	KillAt         time.Duration  `json:"kill_at" yaml:"kill_at"`             // into the failure phase
+	ReplaceAfter   time.Duration  `json:"replace_after" yaml:"replace_after"` // the lab's replacement delay
+	FaultRate      float64        `json:"fault_rate" yaml:"fault_rate"`       // open-loop ops/s of the failure phase; 0 = 60% of baseline DC_QUORUM
+	Register       RegisterConfig `json:"register" yaml:"register"`
+	Levels         []string       `json:"levels" yaml:"levels"` // of the baseline and the consistency phase
 
-	Version  string    `json:"troop_version"`
-	Progress io.Writer `json:"-"` // bench's progress line; nil = quiet
+	Version  string    `json:"troop_version" yaml:"-"`
+	Progress io.Writer `json:"-" yaml:"-"` // bench's progress line; nil = quiet
 }
 
 // DefaultConfig is the full run: a few minutes on a laptop.

@@ -21,10 +21,11 @@ func newRunCmd() *cobra.Command {
 	var (
 		quick, strict bool
 		out, labDir   string
+		configFile    string
 		seed          uint64
 	)
 	cmd := &cobra.Command{
-		Use:   "run [--quick] [--out DIR] [--lab DIR]",
+		Use:   "run [--quick] [--out DIR] [--config FILE] [--lab DIR]",
 		Short: "Run the whole suite against a lab cluster and write one report",
 		Long: `Start a lab cluster (1 datacenter x 3 racks x 1 node), or use a running one
 (--lab), and run the suite: a baseline benchmark at DC_ONE and DC_QUORUM, a
@@ -39,7 +40,16 @@ minute; the default a few. See docs/run.md.`,
 			if quick {
 				cfg = suite.QuickConfig()
 			}
-			cfg.Seed, cfg.Lab, cfg.Version = seed, labDir, version
+			if configFile != "" {
+				var err error
+				if cfg, err = suite.LoadConfig(configFile, cfg); err != nil {
+					return fmt.Errorf("run: %w", err)
+				}
+			}
+			if cmd.Flags().Changed("seed") || configFile == "" {
+				cfg.Seed = seed
+			}
+			cfg.Lab, cfg.Version = labDir, version
 			cfg.Dir = filepath.Join(out, "lab")
 			if isTerminal(os.Stderr) {
 				cfg.Progress = os.Stderr
@@ -59,6 +69,7 @@ minute; the default a few. See docs/run.md.`,
 	f := cmd.Flags()
 	f.BoolVar(&quick, "quick", false, "a short run, about a minute")
 	f.StringVar(&out, "out", ".troop/run", "directory for the report, its JSON and the lab")
+	f.StringVar(&configFile, "config", "", "a YAML file of phase settings over the preset (see docs/run.md)")
 	f.StringVar(&labDir, "lab", "", "use the lab running in this directory (troop lab up) instead of starting one")
 	f.Uint64Var(&seed, "seed", 1, "seed of the workloads and of the chaos monkey's choice")
 	f.BoolVar(&strict, "strict", false, "exit with status 1 when the verdict says something broke")
