@@ -82,6 +82,7 @@ CREATE TABLE IF NOT EXISTS plan_kills (
 // Store is a chaos.Recorder over one SQLite database file. It is safe for
 // concurrent use, also by several processes on the same file.
 type Store struct {
+	path      string
 	db        *sql.DB
 	retention time.Duration
 	now       func() time.Time // stamps recorded plans; tests may replace it
@@ -115,11 +116,14 @@ func Open(path string, retention time.Duration) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("records: create tables in %s: %w", path, err)
 	}
-	return &Store{db: db, retention: retention, now: time.Now}, nil
+	return &Store{path: path, db: db, retention: retention, now: time.Now}, nil
 }
 
 // Close closes the database.
 func (s *Store) Close() error { return s.db.Close() }
+
+// Path is the database file.
+func (s *Store) Path() string { return s.path }
 
 // Retention returns the retention the store was opened with.
 func (s *Store) Retention() time.Duration { return s.retention }

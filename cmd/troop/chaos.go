@@ -26,11 +26,13 @@ instances, how often each may lose one (a probability per work day, or a mean
 time between kills in work days), the chaos types allowed, and a calendar of
 work days, hours and holidays.
 
-Today chaos computes schedules, and kills on demand in lab clusters (kill).
-The daemon (serve), the global stop, the REST API, leases (pause, burn-cpu),
-and the docker and kubernetes backends are still to come.`,
+schedule prints plans; kill acts once, now; serve runs the daemon and its
+REST API; stop and resume are the global stop. Faults that must be undone
+(pause, burn-cpu, the lab's stop) hold a lease that a detached watchdog
+reverts at its end, even if the monkey dies.`,
 	}
-	cmd.AddCommand(newChaosScheduleCmd(), newChaosKillCmd(), newChaosWatchdogCmd(), newChaosBurnCmd())
+	cmd.AddCommand(newChaosScheduleCmd(), newChaosKillCmd(), newChaosServeCmd(), newChaosStopCmd(), newChaosResumeCmd(),
+		newChaosWatchdogCmd(), newChaosBurnCmd())
 	return cmd
 }
 

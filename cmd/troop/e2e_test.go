@@ -225,7 +225,7 @@ func TestChaosKillLab(t *testing.T) {
 		t.Fatalf("leashed kill acted or said %q", out)
 	}
 	recs := filepath.Join(dir, "records.db")
-	out = run("rack2", "--config", config(false), "--lab", l.Dir(), "--records", recs, "--recover-within", "30s")
+	out = run("rack2", "--config", config(false), "--lab", l.Dir(), "--db", recs, "--recover-within", "30s")
 	if !strings.Contains(out, "terminate dc1-rack2-1") || !strings.Contains(out, "recovered in") {
 		t.Fatalf("kill said %q", out)
 	}
