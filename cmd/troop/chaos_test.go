@@ -123,6 +123,50 @@ groups:
 		}
 	})
 
+	t.Run("stop reverts an active pause", func(t *testing.T) {
+		kill := exec.Command(testlab.Troop(t), "chaos", "kill", "rack2", "--config", config, "--db", db,
+			"--lab", l.Dir(), "--type", "pause", "--duration", "1m")
+		var out bytes.Buffer
+		kill.Stdout, kill.Stderr = &out, &out
+		if err := kill.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { kill.Process.Kill(); kill.Wait() })
+		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline) && ping(200*time.Millisecond) == nil; {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if ping(200*time.Millisecond) == nil {
+			t.Fatalf("the node was not paused\n%s", out.String())
+		}
+		stop := newChaosStopCmd()
+		stop.SetArgs([]string{"--config", config, "--db", db, "--lab", l.Dir()})
+		stop.SetOut(io.Discard)
+		if err := stop.Execute(); err != nil {
+			t.Fatal(err)
+		}
+		if err := ping(5 * time.Second); err != nil {
+			t.Fatalf("the pause outlived the global stop: %v", err)
+		}
+		// The monkey sees its group recovered and exits long before the
+		// minute is over.
+		done := make(chan error, 1)
+		go func() { done <- kill.Wait() }()
+		select {
+		case err := <-done:
+			if err != nil || !strings.Contains(out.String(), "recovered in") {
+				t.Errorf("chaos kill: %v\n%s", err, out.String())
+			}
+		case <-time.After(20 * time.Second):
+			t.Errorf("chaos kill still waits after the stop reverted its pause\n%s", out.String())
+		}
+		resume := newChaosResumeCmd()
+		resume.SetArgs([]string{"--config", config, "--db", db, "--lab", l.Dir()})
+		resume.SetOut(io.Discard)
+		if err := resume.Execute(); err != nil {
+			t.Fatal(err)
+		}
+	})
+
 	t.Run("serve", func(t *testing.T) {
 		base := startServe(t, config, db, l.Dir())
 		post := func(path, token, body string) (int, chaos.Termination) {
@@ -240,8 +284,8 @@ groups:
 			t.Fatal(err)
 		}
 		defer store.Close()
-		if all, _ := store.Terminations(context.Background(), chaos.Query{Kind: chaos.Pause}); len(all) != 1 || all[0].Outcome != chaos.Executed {
-			t.Errorf("the pause of the first subtest is not recorded as executed: %+v", all)
+		if all, _ := store.Terminations(context.Background(), chaos.Query{Kind: chaos.Pause}); len(all) != 2 || all[0].Outcome != chaos.Executed || all[1].Outcome != chaos.Executed {
+			t.Errorf("the pauses of the first subtests are not recorded as executed: %+v", all)
 		}
 	})
 }
