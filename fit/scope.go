@@ -1,0 +1,177 @@
+// Package fit is request-scoped failure injection: a Scope names the
+// injection points that fail for one request and how, travels with the
+// request (W3C baggage over HTTP; a RESP command for the store), and every
+// instrumented request records its lineage, the tree of injection points it
+// passed and which results its answer used.
+//
+// An injection point is named "service/point" (a step inside a service, such
+// as "ratings/cache") or "caller->callee" (a call from one service to
+// another, such as "api->ratings").
+package fit
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// A Kind is how an injection point fails.
+type Kind string
+
+const (
+	Error   Kind = "error"   // the point fails at once
+	Delay   Kind = "delay"   // the point answers after a delay, then normally
+	Timeout Kind = "timeout" // the point does not answer until the caller gives up
+)
+
+// A Fault makes one injection point fail.
+type Fault struct {
+	Point string        `json:"point"`
+	Kind  Kind          `json:"kind"`
+	Delay time.Duration `json:"delay,omitempty"` // for Delay
+}
+
+// A Scope is the set of faults injected into one request, at most one per
+// point. The zero Scope injects nothing.
+type Scope struct {
+	Faults []Fault `json:"faults,omitempty"`
+}
+
+// MaxScopeLen bounds the text of a scope, so a header or command cannot make
+// a server parse an unbounded one.
+const MaxScopeLen = 8192
+
+// ErrorScope is the scope in which every point of points fails with an error.
+func ErrorScope(points ...string) Scope {
+	return ScopeOf(Fault{Kind: Error}, points...)
+}
+
+// ScopeOf is the scope in which every point of points fails like f.
+func ScopeOf(f Fault, points ...string) Scope {
+	var s Scope
+	for _, p := range points {
+		f.Point = p
+		s.Faults = append(s.Faults, f)
+	}
+	return s
+}
+
+// Lookup returns the fault at point, if the scope has one.
+func (s Scope) Lookup(point string) (Fault, bool) {
+	for _, f := range s.Faults {
+		if f.Point == point {
+			return f, true
+		}
+	}
+	return Fault{}, false
+}
+
+// Points lists the points the scope makes fail.
+func (s Scope) Points() []string {
+	out := make([]string, len(s.Faults))
+	for i, f := range s.Faults {
+		out[i] = f.Point
+	}
+	return out
+}
+
+// String encodes the scope in its text form (see ParseScope), faults sorted
+// by point so equal scopes encode equally.
+func (s Scope) String() string {
+	faults := slices.Clone(s.Faults)
+	slices.SortFunc(faults, func(a, b Fault) int { return strings.Compare(a.Point, b.Point) })
+	var b strings.Builder
+	for i, f := range faults {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(f.Point)
+		b.WriteByte('=')
+		b.WriteString(string(f.Kind))
+		if f.Kind == Delay {
+			b.WriteByte(':')
+			b.WriteString(f.Delay.String())
+		}
+	}
+	return b.String()
+}
+
+// ParseScope reads the text form of a scope:
+//
+//	scope    = "" | fault *( "," fault )
+//	fault    = point "=" action
+//	action   = "error" | "timeout" | "delay:" duration   ; duration as in Go: 50ms, 1.5s
+//	point    = name "/" name | name "->" name
+//	name     = 1*( ALPHA / DIGIT / "-" / "_" / "." )
+//
+// For example "api->ratings=error,playlist/cache=delay:200ms". The text has
+// no spaces, so it fits in one RESP argument (TROOP FIT <scope>) and, percent
+// encoded, in the value of one W3C baggage entry (troop-fit=<scope>).
+func ParseScope(text string) (Scope, error) {
+	var s Scope
+	if text == "" {
+		return s, nil
+	}
+	if len(text) > MaxScopeLen {
+		return s, fmt.Errorf("fit scope: %d bytes, more than the limit of %d", len(text), MaxScopeLen)
+	}
+	for i, item := range strings.Split(text, ",") {
+		point, action, ok := strings.Cut(item, "=")
+		if !ok {
+			return Scope{}, fmt.Errorf("fit scope: fault %d %q: want POINT=ACTION", i+1, item)
+		}
+		if err := CheckPoint(point); err != nil {
+			return Scope{}, fmt.Errorf("fit scope: fault %d: %w", i+1, err)
+		}
+		if _, dup := s.Lookup(point); dup {
+			return Scope{}, fmt.Errorf("fit scope: point %q appears twice", point)
+		}
+		f := Fault{Point: point}
+		kind, arg, hasArg := strings.Cut(action, ":")
+		switch Kind(kind) {
+		case Error, Timeout:
+			if hasArg {
+				return Scope{}, fmt.Errorf("fit scope: fault %d %q: %s takes no argument", i+1, item, kind)
+			}
+			f.Kind = Kind(kind)
+		case Delay:
+			d, err := time.ParseDuration(arg)
+			if err != nil || d <= 0 {
+				return Scope{}, fmt.Errorf("fit scope: fault %d %q: delay wants a positive duration such as delay:50ms", i+1, item)
+			}
+			f.Kind, f.Delay = Delay, d
+		default:
+			return Scope{}, fmt.Errorf("fit scope: fault %d %q: unknown action %q (want error, timeout or delay:DURATION)", i+1, item, kind)
+		}
+		s.Faults = append(s.Faults, f)
+	}
+	return s, nil
+}
+
+// CheckPoint reports whether name is a well-formed injection point name,
+// "service/point" or "caller->callee".
+func CheckPoint(name string) error {
+	a, b, ok := strings.Cut(name, "->")
+	if !ok {
+		a, b, ok = strings.Cut(name, "/")
+	}
+	if !ok || !validName(a) || !validName(b) {
+		return fmt.Errorf("injection point %q: want SERVICE/POINT or CALLER->CALLEE, names of letters, digits, '-', '_' and '.'", name)
+	}
+	return nil
+}
+
+func validName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, r := range s {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '_', r == '.':
+		default:
+			return false
+		}
+	}
+	return true
+}
