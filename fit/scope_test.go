@@ -30,16 +30,16 @@ func TestParseScope(t *testing.T) {
 
 func TestParseScopeErrors(t *testing.T) {
 	for text, want := range map[string]string{
-		"api->ratings":              "want POINT=ACTION",
-		"ratings=error":             "want SERVICE/POINT or CALLER->CALLEE",
-		"a/b=explode":               `unknown action "explode"`,
-		"a/b=delay:-1s":             "positive duration",
-		"a/b=delay":                 "positive duration",
-		"a/b=error:3":               "takes no argument",
-		"a/b=error,a/b=timeout":     "appears twice",
-		"a b/c=error":               "want SERVICE/POINT",
-		"a->b->c=error":             "want SERVICE/POINT",
-		"a/b=error,":                "fault 2",
+		"api->ratings":             "want POINT=ACTION",
+		"ratings=error":            "want SERVICE/POINT or CALLER->CALLEE",
+		"a/b=explode":              `unknown action "explode"`,
+		"a/b=delay:-1s":            "positive duration",
+		"a/b=delay":                "positive duration",
+		"a/b=error:3":              "takes no argument",
+		"a/b=error,a/b=timeout":    "appears twice",
+		"a b/c=error":              "want SERVICE/POINT",
+		"a->b->c=error":            "want SERVICE/POINT",
+		"a/b=error,":               "fault 2",
 		strings.Repeat("x", 10000): "limit",
 	} {
 		_, err := ParseScope(text)

@@ -141,10 +141,10 @@ type FailureSet struct {
 type Coverage struct {
 	Complete   bool   `json:"complete"` // no hypothesis of up to MaxFaults points was left
 	MaxFaults  int    `json:"max_faults"`
-	Points     int    `json:"points"`     // injection points seen in any lineage
-	Space      int64  `json:"space"`      // combinations of 1..MaxFaults of them
-	Tested     int    `json:"tested"`     // hypotheses tested
-	Pruned     int64  `json:"pruned"`     // combinations never tested: Space - Tested
+	Points     int    `json:"points"`      // injection points seen in any lineage
+	Space      int64  `json:"space"`       // combinations of 1..MaxFaults of them
+	Tested     int    `json:"tested"`      // hypotheses tested
+	Pruned     int64  `json:"pruned"`      // combinations never tested: Space - Tested
 	StopReason string `json:"stop_reason"` // why the search ended
 	Statement  string `json:"statement"`
 }
