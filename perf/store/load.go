@@ -106,6 +106,7 @@ type workload struct {
 	keys     int
 	seed     uint64
 	setup    [][]string // commands sent once per connection; each must answer +OK
+	reads    int        // percent of GETs; the rest are SETs
 }
 
 // counts are what a load has done so far.
@@ -209,7 +210,7 @@ func (l *load) run(i int, c net.Conn, rng *rand.Rand) {
 		buf = buf[:0]
 		for j := range p {
 			keys[j] = rng.IntN(l.w.keys)
-			isGet[j] = rng.IntN(100) < readPercent
+			isGet[j] = rng.IntN(100) < l.w.reads
 			if isGet[j] {
 				buf = appendGet(buf, keys[j])
 			} else {

@@ -41,6 +41,9 @@ type config struct {
 	Seed      uint64  `json:"seed"`
 	Anchor    bool    `json:"anchor"`  // also run redis-benchmark against redis-server
 	Cluster   bool    `json:"cluster"` // also run the three-rack experiment
+	Repair    bool    `json:"repair"`  // also run the repair experiments (issue 6)
+	AEKeys    int     `json:"ae_keys"` // keys in the anti-entropy experiment
+	AEDiff    int     `json:"ae_diff"` // keys made to differ on one replica
 	Quick     bool    `json:"quick"`
 	Out       string  `json:"out"`
 	Pprof     string  `json:"pprof_dir"` // "" = no profiles
@@ -73,6 +76,9 @@ func defaultConfig() config {
 		Seed:        1,
 		Anchor:      true,
 		Cluster:     true,
+		Repair:      true,
+		AEKeys:      1_000_000,
+		AEDiff:      1000,
 		Out:         "perf-store.json",
 		ValueSize:   valueSize,
 		ReadPercent: readPercent,
@@ -93,6 +99,12 @@ func (c *config) applyQuick(set map[string]bool) {
 	if !set["keys"] {
 		c.Keys = 1000
 	}
+	if !set["ae-keys"] {
+		c.AEKeys = 10_000
+	}
+	if !set["ae-diff"] {
+		c.AEDiff = 100
+	}
 }
 
 func (c *config) validate() error {
@@ -110,6 +122,9 @@ func (c *config) validate() error {
 	}
 	if c.Keys < 1 || c.Keys > 1_000_000_000_000 {
 		bad = append(bad, "--keys must be 1 to 10^12 (keys are key:%012d)")
+	}
+	if c.AEDiff < 1 || c.AEDiff > c.AEKeys {
+		bad = append(bad, "--ae-diff must be 1 to --ae-keys")
 	}
 	if c.Rounds < 1 {
 		bad = append(bad, "--rounds must be at least 1")
@@ -179,7 +194,10 @@ Flags:
 	fs.Uint64Var(&c.Seed, "seed", c.Seed, "seed of the operation sequence (keys and GET/SET choices)")
 	fs.BoolVar(&c.Anchor, "anchor", c.Anchor, "also run redis-benchmark (GET) against redis-server: the load generator's anchor")
 	fs.BoolVar(&c.Cluster, "cluster", c.Cluster, "also run the three-rack DC_ONE vs DC_QUORUM experiment")
-	fs.BoolVar(&c.Quick, "quick", c.Quick, "smoke run: 1 round, 1s windows, 1000 keys (flags given explicitly still apply)")
+	fs.BoolVar(&c.Repair, "repair", c.Repair, "also run the repair experiments: DC_QUORUM writes with hints and read repair on vs off (all up, one node down), and an anti-entropy pass")
+	fs.IntVar(&c.AEKeys, "ae-keys", c.AEKeys, "anti-entropy experiment: keys preloaded on three racks")
+	fs.IntVar(&c.AEDiff, "ae-diff", c.AEDiff, "anti-entropy experiment: keys made to differ on one replica")
+	fs.BoolVar(&c.Quick, "quick", c.Quick, "smoke run: 1 round, 1s windows, 1000 keys, anti-entropy over 10,000 keys (flags given explicitly still apply)")
 	fs.StringVar(&c.Out, "out", c.Out, "JSON result file")
 	fs.StringVar(&c.Pprof, "pprof", c.Pprof, "directory for CPU profiles of the troop nodes, taken in an extra unrecorded window per experiment and depth")
 	if err := fs.Parse(args); err != nil {

@@ -26,6 +26,7 @@ type target struct {
 	proxies []*proc  // nutcracker or troop nodes; none for direct
 	redis   []*proc  // the redis-servers behind them
 	admin   []string // troop nodes' admin addresses, for profiles
+	writes  bool     // SETs only, instead of the 80:20 mix
 }
 
 // round is one measured window of one target: the JSON file holds every one.
@@ -156,7 +157,11 @@ func (r *round) setFigures(gen, proxy, redis float64) {
 // measure runs the load against t: connect, warm up, measure one window.
 func measure(ctx context.Context, cfg config, exp string, t *target, pipeline, n int) round {
 	r := round{Experiment: exp, Pipeline: pipeline, Round: n, Target: t.name}
-	l, err := startLoad(ctx, workload{addrs: t.addrs, conns: cfg.Conns, pipeline: pipeline, keys: cfg.Keys, seed: cfg.Seed, setup: t.setup})
+	reads := readPercent
+	if t.writes {
+		reads = 0
+	}
+	l, err := startLoad(ctx, workload{addrs: t.addrs, conns: cfg.Conns, pipeline: pipeline, keys: cfg.Keys, seed: cfg.Seed, setup: t.setup, reads: reads})
 	if err != nil {
 		r.Error = err.Error()
 		return r

@@ -30,6 +30,8 @@ type result struct {
 	Checks   []check   `json:"checks"`
 	Notes    []string  `json:"notes"`
 	Error    string    `json:"error,omitempty"` // why the run stopped early
+
+	AntiEntropy *aeResult `json:"anti_entropy,omitempty"`
 }
 
 // env is what the figures depend on besides the configuration.
@@ -122,7 +124,7 @@ func (r *result) failedRounds() int {
 // baselines: the target each experiment's ratios are taken against. The
 // load generator anchors (redis-benchmark, troop bench) run GET only, so a
 // ratio would compare different workloads; they have none.
-var baselines = map[string]string{"proxy": "direct", "cluster": "dc_one"}
+var baselines = map[string]string{"proxy": "direct", "cluster": "dc_one", "writes": "off", "writes_one_down": "off"}
 
 func hasBaseline(target string) bool { return target != "redis-benchmark" && target != "troop-bench" }
 
@@ -252,6 +254,15 @@ func evaluate(ss []summary) []check {
 					1e6/tb.GeneratorUsPerOp, 1e6/rb.GeneratorUsPerOp, tb.GeneratorUsPerOp, rb.GeneratorUsPerOp),
 			})
 		}
+		for _, exp := range []string{"writes", "writes_one_down"} {
+			if on, off := find(ss, exp, p, "on"), find(ss, exp, p, "off"); on != nil && off != nil {
+				out = append(out, check{
+					Name: fmt.Sprintf("%s: DC_QUORUM writes with hints and read repair on >= 0.95 x off, P=%d", exp, p), Kind: "target",
+					Measured: on.Ratio, Limit: 0.95, Pass: on.Ratio >= 0.95,
+					Text: fmt.Sprintf("on at %.2f of off (nodes %.1f vs %.1f µs/op)", on.Ratio, on.ProxyUsPerOp, off.ProxyUsPerOp),
+				})
+			}
+		}
 		if q := find(ss, "cluster", p, "dc_quorum"); q != nil {
 			out = append(out, check{
 				Name: fmt.Sprintf("cluster DC_QUORUM/DC_ONE >= 0.7, P=%d", p), Kind: "target",
@@ -287,12 +298,19 @@ func printHeader(w io.Writer, r *result) {
 func printSummary(w io.Writer, r *result) {
 	fmt.Fprintf(w, "\nMedians over %d rounds. µs/op: CPU time per operation of each process (/proc/PID/stat);\n", r.Config.Rounds)
 	fmt.Fprintf(w, "calls/op: its read and write system calls per operation (/proc/PID/io); ratio: to %s in the same round.\n", "direct or dc_one")
-	for _, exp := range []string{"proxy", "cluster"} {
+	for _, exp := range []string{"proxy", "cluster", "writes", "writes_one_down"} {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 		title := "Proxy overhead: one redis-server; direct, nutcracker, troop node (one rack)"
 		proxyCol := "proxy"
-		if exp == "cluster" {
+		switch exp {
+		case "cluster":
 			title = "Three-rack troop cluster, load spread over the 3 nodes; nodes and redis summed over all 3"
+			proxyCol = "nodes"
+		case "writes":
+			title = "DC_QUORUM SETs only, three racks: hints and read repair on vs off (troop_hinted_handoff, troop_read_repair)"
+			proxyCol = "nodes"
+		case "writes_one_down":
+			title = "The same with one node of three stopped: on, every write leaves a hint on disk; off, it is lost"
 			proxyCol = "nodes"
 		}
 		rows := 0
@@ -317,6 +335,10 @@ func printSummary(w io.Writer, r *result) {
 			fmt.Fprintf(w, "machine: %.2f to %.2f of %d cores busy (all processes), steal %.2f to %.2f\n",
 				slices.Min(busy), slices.Max(busy), r.Env.CPUs, slices.Min(steal), slices.Max(steal))
 		}
+	}
+	if ae := r.AntiEntropy; ae != nil {
+		fmt.Fprintf(w, "\nAnti-entropy: %d keys on three racks, %d made to differ on one replica (preloaded in %.0f s)\n", ae.Keys, ae.Differing, ae.PreloadSeconds)
+		fmt.Fprintf(w, "  first pass:  %s\n  second pass: %s\n  converged: %v\n", ae.First, ae.Second, ae.Converged)
 	}
 	if len(r.Checks) > 0 {
 		fmt.Fprintln(w, "\nTargets and anchors:")

@@ -190,6 +190,14 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 		err = clusterExperiment(ctx, cfg, ps, bins, res, out)
 		ps.stopAll()
 	}
+	if err == nil && cfg.Repair {
+		err = writePathExperiment(ctx, cfg, ps, bins, res, out)
+		ps.stopAll()
+	}
+	if err == nil && cfg.Repair {
+		err = antiEntropyExperiment(ctx, cfg, ps, bins, res, out)
+		ps.stopAll()
+	}
 	if err != nil {
 		keepDir = true
 		res.Error = err.Error()

@@ -23,6 +23,10 @@ import (
 // generatorsAndTargets are the rows a full run has for each depth.
 var generatorsAndTargets = []string{"direct", "nutcracker", "troop-node", "redis-benchmark", "troop-bench", "dc_one", "dc_quorum"}
 
+// repairRows are the write-path rows of the repair experiments: on and
+// off, all up and one node down.
+const repairRows = 4
+
 func TestHarness(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts redis-server, nutcracker and troop nodes; skipped with -short")
@@ -81,7 +85,11 @@ func TestHarness(t *testing.T) {
 			t.Errorf("%s P=%d: %d error replies (first: %q), %d wrong replies", r.Target, r.Pipeline, r.ErrorReplies, r.FirstErrorReply, r.BadReplies)
 		}
 		anchor := r.Target == "redis-benchmark" || r.Target == "troop-bench" // load generators that run GET only
-		if !anchor && (r.Gets == 0 || r.Sets == 0 || r.Gets+r.Sets != r.Ops) {
+		if strings.HasPrefix(r.Experiment, "writes") {
+			if r.Gets != 0 || r.Sets != r.Ops {
+				t.Errorf("%s %s P=%d: %d GETs + %d SETs for %d ops, want SETs only", r.Experiment, r.Target, r.Pipeline, r.Gets, r.Sets, r.Ops)
+			}
+		} else if !anchor && (r.Gets == 0 || r.Sets == 0 || r.Gets+r.Sets != r.Ops) {
 			t.Errorf("%s P=%d: %d GETs + %d SETs for %d ops", r.Target, r.Pipeline, r.Gets, r.Sets, r.Ops)
 		}
 		if r.GeneratorUsPerOp <= 0 || r.RedisUsPerOp <= 0 {
@@ -94,8 +102,17 @@ func TestHarness(t *testing.T) {
 	for k := range want {
 		t.Errorf("no round for %s", k)
 	}
-	if len(res.Summary) != len(generatorsAndTargets)*len(cfg.Pipelines) {
-		t.Errorf("%d summary rows, want %d", len(res.Summary), len(generatorsAndTargets)*len(cfg.Pipelines))
+	if want := (len(generatorsAndTargets) + repairRows) * len(cfg.Pipelines); len(res.Summary) != want {
+		t.Errorf("%d summary rows, want %d", len(res.Summary), want)
+	}
+	if ae := res.AntiEntropy; ae == nil || !ae.Converged || len(ae.First) == 0 {
+		t.Errorf("anti-entropy experiment: %+v, want two passes and convergence", ae)
+	} else {
+		var first struct{ Differing, Repaired int64 }
+		json.Unmarshal(ae.First, &first)
+		if first.Differing != int64(ae.Differing) || first.Repaired != int64(ae.Differing) {
+			t.Errorf("first pass found %d and repaired %d of %d differing keys", first.Differing, first.Repaired, ae.Differing)
+		}
 	}
 	if len(res.Checks) == 0 {
 		t.Error("no checks evaluated")
@@ -119,7 +136,7 @@ func TestHarness(t *testing.T) {
 	if res.Config.Seed != cfg.Seed || res.Env.CPUs <= 0 {
 		t.Errorf("config or env incomplete: seed %d, cpus %d", res.Config.Seed, res.Env.CPUs)
 	}
-	for _, s := range []string{"Proxy overhead", "Three-rack", "Targets and anchors"} {
+	for _, s := range []string{"Proxy overhead", "Three-rack", "hints and read repair on vs off", "Anti-entropy", "Targets and anchors"} {
 		if !strings.Contains(out.String(), s) {
 			t.Errorf("the printed report lacks %q:\n%s", s, out.String())
 		}

@@ -1,0 +1,260 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/troop-lab/troop/node/consistency"
+	"github.com/troop-lab/troop/resp"
+	"github.com/troop-lab/troop/topology"
+)
+
+// The repair experiments (issue 6, docs/performance.md):
+//
+//   - writes, writes_one_down: DC_QUORUM SETs on two three-rack clusters
+//     side by side, one with hinted handoff and read repair on (the
+//     defaults), one with both off, interleaved; then the same with the
+//     third node of each cluster stopped, so that every write leaves a hint
+//     on disk in the first and is simply lost for that replica in the second.
+//   - anti-entropy: a three-rack cluster holding --ae-keys keys, of which
+//     --ae-diff are made to differ on one replica behind troop's back; one
+//     pass finds and repairs them, and a second pass checks that nothing is
+//     left. Time and bytes exchanged come from the pass's own report.
+
+// repairCluster is a three-rack cluster of the repair experiments.
+type repairCluster struct {
+	cfgs           []*topology.Config
+	nodes, redises []*proc
+	addrs, admin   []string
+}
+
+func startRepairCluster(ctx context.Context, ps *procSet, bins binaries, prefix string, configure func(*topology.Config)) (*repairCluster, error) {
+	rc := &repairCluster{}
+	for i := 1; i <= 3; i++ {
+		redis, redisAddr, err := startRedis(ctx, ps, bins.redisServer, fmt.Sprintf("%s-redis%d", prefix, i))
+		if err != nil {
+			return nil, err
+		}
+		c, err := nodeConfig(fmt.Sprintf("%s-node%d", prefix, i), fmt.Sprintf("rack%d", i), redisAddr)
+		if err != nil {
+			return nil, err
+		}
+		c.WriteConsistency, c.ReadConsistency = consistency.DCQuorum, consistency.DCQuorum
+		configure(c)
+		rc.redises, rc.cfgs = append(rc.redises, redis), append(rc.cfgs, c)
+		rc.addrs, rc.admin = append(rc.addrs, c.Listen), append(rc.admin, c.StatsListen)
+	}
+	linkSeeds(rc.cfgs)
+	for _, c := range rc.cfgs {
+		node, err := startNode(ctx, ps, bins.troop, c)
+		if err != nil {
+			return nil, err
+		}
+		rc.nodes = append(rc.nodes, node)
+	}
+	return rc, waitPeers(ctx, rc.nodes, rc.admin)
+}
+
+func writePathExperiment(ctx context.Context, cfg config, ps *procSet, bins binaries, res *result, log io.Writer) error {
+	on, err := startRepairCluster(ctx, ps, bins, "on", func(c *topology.Config) {
+		c.MaxHintBytes = 2_000_000_000 // no hint dropped in the windows: every write pays for its hint
+	})
+	if err != nil {
+		return err
+	}
+	off, err := startRepairCluster(ctx, ps, bins, "off", func(c *topology.Config) {
+		c.HintedHandoff, c.ReadRepair = false, false
+	})
+	if err != nil {
+		return err
+	}
+	quorum := [][]string{{"TROOP", "CONSISTENCY", "DC_QUORUM"}}
+	for _, rc := range []*repairCluster{on, off} {
+		if err := preload(ctx, rc.addrs, cfg.Keys, quorum); err != nil {
+			return err
+		}
+	}
+	run := func(exp string, upTo int) error {
+		targets := []*target{
+			{name: "on", addrs: on.addrs[:upTo], setup: quorum, proxies: on.nodes[:upTo], redis: on.redises, admin: on.admin, writes: true},
+			{name: "off", addrs: off.addrs[:upTo], setup: quorum, proxies: off.nodes[:upTo], redis: off.redises, admin: off.admin, writes: true},
+		}
+		for _, p := range cfg.Pipelines {
+			for n := 1; n <= cfg.Rounds; n++ {
+				for _, t := range targets {
+					res.add(measure(ctx, cfg, exp, t, p, n), log)
+					if err := ctx.Err(); err != nil {
+						return err
+					}
+				}
+			}
+		}
+		return nil
+	}
+	if err := run("writes", 3); err != nil {
+		return err
+	}
+	// The third node of each stops; the two others coordinate every write.
+	on.nodes[2].stop()
+	off.nodes[2].stop()
+	if err := sleep(ctx, 3*time.Second); err != nil { // until the detectors mark it down
+		return err
+	}
+	if err := run("writes_one_down", 2); err != nil {
+		return err
+	}
+	pending := int64(0)
+	for _, a := range on.admin[:2] {
+		var info struct {
+			HintsPending int64 `json:"hints_pending"`
+			HintsDropped int64 `json:"hints_dropped"`
+		}
+		if err := getJSON(ctx, "http://"+a+"/info", &info); err == nil {
+			pending += info.HintsPending
+			if info.HintsDropped > 0 {
+				res.note("%s dropped %d hints in the one-down windows", a, info.HintsDropped)
+			}
+		}
+	}
+	res.note("writes_one_down: %d hints pending on the 'on' cluster after its windows", pending)
+	return nil
+}
+
+// aeResult is the anti-entropy experiment's outcome.
+type aeResult struct {
+	Keys           int             `json:"keys"`
+	Differing      int             `json:"differing_made"` // half lost, half changed behind troop's back
+	PreloadSeconds float64         `json:"preload_seconds"`
+	First          json.RawMessage `json:"first_pass"`  // the node's report
+	Second         json.RawMessage `json:"second_pass"` // after the first repaired everything
+	Converged      bool            `json:"converged"`   // the second pass found no difference
+}
+
+func antiEntropyExperiment(ctx context.Context, cfg config, ps *procSet, bins binaries, res *result, log io.Writer) error {
+	rc, err := startRepairCluster(ctx, ps, bins, "ae", func(c *topology.Config) {
+		c.RepairKeysPerSec = 100_000
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(log, "anti-entropy: preloading %d keys at DC_QUORUM ...\n", cfg.AEKeys)
+	start := time.Now()
+	if err := preload(ctx, rc.addrs, cfg.AEKeys, [][]string{{"TROOP", "CONSISTENCY", "DC_QUORUM"}}); err != nil {
+		return err
+	}
+	ae := &aeResult{Keys: cfg.AEKeys, Differing: cfg.AEDiff, PreloadSeconds: time.Since(start).Seconds()}
+	res.AntiEntropy = ae
+	// DC_QUORUM acknowledges after two replicas: let the third catch up
+	// before making differences on purpose.
+	if err := sleep(ctx, 2*time.Second); err != nil {
+		return err
+	}
+	if err := divergeReplica(ctx, rc.cfgs[2].Servers[0].Addr, cfg.AEKeys, cfg.AEDiff, cfg.Seed); err != nil {
+		return err
+	}
+	for i, into := range []*json.RawMessage{&ae.First, &ae.Second} {
+		fmt.Fprintf(log, "anti-entropy: pass %d ...\n", i+1)
+		raw, err := postRaw(ctx, "http://"+rc.admin[0]+"/repair")
+		if err != nil {
+			return fmt.Errorf("anti-entropy pass %d: %w", i+1, err)
+		}
+		*into = raw
+		fmt.Fprintf(log, "  %s\n", compactJSON(raw))
+	}
+	var second struct {
+		Differing int64 `json:"differing"`
+	}
+	json.Unmarshal(ae.Second, &second)
+	ae.Converged = second.Differing == 0
+	return nil
+}
+
+// divergeReplica makes diff keys of one replica differ, behind troop's
+// back: the even ones lose value and version (a replica that missed them),
+// the odd ones get other bytes at the same version (changed by hand).
+func divergeReplica(ctx context.Context, redisAddr string, keys, diff int, seed uint64) error {
+	c, err := (&net.Dialer{Timeout: 5 * time.Second}).DialContext(ctx, "tcp", redisAddr)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	rng := rand.New(rand.NewPCG(seed, 6))
+	chosen := map[int]bool{}
+	for len(chosen) < diff {
+		chosen[rng.IntN(keys)] = true
+	}
+	var buf []byte
+	i := 0
+	for k := range chosen {
+		key := string(appendKey(nil, k))
+		if i%2 == 0 {
+			buf = resp.AppendCommandStrings(buf, "DEL", key, "__troop:v:"+key)
+		} else {
+			buf = resp.AppendCommandStrings(buf, "SET", key, "changed by hand")
+		}
+		i++
+	}
+	c.SetDeadline(time.Now().Add(30 * time.Second))
+	if _, err := c.Write(buf); err != nil {
+		return err
+	}
+	rd := resp.NewReader(c, resp.DefaultLimits)
+	for range diff {
+		raw, err := rd.ReadRaw(nil)
+		if err != nil {
+			return err
+		}
+		if raw[0] == '-' {
+			return fmt.Errorf("diverging %s: %s", redisAddr, raw)
+		}
+	}
+	return nil
+}
+
+func postRaw(ctx context.Context, url string) (json.RawMessage, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer res.Body.Close()
+	body, err := io.ReadAll(res.Body)
+	if err != nil {
+		return nil, err
+	}
+	if res.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s: %s %s", url, res.Status, body)
+	}
+	return compactJSON(body), nil
+}
+
+func getJSON(ctx context.Context, url string, into any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	return json.NewDecoder(res.Body).Decode(into)
+}
+
+func compactJSON(b []byte) json.RawMessage {
+	var v any
+	if json.Unmarshal(b, &v) != nil {
+		return json.RawMessage(b)
+	}
+	out, _ := json.Marshal(v)
+	return out
+}
