@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/troop-lab/troop/chaos"
+	"github.com/troop-lab/troop/chaos/records"
 )
 
 func init() { subcommands = append(subcommands, newChaosCmd) }
@@ -43,6 +44,7 @@ func newChaosScheduleCmd() *cobra.Command {
 		days   int
 		seed   uint64
 		dryRun bool
+		db     string
 	)
 	cmd := &cobra.Command{
 		Use:   "schedule --config FILE [--date YYYY-MM-DD] [--days N] [--seed N] [--dry-run]",
@@ -59,7 +61,9 @@ of the days before it in the same run (for min_time_between_kills). The same
 that the plan can be reproduced. Kills the gap or the daily maximum refuse are
 listed as skipped, with the reason.
 
-schedule only prints: it records nothing and acts on nothing.`,
+schedule acts on nothing. With --dry-run=false it also stores the plans in the
+records database (--db, default the config's db), where troop chaos serve
+finds and follows them instead of drawing its own.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if config == "" {
@@ -82,7 +86,24 @@ schedule only prints: it records nothing and acts on nothing.`,
 				seed = randomSeed()
 			}
 			plans := chaos.PlanDays(cfg, from, days, nil, seed)
-			return printSchedule(cmd.OutOrStdout(), cfg, from, plans, seed)
+			if err := printSchedule(cmd.OutOrStdout(), cfg, from, plans, seed); err != nil || dryRun {
+				return err
+			}
+			if db == "" {
+				db = cfg.Path(cfg.DB)
+			}
+			rec, err := records.Open(db, cfg.Retention)
+			if err != nil {
+				return err
+			}
+			defer rec.Close()
+			for i, plan := range plans {
+				if err := rec.RecordPlan(cmd.Context(), from.AddDays(i), plan); err != nil {
+					return err
+				}
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "\nstored %d days of plans in %s\n", len(plans), db)
+			return nil
 		},
 	}
 	f := cmd.Flags()
@@ -90,7 +111,8 @@ schedule only prints: it records nothing and acts on nothing.`,
 	f.StringVar(&date, "date", "", "the first day to plan, YYYY-MM-DD (default: today in the calendar's zone)")
 	f.IntVar(&days, "days", 1, "how many consecutive days to plan")
 	f.Uint64Var(&seed, "seed", 0, "the seed of the plan (default: a random seed, printed)")
-	f.BoolVar(&dryRun, "dry-run", true, "print the plan without storing it; schedule has no other mode until the records exist")
+	f.BoolVar(&dryRun, "dry-run", true, "print the plan without storing it; false also stores it for troop chaos serve")
+	f.StringVar(&db, "db", "", "the records database the plans go to with --dry-run=false (default: the config's db)")
 	return cmd
 }
 

@@ -337,3 +337,37 @@ func startServe(t *testing.T, config, db, labDir string) string {
 	}
 	return ""
 }
+
+// schedule --dry-run=false stores the plans it prints, for serve to follow.
+func TestChaosScheduleStores(t *testing.T) {
+	dir := t.TempDir()
+	config := filepath.Join(dir, "chaos.yml")
+	os.WriteFile(config, []byte("groups: [{name: g, backend: lab, enabled: true, probability: 1}]\n"), 0o644)
+	run := func(args ...string) {
+		t.Helper()
+		cmd := newChaosScheduleCmd()
+		cmd.SetArgs(append([]string{"--config", config, "--date", "2026-11-23", "--days", "3", "--seed", "7"}, args...))
+		cmd.SetOut(io.Discard)
+		if err := cmd.Execute(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run()
+	if _, err := os.Stat(filepath.Join(dir, "chaos.db")); err == nil {
+		t.Fatal("a dry run created the records database")
+	}
+	run("--dry-run=false")
+	store, err := records.Open(filepath.Join(dir, "chaos.db"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	cfg, _ := chaos.LoadConfig(config)
+	from := chaos.Date{Year: 2026, Month: 11, Day: 23}
+	for i, want := range chaos.PlanDays(cfg, from, 3, nil, 7) {
+		got, found, err := store.Plan(context.Background(), from.AddDays(i))
+		if err != nil || !found || len(got) != len(want) || len(got) != 1 || !got[0].At.Equal(want[0].At) || got[0].Pick != want[0].Pick {
+			t.Errorf("day %d: stored %+v (%v, %v), want %+v", i, got, found, err, want)
+		}
+	}
+}
