@@ -1,0 +1,203 @@
+package fit
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"time"
+
+	"go.opentelemetry.io/otel/baggage"
+)
+
+// BaggageKey is the W3C baggage entry that carries the scope over HTTP.
+const BaggageKey = "troop-fit"
+
+// LineageHeader is the response header that carries a service's lineage
+// back to its caller (base64 of the JSON call tree), so the entry service's
+// answer holds the lineage of the whole request.
+const LineageHeader = "Troop-Lineage"
+
+// maxLineageHeader bounds the lineage a caller reads back.
+const maxLineageHeader = 1 << 20
+
+// ScopeFromHeader reads the scope from an HTTP request's baggage.
+func ScopeFromHeader(h http.Header) (Scope, error) {
+	v := h.Get("baggage")
+	if v == "" {
+		return Scope{}, nil
+	}
+	b, err := baggage.Parse(v)
+	if err != nil {
+		return Scope{}, fmt.Errorf("fit: baggage header: %w", err)
+	}
+	return ParseScope(b.Member(BaggageKey).Value())
+}
+
+// SetScopeHeader puts scope in the baggage of h, keeping other entries.
+func SetScopeHeader(h http.Header, scope Scope) error {
+	b, err := baggage.Parse(h.Get("baggage"))
+	if err != nil {
+		b = baggage.Baggage{}
+	}
+	b = b.DeleteMember(BaggageKey)
+	if len(scope.Faults) > 0 {
+		m, err := baggage.NewMemberRaw(BaggageKey, scope.String())
+		if err != nil {
+			return fmt.Errorf("fit: scope as baggage: %w", err)
+		}
+		if b, err = b.SetMember(m); err != nil {
+			return fmt.Errorf("fit: scope as baggage: %w", err)
+		}
+	}
+	if s := b.String(); s != "" {
+		h.Set("baggage", s)
+	} else {
+		h.Del("baggage")
+	}
+	return nil
+}
+
+// EncodeLineage is the text of the lineage header for a tree.
+func EncodeLineage(c *Call) string {
+	b, _ := json.Marshal(c) // a Call always marshals
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// DecodeLineage reads a lineage header; nil, nil when there is none.
+func DecodeLineage(h http.Header) (*Call, error) {
+	v := h.Get(LineageHeader)
+	if v == "" {
+		return nil, nil
+	}
+	if len(v) > maxLineageHeader {
+		return nil, fmt.Errorf("fit: lineage header of %d bytes, over %d", len(v), maxLineageHeader)
+	}
+	b, err := base64.RawURLEncoding.DecodeString(v)
+	if err != nil {
+		return nil, fmt.Errorf("fit: lineage header: %w", err)
+	}
+	var c Call
+	if err := json.Unmarshal(b, &c); err != nil {
+		return nil, fmt.Errorf("fit: lineage header: %w", err)
+	}
+	return &c, nil
+}
+
+// Middleware serves next as service: it reads the request's scope from its
+// baggage (a malformed scope is answered 400, naming what is wrong), records
+// the request's lineage, and returns it in the LineageHeader of the answer.
+// When done is set it gets every finished tree (to export it as spans).
+func Middleware(service string, next http.Handler, done func(context.Context, *Call)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		scope, err := ScopeFromHeader(r.Header)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		ctx, _ := Begin(r.Context(), service, scope)
+		lw := &lineageWriter{ResponseWriter: w, ctx: ctx}
+		next.ServeHTTP(lw, r.WithContext(ctx))
+		lw.writeHeader(http.StatusOK) // a handler that wrote nothing
+		if done != nil {
+			done(ctx, Snapshot(ctx))
+		}
+	})
+}
+
+// lineageWriter adds the lineage header when the handler starts its answer:
+// by then the handler has made its calls.
+type lineageWriter struct {
+	http.ResponseWriter
+	ctx     context.Context
+	written bool
+}
+
+func (w *lineageWriter) writeHeader(status int) {
+	if w.written {
+		return
+	}
+	w.written = true
+	r := w.ctx.Value(ctxKey{}).(*request)
+	r.mu.Lock()
+	r.root.OK = status < 500
+	r.root.Duration = time.Since(r.root.Start)
+	r.mu.Unlock()
+	w.Header().Set(LineageHeader, EncodeLineage(Snapshot(w.ctx)))
+	w.ResponseWriter.WriteHeader(status)
+}
+
+func (w *lineageWriter) WriteHeader(status int) { w.writeHeader(status) }
+
+func (w *lineageWriter) Write(b []byte) (int, error) {
+	w.writeHeader(http.StatusOK)
+	return w.ResponseWriter.Write(b)
+}
+
+// Transport is an http.RoundTripper for the calls of an instrumented
+// service: each call is the injection point "caller->callee", fails when the
+// request's scope says so, carries the scope on in baggage, and hangs the
+// callee's lineage (from its answer) under the call. An answer of status
+// 500 or more counts as a failed call.
+type Transport struct {
+	Base http.RoundTripper // http.DefaultTransport when nil
+	// Callee names the service a request goes to; the URL's host when nil.
+	Callee func(*http.Request) string
+}
+
+type optionsKey struct{}
+
+// WithOptions returns a context whose HTTP calls through a Transport get
+// opts, such as AlternativeOf for a fallback call.
+func WithOptions(ctx context.Context, opts ...Option) context.Context {
+	return context.WithValue(ctx, optionsKey{}, opts)
+}
+
+// RoundTrip implements http.RoundTripper.
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	ctx := req.Context()
+	r, ok := ctx.Value(ctxKey{}).(*request)
+	if !ok {
+		return t.base().RoundTrip(req)
+	}
+	callee := req.URL.Host
+	if t.Callee != nil {
+		callee = t.Callee(req)
+	}
+	opts, _ := ctx.Value(optionsKey{}).([]Option)
+	point := r.service + "->" + callee
+	call, ctx, fault := enter(ctx, point, opts)
+	if err := inject(ctx, point, fault); err != nil {
+		leave(ctx, call, err)
+		return nil, err
+	}
+	req = req.Clone(ctx)
+	if err := SetScopeHeader(req.Header, r.scope); err != nil {
+		leave(ctx, call, err)
+		return nil, err
+	}
+	resp, err := t.base().RoundTrip(req)
+	if err != nil {
+		leave(ctx, call, err)
+		return nil, err
+	}
+	if sub, _ := DecodeLineage(resp.Header); sub != nil {
+		r.mu.Lock()
+		call.Calls = append(call.Calls, sub.Calls...)
+		r.mu.Unlock()
+	}
+	var callErr error
+	if resp.StatusCode >= 500 {
+		callErr = fmt.Errorf("%s: HTTP %d", point, resp.StatusCode)
+	}
+	leave(ctx, call, callErr)
+	return resp, nil
+}
+
+func (t *Transport) base() http.RoundTripper {
+	if t.Base != nil {
+		return t.Base
+	}
+	return http.DefaultTransport
+}

@@ -1,0 +1,221 @@
+package fit
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// A tiny app: api calls ratings (optional) and playlist, falling back to
+// pf; playlist reads its cache.
+type app struct {
+	api, ratings, playlist, pf *httptest.Server
+	trees                      chan *Call
+}
+
+func newApp(t *testing.T) *app {
+	a := &app{trees: make(chan *Call, 10)}
+	leaf := func(name string, body func(ctx context.Context) error) *httptest.Server {
+		s := httptest.NewServer(Middleware(name, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if body != nil {
+				if err := body(r.Context()); err != nil {
+					http.Error(w, err.Error(), 500)
+					return
+				}
+			}
+			fmt.Fprint(w, name)
+		}), nil))
+		t.Cleanup(s.Close)
+		return s
+	}
+	a.ratings = leaf("ratings", nil)
+	a.pf = leaf("pf", nil)
+	a.playlist = leaf("playlist", func(ctx context.Context) error {
+		return Do(ctx, "playlist/cache", func(context.Context) error { return nil })
+	})
+	names := map[string]string{}
+	for name, s := range map[string]*httptest.Server{"ratings": a.ratings, "playlist": a.playlist, "pf": a.pf} {
+		names[strings.TrimPrefix(s.URL, "http://")] = name
+	}
+	client := &http.Client{Transport: &Transport{Callee: func(r *http.Request) string { return names[r.URL.Host] }}}
+	get := func(ctx context.Context, url string) (string, error) {
+		req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
+		resp, err := client.Do(req)
+		if err != nil {
+			return "", err
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 200 {
+			return "", fmt.Errorf("HTTP %d", resp.StatusCode)
+		}
+		return string(b), nil
+	}
+	a.api = httptest.NewServer(Middleware("api", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx := r.Context()
+		rating, _ := get(ctx, a.ratings.URL) // optional
+		list, err := get(ctx, a.playlist.URL)
+		if err != nil {
+			list, err = get(WithOptions(ctx, AlternativeOf("api->playlist")), a.pf.URL)
+		}
+		if err != nil {
+			http.Error(w, "no playlist", 503)
+			return
+		}
+		fmt.Fprint(w, rating, "+", list)
+	}), func(_ context.Context, c *Call) { a.trees <- c }))
+	t.Cleanup(a.api.Close)
+	return a
+}
+
+func (a *app) get(t *testing.T, scope string) (int, *Call) {
+	t.Helper()
+	req, _ := http.NewRequest("GET", a.api.URL, nil)
+	s, err := ParseScope(scope)
+	if err != nil {
+		t.Fatal(err)
+	}
+	SetScopeHeader(req.Header, s)
+	req.Header.Add("baggage", "other=1")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	c, err := DecodeLineage(resp.Header)
+	if err != nil || c == nil {
+		t.Fatalf("lineage %v, %v", c, err)
+	}
+	<-a.trees
+	return resp.StatusCode, c
+}
+
+func TestHTTPLineage(t *testing.T) {
+	a := newApp(t)
+	for _, c := range []struct {
+		scope, used, reached string
+		status               int
+	}{
+		{"", "api->playlist api->ratings playlist/cache", "api->playlist api->ratings playlist/cache", 200},
+		{"api->ratings=error", "api->playlist playlist/cache", "api->playlist api->ratings playlist/cache", 200},
+		{"playlist/cache=error", "api->pf api->ratings", "api->pf api->playlist api->ratings playlist/cache", 200},
+		{"api->playlist=error", "api->pf api->ratings", "api->pf api->playlist api->ratings", 200},
+		{"api->playlist=error,api->pf=error", "api->ratings", "api->pf api->playlist api->ratings", 503},
+		{"api->ratings=delay:5ms", "api->playlist api->ratings playlist/cache", "api->playlist api->ratings playlist/cache", 200},
+	} {
+		status, tree := a.get(t, c.scope)
+		if status != c.status {
+			t.Errorf("scope %q: HTTP %d, want %d", c.scope, status, c.status)
+		}
+		if got := strings.Join(tree.UsedPoints(), " "); got != c.used {
+			t.Errorf("scope %q: used %q, want %q", c.scope, got, c.used)
+		}
+		if got := strings.Join(tree.Reached(), " "); got != c.reached {
+			t.Errorf("scope %q: reached %q, want %q", c.scope, got, c.reached)
+		}
+	}
+	_, tree := a.get(t, "api->playlist=error")
+	var alt *Call
+	tree.walk(func(c *Call) bool {
+		if c.Point == "api->pf" {
+			alt = c
+		}
+		return true
+	})
+	if alt == nil || alt.AlternativeOf != "api->playlist" {
+		t.Errorf("the fallback call is not recorded as the alternative of api->playlist: %+v", alt)
+	}
+}
+
+func TestMalformedBaggage(t *testing.T) {
+	a := newApp(t)
+	for _, v := range []string{"troop-fit=nonsense", "troop-fit=a%2Fb%3Dexplode", "==="} {
+		req, _ := http.NewRequest("GET", a.api.URL, nil)
+		req.Header.Set("baggage", v)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 400 || !strings.Contains(string(b), "fit") {
+			t.Errorf("baggage %q: HTTP %d %q, want 400 naming the problem", v, resp.StatusCode, b)
+		}
+	}
+}
+
+// TestSpansRoundTrip exports lineage as OTel spans to a JSON file and reads
+// it back into the same lineage.
+func TestSpansRoundTrip(t *testing.T) {
+	a := newApp(t)
+	path := filepath.Join(t.TempDir(), "spans.json")
+	exp, closer, err := NewSpanExporter(context.Background(), "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := NewSpanWriter(exp)
+	scopes := []string{"", "playlist/cache=error", "api->playlist=error,api->pf=error"}
+	var want []*Call
+	for _, s := range scopes {
+		_, tree := a.get(t, s)
+		want = append(want, tree)
+		w.Write(context.Background(), tree)
+	}
+	if err := w.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	closer.Close()
+	b, _ := os.ReadFile(path)
+	got, err := ReadSpans(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d trees read back, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if got[i].Service != "api" || fmt.Sprint(got[i].UsedPoints()) != fmt.Sprint(want[i].UsedPoints()) ||
+			fmt.Sprint(got[i].Reached()) != fmt.Sprint(want[i].Reached()) {
+			t.Errorf("tree %d (%q): read back used %v reached %v, want %v %v", i, scopes[i],
+				got[i].UsedPoints(), got[i].Reached(), want[i].UsedPoints(), want[i].Reached())
+		}
+	}
+	if _, _, err := NewSpanExporter(context.Background(), "kafka:x"); err == nil {
+		t.Error("an unknown destination was accepted")
+	}
+}
+
+// TestSpansOTLP posts lineage to an OTLP/HTTP endpoint (a local server that
+// records what it receives; no collector runs here).
+func TestSpansOTLP(t *testing.T) {
+	got := make(chan string, 10)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		got <- fmt.Sprintf("%s %s %s %d", r.Method, r.URL.Path, r.Header.Get("Content-Type"), len(b))
+	}))
+	defer srv.Close()
+	exp, _, err := NewSpanExporter(context.Background(), "otlp:"+srv.URL+"/v1/traces")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := NewSpanWriter(exp)
+	w.Write(context.Background(), &Call{Service: "api", OK: true, Calls: []*Call{{Point: "api->x", OK: true, Used: true}}})
+	if err := w.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case s := <-got:
+		if !strings.HasPrefix(s, "POST /v1/traces application/x-protobuf") || strings.HasSuffix(s, " 0") {
+			t.Errorf("OTLP request %q", s)
+		}
+	default:
+		t.Error("no OTLP request arrived")
+	}
+}

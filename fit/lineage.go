@@ -1,0 +1,224 @@
+package fit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+)
+
+// A Call is one node of a request's lineage: an injection point the request
+// passed, what happened there, and the points passed below it. The root of
+// a tree is the service that served the request (Service set, Point empty).
+type Call struct {
+	Service       string        `json:"service,omitempty"` // root only
+	Point         string        `json:"point,omitempty"`
+	OK            bool          `json:"ok"`
+	Used          bool          `json:"used"`                     // the answer depended on this result
+	Injected      Kind          `json:"injected,omitempty"`       // the fault injected here, if any
+	AlternativeOf string        `json:"alternative_of,omitempty"` // a fallback: the point it replaced
+	Error         string        `json:"error,omitempty"`
+	Start         time.Time     `json:"start"`
+	Duration      time.Duration `json:"duration"`
+	Calls         []*Call       `json:"calls,omitempty"`
+}
+
+// Reached lists every point in the tree, each once, sorted.
+func (c *Call) Reached() []string {
+	var out []string
+	c.walk(func(n *Call) bool {
+		if n.Point != "" {
+			out = append(out, n.Point)
+		}
+		return true
+	})
+	return sortedSet(out)
+}
+
+// UsedPoints lists the points whose results the answer depended on: the
+// used points all of whose ancestors were used too. A failed call that the
+// caller tolerated (optional, or replaced by a fallback) is not used, and
+// neither is anything below it.
+func (c *Call) UsedPoints() []string {
+	var out []string
+	c.walk(func(n *Call) bool {
+		if n == c {
+			return true
+		}
+		if !n.Used {
+			return false
+		}
+		out = append(out, n.Point)
+		return true
+	})
+	return sortedSet(out)
+}
+
+// walk visits the tree depth first; visit returns whether to descend.
+func (c *Call) walk(visit func(*Call) bool) {
+	if !visit(c) {
+		return
+	}
+	for _, k := range c.Calls {
+		k.walk(visit)
+	}
+}
+
+func sortedSet(s []string) []string {
+	slices.Sort(s)
+	return slices.Compact(s)
+}
+
+// An InjectedError is the error of a point failed by the scope.
+type InjectedError struct {
+	Point string
+	Kind  Kind
+}
+
+func (e *InjectedError) Error() string { return fmt.Sprintf("fit: %s injected at %s", e.Kind, e.Point) }
+
+// IsInjected reports whether err is, or wraps, an injected fault.
+func IsInjected(err error) bool {
+	var ie *InjectedError
+	return errors.As(err, &ie)
+}
+
+// MaxTimeout bounds an injected timeout when the request has no deadline.
+var MaxTimeout = 10 * time.Second
+
+// request is what a request carries through its context: its scope and the
+// lineage being recorded.
+type request struct {
+	service string
+	scope   Scope
+	mu      *sync.Mutex // guards every Call of the tree
+	node    *Call       // the node new calls hang under
+	root    *Call
+}
+
+type ctxKey struct{}
+
+// Begin starts the lineage of a request that service serves under scope, and
+// returns the context that carries both. Middleware calls it for HTTP; a
+// server of another protocol calls it itself.
+func Begin(ctx context.Context, service string, scope Scope) (context.Context, *Call) {
+	root := &Call{Service: service, OK: true, Used: true, Start: time.Now()}
+	return context.WithValue(ctx, ctxKey{}, &request{service: service, scope: scope, mu: &sync.Mutex{}, node: root, root: root}), root
+}
+
+// ScopeFrom returns the scope of the request in ctx.
+func ScopeFrom(ctx context.Context) Scope {
+	if r, ok := ctx.Value(ctxKey{}).(*request); ok {
+		return r.scope
+	}
+	return Scope{}
+}
+
+// Snapshot returns a deep copy of root, taken under the tree's lock, so it can
+// be encoded while calls of the request still run.
+func Snapshot(ctx context.Context) *Call {
+	r, ok := ctx.Value(ctxKey{}).(*request)
+	if !ok {
+		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.root.clone()
+}
+
+func (c *Call) clone() *Call {
+	out := *c
+	out.Calls = make([]*Call, len(c.Calls))
+	for i, k := range c.Calls {
+		out.Calls[i] = k.clone()
+	}
+	return &out
+}
+
+// An Option qualifies a point at Do.
+type Option func(*Call)
+
+// AlternativeOf marks a call as the fallback for point.
+func AlternativeOf(point string) Option { return func(c *Call) { c.AlternativeOf = point } }
+
+// Do runs fn as injection point point of the request in ctx: fails it if the
+// request's scope says so, and records it in the lineage, with the points fn
+// passes below it. The result counts as used when fn succeeds. Outside an
+// instrumented request Do just runs fn.
+func Do(ctx context.Context, point string, fn func(context.Context) error, opts ...Option) error {
+	call, ctx, fault := enter(ctx, point, opts)
+	if call == nil {
+		return fn(ctx)
+	}
+	err := inject(ctx, point, fault)
+	if err == nil {
+		err = fn(ctx)
+	}
+	leave(ctx, call, err)
+	return err
+}
+
+// enter adds a node for point under the current one and returns it, a
+// context in which it is the current node, and the fault the scope puts on
+// point (zero Kind for none).
+func enter(ctx context.Context, point string, opts []Option) (*Call, context.Context, Fault) {
+	r, ok := ctx.Value(ctxKey{}).(*request)
+	if !ok {
+		return nil, ctx, Fault{}
+	}
+	c := &Call{Point: point, Start: time.Now()}
+	for _, o := range opts {
+		o(c)
+	}
+	fault, _ := r.scope.Lookup(point)
+	if fault.Kind != "" {
+		c.Injected = fault.Kind
+	}
+	r.mu.Lock()
+	r.node.Calls = append(r.node.Calls, c)
+	r.mu.Unlock()
+	below := *r
+	below.node = c
+	return c, context.WithValue(ctx, ctxKey{}, &below), fault
+}
+
+// leave records the outcome of call.
+func leave(ctx context.Context, call *Call, err error) {
+	r := ctx.Value(ctxKey{}).(*request)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	call.Duration = time.Since(call.Start)
+	call.OK = err == nil
+	call.Used = call.OK
+	if err != nil {
+		call.Error = err.Error()
+	}
+}
+
+// inject applies fault at point: an error at once, a timeout when the
+// request's deadline passes (or MaxTimeout), a delay and then nothing.
+func inject(ctx context.Context, point string, fault Fault) error {
+	switch fault.Kind {
+	case Error:
+		return &InjectedError{Point: point, Kind: Error}
+	case Timeout:
+		t := time.NewTimer(MaxTimeout)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+		return &InjectedError{Point: point, Kind: Timeout}
+	case Delay:
+		t := time.NewTimer(fault.Delay)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+	return nil
+}
