@@ -85,6 +85,7 @@ func (n *Node) servePeer(c net.Conn) {
 func (n *Node) handlePeer(op string, args [][]byte, s *slot, b *batch) {
 	done := func(raw []byte, err error) {
 		if err != nil { // our datastore is down: to the caller, this replica is unreachable
+			n.countFailure(err)
 			raw = resp.AppendError(nil, unreachableCode+" "+err.Error())
 		}
 		s.complete(raw)
