@@ -1,10 +1,12 @@
 package labchaos
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"syscall"
 	"time"
@@ -67,7 +69,14 @@ func (t *Terminator) Begin(ctx context.Context, l chaos.Lease) (map[string]strin
 		if err := syscall.Kill(p.PID, syscall.SIGSTOP); err != nil {
 			return nil, fmt.Errorf("lab backend: pause %s (pid %d): %w", n.Name, p.PID, err)
 		}
-		return pidUndo(p.PID, p.StartTicks), nil
+		undo := pidUndo(p.PID, p.StartTicks)
+		// kill returns before every thread has stopped; on a busy machine
+		// one may still answer a request meanwhile. The fault is in place
+		// when Begin returns.
+		if err := waitStopped(p.PID, stopWait); err != nil {
+			return undo, fmt.Errorf("lab backend: pause %s (pid %d): %w", n.Name, p.PID, err)
+		}
+		return undo, nil
 	case chaos.BurnCPU:
 		t.remember(n.Name, 0)
 		pid, err := lease.Spawn([]string{st.Troop, "chaos", "burn", "--until", l.Until.UTC().Format(time.RFC3339Nano), "--lease", l.ID}, os.DevNull)
@@ -88,6 +97,46 @@ func (t *Terminator) Begin(ctx context.Context, l chaos.Lease) (map[string]strin
 		return nil, nil
 	}
 	return nil, fmt.Errorf("lab backend: %s is not leased", l.Action.Kind)
+}
+
+// stopWait bounds the wait for a paused process's threads to stop.
+const stopWait = 5 * time.Second
+
+// waitStopped waits until every thread of pid is in state T (stopped).
+func waitStopped(pid int, within time.Duration) error {
+	deadline := time.Now().Add(within)
+	for {
+		stopped, err := allThreadsStopped(pid)
+		if err != nil || stopped {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("threads still running %v after SIGSTOP", within)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func allThreadsStopped(pid int) (bool, error) {
+	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
+	if err != nil || len(tasks) == 0 {
+		return false, fmt.Errorf("no threads of pid %d", pid)
+	}
+	for _, task := range tasks {
+		b, err := os.ReadFile(task)
+		if err != nil {
+			continue // the thread exited
+		}
+		// The state is the first field after the command name's ')'.
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 || i+2 >= len(b) {
+			return false, fmt.Errorf("bad %s", task)
+		}
+		if st := b[i+2]; st != 'T' && st != 't' {
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
 func pidUndo(pid int, ticks uint64) map[string]string {
