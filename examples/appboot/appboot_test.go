@@ -1,0 +1,131 @@
+package appboot
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/troop-lab/troop/ldfi"
+	"github.com/troop-lab/troop/ldfi/httptarget"
+)
+
+// The test binary doubles as the service program: run with APPBOOT_SERVICE=1
+// it serves one service (a real process per service, no extra build).
+func TestMain(m *testing.M) {
+	if os.Getenv("APPBOOT_SERVICE") == "1" {
+		if err := Main(os.Args[1:]); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+type wallClock struct{}
+
+func (wallClock) Now() time.Time { return time.Now() }
+func (wallClock) Sleep(ctx context.Context, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(d):
+		return nil
+	}
+}
+
+func startCluster(t *testing.T) *Cluster {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := Start(ctx, []string{os.Args[0]}, []string{"APPBOOT_SERVICE=1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pids := c.PIDs()
+	t.Cleanup(func() {
+		c.Stop()
+		for _, pid := range pids {
+			if syscall.Kill(pid, 0) == nil {
+				t.Errorf("service process %d still runs after Stop", pid)
+			}
+		}
+	})
+	return c
+}
+
+func key(sets [][]string) []string {
+	var out []string
+	for _, s := range sets {
+		s = slices.Clone(s)
+		slices.Sort(s)
+		out = append(out, "{"+strings.Join(s, ",")+"}")
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestLDFIFindsPlantedFailures runs the search against the real processes:
+// every failure set by design and every planted one, the combination of two
+// included, and nothing else; every scenario replays.
+func TestLDFIFindsPlantedFailures(t *testing.T) {
+	c := startCluster(t)
+	target, err := httptarget.New(httptarget.Config{URL: c.GatewayURL(), BodyReject: MemberError, Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := ldfi.DefaultConfig()
+	cfg.MaxFaults, cfg.Target = 2, target.Spec()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	start := time.Now()
+	r, err := ldfi.Search(ctx, cfg, target, wallClock{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found [][]string
+	for _, f := range r.Failures {
+		found = append(found, f.Points)
+	}
+	if got, want := key(found), key(Expected()); !slices.Equal(got, want) {
+		t.Errorf("failure sets\n got %v\nwant %v", got, want)
+	}
+	if !r.Coverage.Complete {
+		t.Errorf("coverage: %s", r.Coverage.Statement)
+	}
+	t.Logf("%d experiments in %v; %s", len(r.Experiments), time.Since(start).Round(time.Millisecond), r.Coverage.Statement)
+	for _, f := range r.Failures {
+		rep, err := ldfi.RunScenario(ctx, f.Scenario, target, wallClock{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !rep.Reproduced {
+			t.Errorf("scenario %s did not reproduce: %+v", f.Scenario.Scope, rep.Experiment)
+		}
+	}
+}
+
+// TestPartialSuccessNeedsBodyOracle: the combination is a 200 whose body
+// carries the member's error, so a status-only oracle misses it.
+func TestPartialSuccessNeedsBodyOracle(t *testing.T) {
+	c := startCluster(t)
+	sc := ldfi.Scenario{Scope: "api->bookmarks=error,api->ratings=error", Probes: 10, FailRatio: 0.75}
+	for _, reject := range []string{"", MemberError} {
+		target, err := httptarget.New(httptarget.Config{URL: c.GatewayURL(), BodyReject: reject})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep, err := ldfi.RunScenario(context.Background(), sc, target, wallClock{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Reproduced != (reject != "") {
+			t.Errorf("body reject %q: reproduced %v", reject, rep.Reproduced)
+		}
+	}
+}
