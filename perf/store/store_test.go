@@ -73,6 +73,7 @@ func TestHarness(t *testing.T) {
 			want[target+"/"+strconv.Itoa(p)] = true
 		}
 	}
+	var redisCPU float64
 	for _, r := range res.Rounds {
 		delete(want, r.Target+"/"+strconv.Itoa(r.Pipeline))
 		if r.Error != "" {
@@ -92,12 +93,20 @@ func TestHarness(t *testing.T) {
 		} else if !anchor && (r.Gets == 0 || r.Sets == 0 || r.Gets+r.Sets != r.Ops) {
 			t.Errorf("%s P=%d: %d GETs + %d SETs for %d ops", r.Target, r.Pipeline, r.Gets, r.Sets, r.Ops)
 		}
-		if r.GeneratorUsPerOp <= 0 || r.RedisUsPerOp <= 0 {
+		// CPU times come in ticks of 10 ms: in a half-second window a lightly
+		// loaded redis-server may not use one, so only the generator, busy
+		// the whole window, must show CPU in every round; redis must show
+		// some over the run.
+		if r.GeneratorUsPerOp <= 0 || r.RedisUsPerOp < 0 {
 			t.Errorf("%s P=%d: CPU per op not measured: generator %v, redis %v", r.Target, r.Pipeline, r.GeneratorUsPerOp, r.RedisUsPerOp)
 		}
+		redisCPU += r.RedisUsPerOp
 		if r.Target != "direct" && !anchor && r.ProxyUsPerOp <= 0 {
 			t.Errorf("%s P=%d: proxy CPU per op not measured", r.Target, r.Pipeline)
 		}
+	}
+	if redisCPU <= 0 {
+		t.Error("no round measured any redis-server CPU")
 	}
 	for k := range want {
 		t.Errorf("no round for %s", k)
