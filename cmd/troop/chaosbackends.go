@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/troop-lab/troop/chaos"
+	"github.com/troop-lab/troop/chaos/dockerchaos"
 	"github.com/troop-lab/troop/chaos/labchaos"
 )
 
@@ -15,17 +16,21 @@ import (
 // instances live. The detached watchdog gets the same options on its
 // command line (args), so that it can build the backend its lease names.
 type backendOptions struct {
-	LabDir string
+	LabDir     string
+	DockerHost string // "" = DOCKER_HOST, or the default socket
+	Kubeconfig string // "" = in-cluster config, then $KUBECONFIG, then ~/.kube/config
 }
 
 // addBackendFlags adds the backends' flags to a chaos verb.
 func addBackendFlags(f *pflag.FlagSet, o *backendOptions) {
 	f.StringVar(&o.LabDir, "lab", ".troop/lab", "the lab's directory, for lab groups (a lab started with troop lab up)")
+	f.StringVar(&o.DockerHost, "docker-host", "", "the Docker Engine of docker groups (default: $DOCKER_HOST, else the local socket)")
+	f.StringVar(&o.Kubeconfig, "kubeconfig", "", "the kubeconfig of kubernetes groups (default: in-cluster, then $KUBECONFIG, then ~/.kube/config)")
 }
 
 // args returns o as flags for a child troop chaos process.
 func (o backendOptions) args() []string {
-	return []string{"--lab", o.LabDir}
+	return []string{"--lab", o.LabDir, "--docker-host", o.DockerHost, "--kubeconfig", o.Kubeconfig}
 }
 
 // chaosBackends maps each backend to the constructor of its Terminator.
@@ -42,6 +47,9 @@ func registerChaosBackend(b chaos.Backend, newTerminator func(backendOptions) (c
 func init() {
 	registerChaosBackend(chaos.Lab, func(o backendOptions) (chaos.Terminator, error) {
 		return labchaos.New(o.LabDir), nil
+	})
+	registerChaosBackend(chaos.Docker, func(o backendOptions) (chaos.Terminator, error) {
+		return dockerchaos.New(o.DockerHost)
 	})
 }
 
