@@ -427,7 +427,7 @@ func (q *readQuorum) answer(i int, version, reply []byte, err error) {
 			out = answered[agreeing].Raw
 			break
 		}
-		source, _, conflict := consistency.Resolve(answered)
+		source, _, conflict := consistency.Resolve(q.comparable(answered))
 		if conflict && q.asked < len(q.order) {
 			// Answers of the newest version differ: a replica was changed
 			// behind troop's back. Ask one more, and let the majority say.
@@ -456,8 +456,23 @@ func (q *readQuorum) answer(i int, version, reply []byte, err error) {
 	q.mu.Unlock()
 	q.done(out)
 	if len(q.keys) == 1 {
-		q.n.repair.readRepair(q.keys[0], q.replicas, answered, idx)
+		q.n.repair.readRepair(q.keys[0], q.replicas, q.comparable(answered), idx)
 	}
+}
+
+// comparable returns the answers as Resolve should compare them. Only a
+// GET's reply is the value itself; the replies of other reads may differ
+// between replicas that hold the same value (PTTL counts down, SRANDMEMBER
+// draws), so for them only the versions count.
+func (q *readQuorum) comparable(answered []consistency.Reply) []consistency.Reply {
+	if isCommand(q.args[0], "GET") {
+		return answered
+	}
+	out := make([]consistency.Reply, len(answered))
+	for i, a := range answered {
+		out[i] = consistency.Reply{Version: a.Version}
+	}
+	return out
 }
 
 // timed wraps done to record the request's latency and outcome.

@@ -21,10 +21,10 @@ import (
 // peer under DATA_DIR/hints. When the peer is up again the hints are sent
 // to it in the order they were written, a chunk at a time, and the offset
 // reached is saved beside the file, so a coordinator that restarts goes on
-// where it was. Each hint is one write(2) to the file: a node killed with
-// SIGKILL keeps every hint it acknowledged to the coordinator's logic
-// (the page cache survives the process; a machine crash may lose the last
-// ones, as nothing is fsynced).
+// where it was. Hints are written to the file as they come (combined into
+// one write(2) when they come together, see add): a node killed with
+// SIGKILL keeps them (the page cache survives the process; a machine crash
+// may lose the last ones, as nothing is fsynced).
 type hintLog struct {
 	path string
 	max  int64 // bytes of pending hints kept; past it new hints are dropped
@@ -32,6 +32,10 @@ type hintLog struct {
 	mu        sync.Mutex
 	f         *os.File
 	size      int64 // bytes in the file
+	queue     []byte // hints added and not yet written
+	queued    int    // how many
+	spare     []byte // the other queue buffer
+	writing   bool   // an adder is writing the queue out; others only append
 	offset    int64 // bytes already delivered
 	replaying bool
 	failed    error // why the file cannot be used; hints are dropped
@@ -104,26 +108,50 @@ func countFrames(r io.Reader) (count, size int64, err error) {
 var hintLimits = resp.Limits{MaxBulk: 1 << 30, MaxFrame: 1 << 30, MaxElems: resp.DefaultLimits.MaxElems, MaxInline: resp.DefaultLimits.MaxInline, MaxDepth: 1}
 
 // add appends one hint; it reports false when the hint was dropped.
+// Writes combine as a link's flushes do: while one adder writes the queue
+// to the file, others append to it and return, and the writer takes their
+// hints along in its next write. Under load many hints thus cost one
+// write(2); a hint is in the file at the latest when the adder that was
+// writing returns.
 func (h *hintLog) add(req []byte) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.failed != nil || h.size-h.offset+int64(len(req)) > h.max {
+	if h.failed != nil || h.size+int64(len(h.queue))-h.offset+int64(len(req)) > h.max {
 		h.dropped.Add(1)
 		return false
 	}
-	n, err := h.f.Write(req)
-	h.size += int64(n)
-	if err != nil {
-		// A short write leaves a partial frame: cut it off, or replay would
-		// stop at it for good.
-		if terr := h.f.Truncate(h.size - int64(n)); terr != nil {
-			h.failed = fmt.Errorf("hint file %s: %v (and truncating it: %v)", h.path, err, terr)
-		}
-		h.size -= int64(n)
-		h.dropped.Add(1)
-		return false
-	}
+	h.queue = append(h.queue, req...)
+	h.queued++
 	h.pending.Add(1)
+	if h.writing {
+		return true
+	}
+	h.writing = true
+	for len(h.queue) > 0 && h.failed == nil {
+		buf, count := h.queue, h.queued
+		h.queue, h.queued = h.spare[:0], 0
+		h.mu.Unlock()
+		n, err := h.f.Write(buf)
+		h.mu.Lock()
+		h.size += int64(n)
+		h.spare = buf[:0]
+		if err != nil {
+			// A short write leaves a partial frame: cut it off, or replay
+			// would stop at it for good. The hints of this write are lost.
+			if terr := h.f.Truncate(h.size - int64(n)); terr != nil {
+				h.failed = fmt.Errorf("hint file %s: %v (and truncating it: %v)", h.path, err, terr)
+			}
+			h.size -= int64(n)
+			h.pending.Add(-int64(count))
+			h.dropped.Add(int64(count))
+		}
+	}
+	if h.failed != nil { // what is still queued cannot be written
+		h.pending.Add(-int64(h.queued))
+		h.dropped.Add(int64(h.queued))
+		h.queue, h.queued = h.queue[:0], 0
+	}
+	h.writing = false
 	return true
 }
 
@@ -178,7 +206,7 @@ func (h *hintLog) advance(count int, n int64) {
 func (h *hintLog) dropRest() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.dropped.Add(h.pending.Swap(0))
+	h.dropped.Add(h.pending.Swap(int64(h.queued)) - int64(h.queued)) // queued hints go to the file yet
 	if err := h.f.Truncate(0); err == nil {
 		h.offset, h.size = 0, 0
 		os.Remove(h.offsetPath())

@@ -40,6 +40,7 @@ type config struct {
 	Duration  seconds `json:"duration_s"`
 	Seed      uint64  `json:"seed"`
 	Anchor    bool    `json:"anchor"`  // also run redis-benchmark against redis-server
+	Proxy     bool    `json:"proxy"`   // run the proxy-overhead experiment
 	Cluster   bool    `json:"cluster"` // also run the three-rack experiment
 	Repair    bool    `json:"repair"`  // also run the repair experiments (issue 6)
 	AEKeys    int     `json:"ae_keys"` // keys in the anti-entropy experiment
@@ -75,6 +76,7 @@ func defaultConfig() config {
 		Duration:    seconds(5 * time.Second),
 		Seed:        1,
 		Anchor:      true,
+		Proxy:       true,
 		Cluster:     true,
 		Repair:      true,
 		AEKeys:      1_000_000,
@@ -193,6 +195,7 @@ Flags:
 	fs.DurationVar((*time.Duration)(&c.Duration), "duration", time.Duration(c.Duration), "measured window (D) per target and round")
 	fs.Uint64Var(&c.Seed, "seed", c.Seed, "seed of the operation sequence (keys and GET/SET choices)")
 	fs.BoolVar(&c.Anchor, "anchor", c.Anchor, "also run redis-benchmark (GET) against redis-server: the load generator's anchor")
+	fs.BoolVar(&c.Proxy, "proxy", c.Proxy, "run the proxy-overhead experiment (direct, nutcracker, one troop node)")
 	fs.BoolVar(&c.Cluster, "cluster", c.Cluster, "also run the three-rack DC_ONE vs DC_QUORUM experiment")
 	fs.BoolVar(&c.Repair, "repair", c.Repair, "also run the repair experiments: DC_QUORUM writes with hints and read repair on vs off (all up, one node down), and an anti-entropy pass")
 	fs.IntVar(&c.AEKeys, "ae-keys", c.AEKeys, "anti-entropy experiment: keys preloaded on three racks")

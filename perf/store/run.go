@@ -184,8 +184,10 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 	res := &result{Tool: "perf/store", Started: time.Now().UTC(), Config: cfg, Env: environment(ctx, bins, revision), Notes: []string{}}
 	printHeader(out, res)
 
-	err = proxyExperiment(ctx, cfg, ps, bins, res, out)
-	ps.stopAll() // the cluster needs the CPU and memory
+	if cfg.Proxy {
+		err = proxyExperiment(ctx, cfg, ps, bins, res, out)
+		ps.stopAll() // the cluster needs the CPU and memory
+	}
 	if err == nil && cfg.Cluster {
 		err = clusterExperiment(ctx, cfg, ps, bins, res, out)
 		ps.stopAll()
