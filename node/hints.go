@@ -31,12 +31,12 @@ type hintLog struct {
 
 	mu        sync.Mutex
 	f         *os.File
-	size      int64 // bytes in the file
+	size      int64  // bytes in the file
 	queue     []byte // hints added and not yet written
 	queued    int    // how many
 	spare     []byte // the other queue buffer
 	writing   bool   // an adder is writing the queue out; others only append
-	offset    int64 // bytes already delivered
+	offset    int64  // bytes already delivered
 	replaying bool
 	failed    error // why the file cannot be used; hints are dropped
 
