@@ -170,7 +170,10 @@ func counterexample(key string, ops []Op, timeout time.Duration) *Counterexample
 	}
 	n := len(ops)
 	lo, hi := 1, n // the shortest illegal prefix is in [lo, hi]
-	for lo < hi {
+	// The search is bounded like one check: past its deadline the shortest
+	// illegal prefix found so far is shown.
+	deadline := time.Now().Add(timeout)
+	for lo < hi && time.Now().Before(deadline) {
 		mid := (lo + hi) / 2
 		if illegal(mid) {
 			hi = mid
