@@ -21,10 +21,10 @@ import (
 // peer under DATA_DIR/hints. When the peer is up again the hints are sent
 // to it in the order they were written, a chunk at a time, and the offset
 // reached is saved beside the file, so a coordinator that restarts goes on
-// where it was. Hints are written to the file as they come (combined into
-// one write(2) when they come together, see add): a node killed with
-// SIGKILL keeps them (the page cache survives the process; a machine crash
-// may lose the last ones, as nothing is fsynced).
+// where it was. Hints reach the file within hintFlushDelay of being added
+// (see add), and at once when the node stops: a node killed with SIGKILL
+// keeps all but its last milliseconds of hints (the page cache survives
+// the process; a machine crash may lose more, as nothing is fsynced).
 type hintLog struct {
 	path string
 	max  int64 // bytes of pending hints kept; past it new hints are dropped
@@ -35,7 +35,7 @@ type hintLog struct {
 	queue     []byte // hints added and not yet written
 	queued    int    // how many
 	spare     []byte // the other queue buffer
-	writing   bool   // an adder is writing the queue out; others only append
+	flushing  bool   // a flush of the queue is scheduled
 	offset    int64  // bytes already delivered
 	replaying bool
 	failed    error // why the file cannot be used; hints are dropped
@@ -107,12 +107,10 @@ func countFrames(r io.Reader) (count, size int64, err error) {
 // hintLimits bound what a hint file may hold: what a peer would accept.
 var hintLimits = resp.Limits{MaxBulk: 1 << 30, MaxFrame: 1 << 30, MaxElems: resp.DefaultLimits.MaxElems, MaxInline: resp.DefaultLimits.MaxInline, MaxDepth: 1}
 
-// add appends one hint; it reports false when the hint was dropped.
-// Writes combine as a link's flushes do: while one adder writes the queue
-// to the file, others append to it and return, and the writer takes their
-// hints along in its next write. Under load many hints thus cost one
-// write(2); a hint is in the file at the latest when the adder that was
-// writing returns.
+// add queues one hint; it reports false when the hint was dropped. Queued
+// hints go to the file together, hintFlushDelay after the first of them
+// (flush): one write(2) for all the hints of a burst, where a write per
+// hint cost a tenth of the node's CPU with a replica down.
 func (h *hintLog) add(req []byte) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -123,36 +121,40 @@ func (h *hintLog) add(req []byte) bool {
 	h.queue = append(h.queue, req...)
 	h.queued++
 	h.pending.Add(1)
-	if h.writing {
-		return true
+	if !h.flushing {
+		h.flushing = true
+		time.AfterFunc(hintFlushDelay, h.flush)
 	}
-	h.writing = true
-	for len(h.queue) > 0 && h.failed == nil {
-		buf, count := h.queue, h.queued
-		h.queue, h.queued = h.spare[:0], 0
-		h.mu.Unlock()
-		n, err := h.f.Write(buf)
-		h.mu.Lock()
-		h.size += int64(n)
-		h.spare = buf[:0]
-		if err != nil {
-			// A short write leaves a partial frame: cut it off, or replay
-			// would stop at it for good. The hints of this write are lost.
-			if terr := h.f.Truncate(h.size - int64(n)); terr != nil {
-				h.failed = fmt.Errorf("hint file %s: %v (and truncating it: %v)", h.path, err, terr)
-			}
-			h.size -= int64(n)
-			h.pending.Add(-int64(count))
-			h.dropped.Add(int64(count))
-		}
-	}
-	if h.failed != nil { // what is still queued cannot be written
-		h.pending.Add(-int64(h.queued))
-		h.dropped.Add(int64(h.queued))
-		h.queue, h.queued = h.queue[:0], 0
-	}
-	h.writing = false
 	return true
+}
+
+// hintFlushDelay bounds how long a hint waits in memory: a node killed
+// with SIGKILL loses at most the hints of its last few milliseconds.
+const hintFlushDelay = 2 * time.Millisecond
+
+// flush writes the queued hints to the file.
+func (h *hintLog) flush() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.flushing = false
+	if len(h.queue) == 0 || h.f == nil {
+		return
+	}
+	buf, count := h.queue, h.queued
+	h.queue, h.queued = h.spare[:0], 0
+	n, err := h.f.Write(buf)
+	h.size += int64(n)
+	h.spare = buf[:0]
+	if err != nil {
+		// A short write leaves a partial frame: cut it off, or replay would
+		// stop at it for good. The hints of this write are lost.
+		if terr := h.f.Truncate(h.size - int64(n)); terr != nil {
+			h.failed = fmt.Errorf("hint file %s: %v (and truncating it: %v)", h.path, err, terr)
+		}
+		h.size -= int64(n)
+		h.pending.Add(-int64(count))
+		h.dropped.Add(int64(count))
+	}
 }
 
 // next reads the hints after the offset, at most hintChunk of them: the
@@ -214,9 +216,11 @@ func (h *hintLog) dropRest() {
 }
 
 func (h *hintLog) close() {
+	h.flush()
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.f.Close()
+	h.f = nil
 }
 
 // openHints opens the hint files of every peer under the data directory.

@@ -30,6 +30,7 @@ func TestHintLog(t *testing.T) {
 	if p, d := h.pending.Load(), h.dropped.Load(); p != 10 || d != 2 {
 		t.Fatalf("pending %d dropped %d, want 10 and 2", p, d)
 	}
+	h.flush() // what the timer does hintFlushDelay after the first hint
 	frames, used, err := h.next()
 	if err != nil || len(frames) != 10 || used != 10*size {
 		t.Fatalf("next: %d frames, %d bytes, %v", len(frames), used, err)
