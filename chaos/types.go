@@ -14,6 +14,7 @@ package chaos
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"math"
 	"time"
 )
@@ -87,7 +88,14 @@ const (
 	Stopped      Reason = "stopped"       // the global stop is on
 	Disabled     Reason = "disabled"      // the group is not enabled, or not in the config
 	NoInstance   Reason = "no-instance"   // the group has no live instance outside its exceptions
+	Refused      Reason = "refused"       // the backend declined and did nothing (ErrRefused)
 )
+
+// ErrRefused is what a backend's Act returns, wrapped with its reason, when
+// it declines to act and did nothing: a Kubernetes workload would fall below
+// its minimum of ready pods. The monkey records the kill as skipped
+// (Refused), and it counts against no gap or maximum.
+var ErrRefused = errors.New("refused")
 
 // Termination is the record of one kill: planned or on demand, executed or
 // skipped. Leashed kills are recorded with Outcome Skipped and Reason Leashed,
@@ -102,7 +110,7 @@ type Termination struct {
 	Executed time.Time `json:"executed,omitzero"` // when the action was taken or skipped
 	Outcome  Outcome   `json:"outcome"`
 	Reason   Reason    `json:"reason,omitempty"` // set when Outcome is Skipped
-	Error    string    `json:"error,omitempty"`  // set when Outcome is Failed
+	Error    string    `json:"error,omitempty"`  // set when Outcome is Failed, or Skipped as Refused
 	// Recovery is how long the group took to be whole again after an
 	// executed action (see RecoveryWaiter); 0 until measured. JSON has it
 	// as recovery_seconds.

@@ -85,8 +85,9 @@ func NewFromKubeconfig(path string) (*Terminator, error) {
 var ErrNotSupported = errors.New("not supported by the kubernetes backend")
 
 // ErrRefused is what a RefusedError is: the backend declined to kill the
-// pod, and nothing was done. The monkey records it as skipped, not failed.
-var ErrRefused = errors.New("refused")
+// pod, and nothing was done. The monkey records it as skipped (refused),
+// not failed.
+var ErrRefused = chaos.ErrRefused
 
 // RefusedError says why a pod was not killed: its workload would fall
 // below its minimum of ready pods, or it has no workload to replace it.

@@ -212,6 +212,9 @@ func (m *Monkey) Execute(ctx context.Context, k chaos.PlannedKill, mode Mode) (c
 	}
 	if err := m.act(ctx, t, term, now); err != nil {
 		term.Outcome, term.Error = chaos.Failed, err.Error()
+		if errors.Is(err, chaos.ErrRefused) {
+			term.Outcome, term.Reason, err = chaos.Skipped, chaos.Refused, nil
+		}
 		if serr := m.Records.SetOutcome(context.WithoutCancel(ctx), term); serr != nil {
 			err = errors.Join(err, serr)
 		}

@@ -3,10 +3,12 @@ package monkey
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -28,9 +30,10 @@ type act struct {
 }
 
 type fakeBackend struct {
-	clock Clock
-	mu    sync.Mutex
-	acts  []act
+	clock  Clock
+	mu     sync.Mutex
+	acts   []act
+	refuse bool // decline every action, as kubernetes does below a workload's minimum
 }
 
 const fakeRecovery = 1500 * time.Millisecond
@@ -46,6 +49,9 @@ func (f *fakeBackend) Instances(_ context.Context, g *chaos.Group) ([]chaos.Inst
 func (f *fakeBackend) Act(_ context.Context, inst chaos.Instance, a chaos.Action) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.refuse {
+		return fmt.Errorf("fake backend: %s would leave too few ready: %w", inst.ID, chaos.ErrRefused)
+	}
 	f.acts = append(f.acts, act{f.clock.Now(), inst.ID, a})
 	return nil
 }
@@ -235,6 +241,27 @@ func TestKillChecks(t *testing.T) {
 	if tr, err := m.Kill(ctx, "g", chaos.Action{Kind: chaos.Pause, Duration: time.Second}); err == nil || tr.Outcome != chaos.Failed {
 		t.Errorf("pause without leases: %+v, %v", tr, err)
 	}
+}
+
+// A kill the backend refuses is recorded as skipped (refused), with the
+// backend's reason, and does not count against the group's gap.
+func TestRefusedKill(t *testing.T) {
+	clk := &fakeClock{now: time.Date(2026, 11, 28, 3, 0, 0, 0, time.UTC), end: time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)}
+	m, fb := newMonkey(t, onDemandConfig, clk)
+	fb.refuse = true
+	tr, err := m.Kill(t.Context(), "g", chaos.Action{Kind: chaos.Terminate})
+	if err != nil || tr.Outcome != chaos.Skipped || tr.Reason != chaos.Refused || !strings.Contains(tr.Error, "too few ready") {
+		t.Fatalf("refused kill: %+v, %v", tr, err)
+	}
+	got, _ := m.Records.Terminations(t.Context(), chaos.Query{Group: "g"})
+	if len(got) != 1 || got[0].Reason != chaos.Refused {
+		t.Fatalf("records: %+v", got)
+	}
+	fb.refuse = false
+	if tr, err := m.Kill(t.Context(), "g", chaos.Action{Kind: chaos.Terminate}); err != nil || tr.Outcome != chaos.Executed {
+		t.Fatalf("a refused kill counted against the gap: %+v, %v", tr, err)
+	}
+	m.Wait()
 }
 
 func TestLeashed(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/troop-lab/troop/chaos"
 	"github.com/troop-lab/troop/chaos/dockerchaos"
+	"github.com/troop-lab/troop/chaos/kubechaos"
 	"github.com/troop-lab/troop/chaos/labchaos"
 )
 
@@ -18,14 +19,14 @@ import (
 type backendOptions struct {
 	LabDir     string
 	DockerHost string // "" = DOCKER_HOST, or the default socket
-	Kubeconfig string // "" = in-cluster config, then $KUBECONFIG, then ~/.kube/config
+	Kubeconfig string // "" = $KUBECONFIG, then ~/.kube/config, then in-cluster
 }
 
 // addBackendFlags adds the backends' flags to a chaos verb.
 func addBackendFlags(f *pflag.FlagSet, o *backendOptions) {
 	f.StringVar(&o.LabDir, "lab", ".troop/lab", "the lab's directory, for lab groups (a lab started with troop lab up)")
 	f.StringVar(&o.DockerHost, "docker-host", "", "the Docker Engine of docker groups (default: $DOCKER_HOST, else the local socket)")
-	f.StringVar(&o.Kubeconfig, "kubeconfig", "", "the kubeconfig of kubernetes groups (default: in-cluster, then $KUBECONFIG, then ~/.kube/config)")
+	f.StringVar(&o.Kubeconfig, "kubeconfig", "", "the kubeconfig of kubernetes groups (default: $KUBECONFIG, then ~/.kube/config, then in-cluster)")
 }
 
 // args returns o as flags for a child troop chaos process.
@@ -50,6 +51,9 @@ func init() {
 	})
 	registerChaosBackend(chaos.Docker, func(o backendOptions) (chaos.Terminator, error) {
 		return dockerchaos.New(o.DockerHost)
+	})
+	registerChaosBackend(chaos.Kubernetes, func(o backendOptions) (chaos.Terminator, error) {
+		return kubechaos.NewFromKubeconfig(o.Kubeconfig)
 	})
 }
 
