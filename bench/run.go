@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/troop-lab/troop/client"
 	"github.com/troop-lab/troop/resp"
 )
 
@@ -175,15 +176,29 @@ func (r *runner) runPhase(ctx context.Context, ph *phasePlan, it, pi int, dur ti
 		done atomic.Int64
 	)
 	stopProgress := r.progress(label, start, deadline, requests, &done)
+	// Workers drive pipes of their own when the target has one for each.
+	piper, _ := r.target.(Piper)
+	if piper != nil {
+		total := 0
+		for _, g := range ph.groups {
+			total += g.workers
+		}
+		if total > piper.Pipes() {
+			piper = nil
+		}
+	}
+	nth := 0
 	for gi := range ph.groups {
 		g := &ph.groups[gi]
 		for w := range g.workers {
+			b := r.newBatcher(piper, nth)
+			nth++
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				rec := newRecorder(start, len(ph.Tasks), pr.series)
 				gen := newGen(r.cfg, g, it, pi, gi, w)
-				n := r.worker(ctx, gen, g, w, start, deadline, rec, &done)
+				n := r.worker(ctx, gen, g, w, start, deadline, b, rec, &done)
 				rec.close()
 				mu.Lock()
 				recs = append(recs, rec)
@@ -213,13 +228,103 @@ type reply struct {
 	at  time.Time
 }
 
-// worker issues its batches and returns how many operations it ran.
-func (r *runner) worker(ctx context.Context, gen *Gen, g *group, w int, start, deadline time.Time, rec *recorder, done *atomic.Int64) int64 {
-	slot := r.slot()
+// batcher is one worker's way to the target, with the buffers it reuses
+// from batch to batch: either a pipe of its own, which it writes and reads
+// itself, or the shared target, whose replies come back in callbacks.
+type batcher struct {
+	pipe   Pipe
+	target Target
+
+	keyBuf   []byte // the batch's keys, one after the other
+	keys     [][]byte
+	versions []uint64
+	begins   []uint64
+	replies  []reply
+	second   []reply // the writes of read-modify-writes
+	outcomes []Outcome
+	whys     []string
+	rmw      []int
+	intended []time.Time
+	args     [3][]byte
+	value    []byte
+	got      []client.Reply // a pipe's replies
+
+	// The shared target's callbacks, one per place in a batch, made once:
+	// each stores its reply in into[k].
+	into  []reply
+	dones []func(raw []byte, err error)
+	wg    sync.WaitGroup
+}
+
+func (r *runner) newBatcher(piper Piper, n int) *batcher {
+	if piper != nil {
+		return &batcher{pipe: piper.Pipe(n)}
+	}
 	target := r.target
 	if s, ok := target.(Sessioner); ok {
 		target = s.Session(int(r.sessions.Add(1) - 1))
 	}
+	return &batcher{target: target}
+}
+
+// grow sizes the per-operation slices for a batch of n.
+func (b *batcher) grow(n int) {
+	if cap(b.keys) < n {
+		b.keys = make([][]byte, n)
+		b.versions = make([]uint64, n)
+		b.begins = make([]uint64, n)
+		b.replies = make([]reply, n)
+		b.second = make([]reply, n)
+		b.outcomes = make([]Outcome, n)
+		b.whys = make([]string, n)
+		b.intended = make([]time.Time, n)
+	}
+	b.keys, b.versions, b.begins = b.keys[:n], b.versions[:n], b.begins[:n]
+	b.replies, b.second = b.replies[:n], b.second[:n]
+	b.outcomes, b.whys, b.intended = b.outcomes[:n], b.whys[:n], b.intended[:n]
+	clear(b.versions)
+	clear(b.begins)
+	clear(b.intended)
+	for len(b.dones) < n {
+		k := len(b.dones)
+		b.dones = append(b.dones, func(raw []byte, err error) {
+			b.into[k] = reply{raw, err, time.Now()}
+			b.wg.Done()
+		})
+	}
+}
+
+// send queues the command of batch place k; its reply goes to into[k].
+func (b *batcher) send(k int, args [][]byte) {
+	if b.pipe != nil {
+		b.pipe.Send(args)
+		return
+	}
+	b.wg.Add(1)
+	b.target.Send(args, b.dones[k])
+}
+
+// wait sends what was queued and waits for the replies. places lists the
+// batch places queued, in order; nil means all of them, 0, 1, 2 ...
+func (b *batcher) wait(places []int) {
+	if b.pipe == nil {
+		b.target.Flush()
+		b.wg.Wait()
+		return
+	}
+	b.got = b.pipe.Exchange(b.got[:0])
+	for i, g := range b.got {
+		k := i
+		if places != nil {
+			k = places[i]
+		}
+		b.into[k] = reply{g.Raw, g.Err, g.At}
+	}
+}
+
+// worker issues its batches and returns how many operations it ran.
+func (r *runner) worker(ctx context.Context, gen *Gen, g *group, w int, start, deadline time.Time, b *batcher, rec *recorder, done *atomic.Int64) int64 {
+	slot := r.slot()
 	var (
 		ops     []Op
 		issued  int64
@@ -230,14 +335,14 @@ func (r *runner) worker(ctx context.Context, gen *Gen, g *group, w int, start, d
 		if len(ops) == 0 {
 			break
 		}
-		intended := make([]time.Time, len(ops))
+		b.grow(len(ops))
 		if perRate > 0 {
 			for k := range ops {
-				intended[k] = Intended(start, perRate, w, g.workers, issued+int64(k))
+				b.intended[k] = Intended(start, perRate, w, g.workers, issued+int64(k))
 			}
 			// A batch leaves when its last operation is due: sending earlier
 			// would exceed the rate; the earlier ones' wait counts as latency.
-			if d := time.Until(intended[len(ops)-1]); d > 0 {
+			if d := time.Until(b.intended[len(ops)-1]); d > 0 {
 				select {
 				case <-ctx.Done():
 					return issued
@@ -245,7 +350,7 @@ func (r *runner) worker(ctx context.Context, gen *Gen, g *group, w int, start, d
 				}
 			}
 		}
-		r.batch(target, ops, intended, slot, rec)
+		r.batch(b, ops, slot, rec)
 		issued += int64(len(ops))
 		done.Add(int64(len(ops)))
 	}
@@ -254,80 +359,78 @@ func (r *runner) worker(ctx context.Context, gen *Gen, g *group, w int, start, d
 
 // batch sends one pipeline, waits for every reply and records each
 // operation. Read-modify-writes take a second round for their writes.
-func (r *runner) batch(target Target, ops []Op, intended []time.Time, slot *atomic.Uint64, rec *recorder) {
+func (r *runner) batch(b *batcher, ops []Op, slot *atomic.Uint64, rec *recorder) {
 	slot.Store(r.model.clock.Load()) // before any read of the batch begins
 	defer slot.Store(math.MaxUint64)
-	keys := make([][]byte, len(ops))
-	versions := make([]uint64, len(ops))
-	begins := make([]uint64, len(ops))
-	replies := make([]reply, len(ops))
-	var wg sync.WaitGroup
+	b.keyBuf = b.keyBuf[:0]
+	b.into = b.replies // set before any send: with shared links, another worker's flush may carry ours
 	sent := time.Now()
 	for k, op := range ops {
-		keys[k] = FormatKey(nil, op.Key, r.cfg.KeySize)
-		var args [][]byte
+		at := len(b.keyBuf)
+		b.keyBuf = FormatKey(b.keyBuf, op.Key, r.cfg.KeySize)
+		key := b.keyBuf[at:len(b.keyBuf):len(b.keyBuf)]
+		b.keys[k] = key
+		args := b.args[:2]
 		switch op.Kind {
 		case Get, RMW:
-			begins[k] = r.model.BeginRead()
-			args = [][]byte{[]byte("GET"), keys[k]}
+			b.begins[k] = r.model.BeginRead()
+			args[0], args[1] = cmdGET, key
 		case Set:
-			versions[k] = r.model.NextVersion()
-			r.model.BeginWrite(op.Key, versions[k], false)
-			args = [][]byte{[]byte("SET"), keys[k], EncodeValue(nil, keys[k], versions[k], op.Size)}
+			b.versions[k] = r.model.NextVersion()
+			r.model.BeginWrite(op.Key, b.versions[k], false)
+			b.value = EncodeValue(b.value[:0], key, b.versions[k], op.Size)
+			args = append(args, b.value)
+			args[0], args[1] = cmdSET, key
 		case Del:
-			begins[k] = r.model.BeginRead()
-			versions[k] = r.model.NextVersion()
-			r.model.BeginWrite(op.Key, versions[k], true)
-			args = [][]byte{[]byte("DEL"), keys[k]}
+			b.begins[k] = r.model.BeginRead()
+			b.versions[k] = r.model.NextVersion()
+			r.model.BeginWrite(op.Key, b.versions[k], true)
+			args[0], args[1] = cmdDEL, key
 		}
-		wg.Add(1)
-		target.Send(args, func(raw []byte, err error) {
-			replies[k] = reply{raw, err, time.Now()}
-			wg.Done()
-		})
+		b.send(k, args)
 	}
-	target.Flush()
-	wg.Wait()
+	b.wait(nil)
 
-	outcomes := make([]Outcome, len(ops))
-	whys := make([]string, len(ops))
-	var rmw []int
+	b.rmw = b.rmw[:0]
 	for k, op := range ops {
-		outcomes[k], whys[k] = r.judge(op, keys[k], versions[k], begins[k], replies[k])
-		if op.Kind == RMW && outcomes[k] == OK {
-			rmw = append(rmw, k)
+		b.outcomes[k], b.whys[k] = r.judge(op, b.keys[k], b.versions[k], b.begins[k], b.replies[k])
+		if op.Kind == RMW && b.outcomes[k] == OK {
+			b.rmw = append(b.rmw, k)
 		}
 	}
-	if len(rmw) > 0 {
-		var wg2 sync.WaitGroup
-		second := make([]reply, len(ops))
-		for _, k := range rmw {
-			versions[k] = r.model.NextVersion()
-			r.model.BeginWrite(ops[k].Key, versions[k], false)
-			wg2.Add(1)
-			target.Send([][]byte{[]byte("SET"), keys[k], EncodeValue(nil, keys[k], versions[k], ops[k].Size)}, func(raw []byte, err error) {
-				second[k] = reply{raw, err, time.Now()}
-				wg2.Done()
-			})
+	if len(b.rmw) > 0 {
+		b.into = b.second
+		for _, k := range b.rmw {
+			b.versions[k] = r.model.NextVersion()
+			r.model.BeginWrite(ops[k].Key, b.versions[k], false)
+			b.value = EncodeValue(b.value[:0], b.keys[k], b.versions[k], ops[k].Size)
+			b.send(k, append(b.args[:0], cmdSET, b.keys[k], b.value))
 		}
-		target.Flush()
-		wg2.Wait()
-		for _, k := range rmw {
+		b.wait(b.rmw)
+		for _, k := range b.rmw {
 			op := ops[k]
 			op.Kind = Set
-			outcomes[k], whys[k] = r.judge(op, keys[k], versions[k], 0, second[k])
-			replies[k].at = second[k].at
+			b.outcomes[k], b.whys[k] = r.judge(op, b.keys[k], b.versions[k], 0, b.second[k])
+			b.replies[k].at = b.second[k].at
 		}
 	}
 	for k, op := range ops {
-		service := replies[k].at.Sub(sent)
+		at := b.replies[k].at
+		service := at.Sub(sent)
 		response := service
-		if !intended[k].IsZero() {
-			response = replies[k].at.Sub(intended[k])
+		if !b.intended[k].IsZero() {
+			response = at.Sub(b.intended[k])
 		}
-		rec.record(op.Task, replies[k].at, service, response, outcomes[k], whys[k])
+		rec.record(op.Task, at, service, response, b.outcomes[k], b.whys[k])
 	}
 }
+
+// The command names, shared by every batch.
+var (
+	cmdGET = []byte("GET")
+	cmdSET = []byte("SET")
+	cmdDEL = []byte("DEL")
+)
 
 // judge classifies one reply, updating the model for writes. An error reply
 // or a broken transport is an Error; an answer that is corrupt or that the

@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -172,11 +173,46 @@ func (tp *tamper) corrupt() error {
 	return nil
 }
 
+// tamperPipes is tamper for workers that drive pipes of their own.
+type tamperPipes struct {
+	*tamper
+	piper Piper
+}
+
+func (tp *tamperPipes) Pipes() int { return tp.piper.Pipes() }
+
+func (tp *tamperPipes) Pipe(n int) Pipe { return &tamperPipe{Pipe: tp.piper.Pipe(n), tp: tp.tamper} }
+
+type tamperPipe struct {
+	Pipe
+	tp *tamper
+}
+
+func (p *tamperPipe) Send(args [][]byte) {
+	if string(args[0]) == "GET" {
+		p.tp.once.Do(func() { p.tp.err = p.tp.corrupt() })
+	}
+	p.Pipe.Send(args)
+}
+
 func TestCorruptionIsAFailNotAnError(t *testing.T) {
 	srv := testredis.Start(t)
 	cfg := smallConfig(JobCRUD)
-	tp := &tamper{Target: respTarget(t, srv.Addr, 2), addr: srv.Addr}
-	res, err := Run(context.Background(), cfg, tp, nil)
+	for _, conns := range []int{2, 4} { // workers share connections; each has its own pipe
+		t.Run(fmt.Sprintf("conns=%d", conns), func(t *testing.T) {
+			rt := respTarget(t, srv.Addr, conns)
+			tp := &tamper{Target: rt, addr: srv.Addr}
+			target := Target(tp)
+			if conns >= cfg.Workers {
+				target = &tamperPipes{tamper: tp, piper: rt}
+			}
+			corruptionIsAFail(t, cfg, target, tp)
+		})
+	}
+}
+
+func corruptionIsAFail(t *testing.T, cfg Config, target Target, tp *tamper) {
+	res, err := Run(context.Background(), cfg, target, nil)
 	if err != nil || tp.err != nil {
 		t.Fatal(err, tp.err)
 	}
@@ -236,6 +272,12 @@ func TestOpenLoopRate(t *testing.T) {
 // omission): the requests meant to start in the pause's first half wait at
 // least 0.5 s, about R/2 of them, plus any that queue behind them.
 func TestPausedServerShowsInResponseTime(t *testing.T) {
+	for _, conns := range []int{2, 10} { // workers share connections; each has its own pipe
+		t.Run(fmt.Sprintf("conns=%d", conns), func(t *testing.T) { pausedServer(t, conns) })
+	}
+}
+
+func pausedServer(t *testing.T, conns int) {
 	srv := testredis.Start(t)
 	const rate = 1000
 	cfg := smallConfig(JobMixed)
@@ -247,7 +289,7 @@ func TestPausedServerShowsInResponseTime(t *testing.T) {
 		time.Sleep(time.Second)
 		srv.Cmd.Process.Signal(syscall.SIGCONT)
 	}()
-	res, err := Run(context.Background(), cfg, respTarget(t, srv.Addr, 2), nil)
+	res, err := Run(context.Background(), cfg, respTarget(t, srv.Addr, conns), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -270,4 +312,55 @@ func TestPausedServerShowsInResponseTime(t *testing.T) {
 		t.Errorf("%d responses of at least 0.5 s, want about %d (R/2) for a 1 s pause at R=%d", slow, rate/2, rate)
 	}
 	t.Logf("%d responses of at least 0.5 s at R=%d", slow, rate)
+}
+
+// countedPipes counts the pipes a run takes.
+type countedPipes struct {
+	*RESPTarget
+	taken atomic.Int32
+}
+
+func (c *countedPipes) Pipe(n int) Pipe { c.taken.Add(1); return c.RESPTarget.Pipe(n) }
+
+// With a connection for every worker, each worker drives a pipe of its own:
+// every job runs through them (read-modify-writes take a second exchange)
+// with every operation counted and checked, and no errors or fails. With
+// fewer connections than workers, the workers share them instead.
+func TestPipesAgainstRedis(t *testing.T) {
+	srv := testredis.Start(t)
+	for _, job := range Jobs() {
+		cfg := smallConfig(job)
+		cfg.Readers, cfg.Writers = 3, 1 // mixed: 4 workers, as the others have
+		for _, conns := range []int{3, 4} {
+			target := &countedPipes{RESPTarget: respTarget(t, srv.Addr, conns)}
+			res, err := Run(context.Background(), cfg, target, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			phases := map[string]bool{}
+			for _, r := range res.Totals {
+				phases[r.Phase] = true
+			}
+			wantPipes := int32(0)
+			if conns >= 4 {
+				wantPipes = int32(4 * len(phases)) // each phase's workers take one each
+			}
+			if got := target.taken.Load(); got != wantPipes {
+				t.Errorf("%s, %d connections: %d pipes taken, want %d", job, conns, got, wantPipes)
+			}
+			var n int64
+			for _, r := range res.Totals {
+				n += r.Count
+				if r.Errors != 0 || r.Fails != 0 {
+					t.Errorf("%s, %d connections, %s: %d errors, %d fails: %v %v", job, conns, r.Task, r.Errors, r.Fails, r.ErrorSamples, r.FailSamples)
+				}
+				if r.Count > 0 && (r.Service.P50 <= 0 || r.ResponseHist == "") {
+					t.Errorf("%s, %s: no latencies recorded", job, r.Task)
+				}
+			}
+			if want := cfg.Requests * int64(len(phases)); n != want { // --requests is per phase
+				t.Errorf("%s, %d connections: %d operations, want %d", job, conns, n, want)
+			}
+		}
+	}
 }

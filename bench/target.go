@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"time"
@@ -40,6 +39,25 @@ type Sessioner interface {
 	Session(n int) Target
 }
 
+// Piper is implemented by targets that can give a worker connections of its
+// own that it drives itself: it writes its pipeline and reads the replies on
+// its own goroutine, as a blocking redis-benchmark client does, with no reader
+// goroutine and no callbacks. A phase uses pipes only when every one of its
+// workers can have its own: Pipe(n), n < Pipes().
+type Piper interface {
+	Pipes() int
+	Pipe(n int) Pipe
+}
+
+// Pipe is one worker's own connections. Send queues a command (args may be
+// reused once it returns); Exchange writes everything queued and appends one
+// reply per command to dst, in the order of Send. Raw frames stay valid until
+// the next Exchange.
+type Pipe interface {
+	Send(args [][]byte)
+	Exchange(dst []client.Reply) []client.Reply
+}
+
 // Sizer is implemented by targets that know how many store nodes they reach;
 // per-node worker counts (--readers, --writers, --workers) are multiplied by it.
 type Sizer interface {
@@ -55,6 +73,7 @@ type RESPTarget struct {
 	*client.Plain
 	addrs []string
 	conns int
+	pipes []*client.Pipe // one per connection slot; they dial on first use
 }
 
 // NewRESPTarget makes a target for addrs (host:port), conns connections
@@ -75,11 +94,39 @@ func NewRESPTarget(addrs []string, conns int, timeout time.Duration) (*RESPTarge
 	if err != nil {
 		return nil, err
 	}
-	return &RESPTarget{Plain: p, addrs: addrs, conns: conns}, nil
+	t := &RESPTarget{Plain: p, addrs: addrs, conns: conns}
+	for range conns {
+		pp, err := client.NewPipe(addrs, timeout)
+		if err != nil {
+			p.Close()
+			return nil, err
+		}
+		t.pipes = append(t.pipes, pp)
+	}
+	return t, nil
 }
 
-// Ping fails with the first unreachable address, naming it.
-func (t *RESPTarget) Ping() error { return t.Plain.Ping(context.Background()) }
+// Ping fails with the first unreachable address, naming it. It goes over
+// the first pipe, whose connections the first worker then uses.
+func (t *RESPTarget) Ping() error { return t.pipes[0].Ping() }
+
+// Pipes is the number of workers that can each have their own pipe: one
+// per connection slot (--conns).
+func (t *RESPTarget) Pipes() int { return t.conns }
+
+// Pipe is the n-th pipe: the n-th connection of each address, driven by one
+// worker at a time. Its connections are the target's --conns; the shared
+// ones of the embedded client serve only workers that cannot each have a
+// pipe, and the audit.
+func (t *RESPTarget) Pipe(n int) Pipe { return t.pipes[n] }
+
+// Close closes the pipes and the shared connections.
+func (t *RESPTarget) Close() error {
+	for _, p := range t.pipes {
+		p.Close()
+	}
+	return t.Plain.Close()
+}
 
 // Session is worker n's view: the n-th connection of each address.
 func (t *RESPTarget) Session(n int) Target { return t.Plain.Pinned(n) }
