@@ -48,6 +48,10 @@ func (n *Node) handleClient(cmd resp.Command, s *slot, sess *session, b *batch) 
 	n.stats.commands[c.id].Add(1)
 	switch c.kind {
 	case kindLocal:
+		if c.name == "TROOP" {
+			n.troopCommand(args, sess, s.complete)
+			return
+		}
 		s.complete(n.local(c, args, sess))
 		return
 	case kindUnsupported:
@@ -74,24 +78,28 @@ func (n *Node) handleClient(cmd resp.Command, s *slot, sess *session, b *batch) 
 		}
 	}
 	level := n.levelFor(sess, write)
-	done := n.timed(write, level, s.complete)
+	var tr *trace
+	if sess.fit != nil {
+		tr = traceFor(sess, c.name, level)
+	}
+	done := traced(tr, n.timed(write, level, s.complete))
 	switch c.kind {
 	case kindRead:
-		n.read(level, keys, args, b, done)
+		n.read(tr, level, keys, args, b, done)
 	case kindWrite:
-		n.write(level, c, keys, args, b, done)
+		n.write(tr, level, c, keys, args, b, done)
 	case kindMultiRead, kindMultiWrite:
 		if !n.sameReplicas(keys) {
 			done(resp.AppendError(nil, fmt.Sprintf("ERR troop: the keys of '%s' belong to different nodes, and troop does not split it", c.name)))
 			return
 		}
 		if write {
-			n.write(level, c, keys, args, b, done)
+			n.write(tr, level, c, keys, args, b, done)
 		} else {
-			n.read(level, keys, args, b, done)
+			n.read(tr, level, keys, args, b, done)
 		}
 	case kindSplit:
-		n.split(c, level, keys, args, b, done)
+		n.split(tr, c, level, keys, args, b, done)
 	}
 }
 
@@ -134,7 +142,7 @@ func (n *Node) refuseInState(write bool) []byte {
 // routed to its own replicas at the same level, and merges the replies. If
 // any key fails, the whole command answers an error naming it: no silent
 // partial results.
-func (n *Node) split(c *command, level consistency.Level, keys [][]byte, args [][]byte, b *batch, done replyFunc) {
+func (n *Node) split(tr *trace, c *command, level consistency.Level, keys [][]byte, args [][]byte, b *batch, done replyFunc) {
 	results := make([][]byte, len(keys))
 	var mu sync.Mutex
 	remaining := len(keys)
@@ -154,13 +162,13 @@ func (n *Node) split(c *command, level consistency.Level, keys [][]byte, args []
 	for i, k := range keys {
 		switch c.name {
 		case "MGET":
-			n.read(level, keys[i:i+1], [][]byte{[]byte("GET"), k}, b, finish(i))
+			n.read(tr, level, keys[i:i+1], [][]byte{[]byte("GET"), k}, b, finish(i))
 		case "EXISTS", "TOUCH":
-			n.read(level, keys[i:i+1], [][]byte{args[0], k}, b, finish(i))
+			n.read(tr, level, keys[i:i+1], [][]byte{args[0], k}, b, finish(i))
 		case "MSET":
-			n.write(level, set, keys[i:i+1], [][]byte{[]byte("SET"), k, args[2+2*i]}, b, finish(i))
+			n.write(tr, level, set, keys[i:i+1], [][]byte{[]byte("SET"), k, args[2+2*i]}, b, finish(i))
 		default: // DEL, UNLINK
-			n.write(level, c, keys[i:i+1], [][]byte{args[0], k}, b, finish(i))
+			n.write(tr, level, c, keys[i:i+1], [][]byte{args[0], k}, b, finish(i))
 		}
 	}
 }
@@ -257,8 +265,6 @@ func (n *Node) local(c *command, args [][]byte, sess *session) []byte {
 		}
 		sess.readLevel, sess.writeLevel = l, l
 		return resp.AppendSimple(nil, "OK")
-	case "TROOP":
-		return n.troopCommand(args, sess)
 	}
 	return resp.AppendError(nil, "ERR troop: unhandled command "+c.name)
 }
@@ -341,16 +347,32 @@ func commandCommand(args [][]byte) []byte {
 	return resp.AppendError(nil, fmt.Sprintf("ERR troop: 'COMMAND %s' is not supported", printableArg(args[1])))
 }
 
-// troopCommand is troop's own command:
+// troopCommand is troop's own command, answered through complete: TROOP
+// CONSISTENCY (below), TROOP FIT and TROOP LINEAGE (fit.go).
+func (n *Node) troopCommand(args [][]byte, sess *session, complete func([]byte)) {
+	sub := ""
+	if len(args) >= 2 {
+		sub = strings.ToUpper(string(args[1]))
+	}
+	switch sub {
+	case "CONSISTENCY":
+		complete(n.troopConsistency(args, sess))
+	case "FIT":
+		complete(troopFit(args, sess))
+	case "LINEAGE":
+		troopLineage(args, sess, complete)
+	default:
+		complete(resp.AppendError(nil, "ERR troop: usage: TROOP CONSISTENCY [READ|WRITE] [DC_ONE|DC_QUORUM|DC_SAFE_QUORUM|RESET], TROOP FIT [SCOPE|RESET], TROOP LINEAGE [ON|OFF]"))
+	}
+}
+
+// troopConsistency is TROOP CONSISTENCY:
 //
 //	TROOP CONSISTENCY                  -> [read level, write level] of this connection
 //	TROOP CONSISTENCY level            -> set both for this connection
 //	TROOP CONSISTENCY READ|WRITE level -> set one
 //	TROOP CONSISTENCY RESET            -> follow the node's levels again
-func (n *Node) troopCommand(args [][]byte, sess *session) []byte {
-	if len(args) < 2 || !strings.EqualFold(string(args[1]), "CONSISTENCY") {
-		return resp.AppendError(nil, "ERR troop: usage: TROOP CONSISTENCY [READ|WRITE] [DC_ONE|DC_QUORUM|DC_SAFE_QUORUM|RESET]")
-	}
+func (n *Node) troopConsistency(args [][]byte, sess *session) []byte {
 	switch len(args) {
 	case 2:
 		out := resp.AppendArrayHeader(nil, 2)

@@ -44,16 +44,16 @@ type replyFunc func(reply []byte)
 // read runs a read at level: DC_ONE asks the local rack's replica and fails
 // over to the other racks in order when it is unreachable; the quorum levels
 // ask a quorum of local replicas for the value and its version (readQuorum).
-func (n *Node) read(level consistency.Level, keys [][]byte, args [][]byte, b *batch, done replyFunc) {
+func (n *Node) read(tr *trace, level consistency.Level, keys [][]byte, args [][]byte, b *batch, done replyFunc) {
 	reps := n.replicas(keys[0])
 	if !reps[0].self {
 		n.stats.forwarded.Add(1)
 	}
 	if level == consistency.DCOne {
-		n.readOne(reps, 0, args, b, nil, done)
+		n.readOne(tr, reps, 0, args, b, nil, done)
 		return
 	}
-	q := &readQuorum{replicated: n.newReplicated(level, args[0], reps, done), keys: keys, args: args,
+	q := &readQuorum{replicated: n.newReplicated(tr, level, args[0], reps, done), keys: keys, args: args,
 		answers: make([]*consistency.Reply, len(reps)), order: askOrder(reps)}
 	q.mu.Lock()
 	ask := q.toAskLocked()
@@ -81,41 +81,47 @@ func askOrder(reps []*member) []int {
 }
 
 // readOne tries replica i and, if it cannot be reached, the next one.
-func (n *Node) readOne(reps []*member, i int, args [][]byte, b *batch, reasons []string, done replyFunc) {
+func (n *Node) readOne(tr *trace, reps []*member, i int, args [][]byte, b *batch, reasons []string, done replyFunc) {
 	m := reps[i]
 	next := func(raw []byte, err error) {
 		if err == nil {
+			n.useReplica(tr, m)
 			done(raw)
 			return
 		}
 		n.countFailure(err)
 		reasons = append(reasons, replicaName(m)+": "+err.Error())
 		if i+1 < len(reps) {
-			n.readOne(reps, i+1, args, nil, reasons, done) // from a link goroutine: no batch
+			n.readOne(tr, reps, i+1, args, nil, reasons, done) // from a link goroutine: no batch
 			return
 		}
 		done(resp.AppendError(nil, fmt.Sprintf("ERR troop: DC_ONE read failed: no replica answered (%s)", strings.Join(reasons, "; "))))
 	}
 	if m.self {
-		b.send(n.storeFor(args[1]), resp.AppendCommand(nil, args...), next)
+		n.toStore(b, tr, n.storeFor(args[1]), resp.AppendCommand(nil, args...), next)
 		return
 	}
 	if m.isDown() {
 		next(nil, errMarkedDown(m))
 		return
 	}
-	b.send(m.link, appendPeerRequest(nil, "LOCAL", nil, args), fromPeer(next))
+	n.toPeer(b, tr, m, appendPeerRequest(nil, "LOCAL", nil, args), fromPeer(next))
 }
 
 // write runs a write at level on every local replica, and forwards it to
 // each remote datacenter, which applies it asynchronously.
-func (n *Node) write(level consistency.Level, cmd *command, keys [][]byte, args [][]byte, b *batch, done replyFunc) {
+func (n *Node) write(tr *trace, level consistency.Level, cmd *command, keys [][]byte, args [][]byte, b *batch, done replyFunc) {
 	version := n.clock.next()
 	reps := n.replicas(keys[0])
 	if !reps[0].self {
 		n.stats.forwarded.Add(1)
 	}
-	w := &writeQuorum{replicated: n.newReplicated(level, args[0], reps, done), replies: make([][]byte, len(reps))}
+	if n.localWritesOnly {
+		// The planted bug: this rack's replica alone, acknowledged at any
+		// level, and nothing for the other racks and datacenters.
+		reps = reps[:1]
+	}
+	w := &writeQuorum{replicated: n.newReplicated(tr, level, args[0], reps, done), replies: make([][]byte, len(reps))}
 	stale := ""
 	if cmd.isLWW(args) {
 		stale = cmd.staleReplyFor()
@@ -125,40 +131,42 @@ func (n *Node) write(level consistency.Level, cmd *command, keys [][]byte, args 
 		i := i
 		if m.self {
 			req := appendWrite(nil, version, keys, stale, n.cfg.TombstoneGrace.Milliseconds(), args)
-			b.send(n.storeFor(keys[0]), req, func(raw []byte, err error) { w.answer(i, raw, err) })
+			n.toStore(b, tr, n.storeFor(keys[0]), req, func(raw []byte, err error) { w.answer(i, raw, err) })
 			continue
 		}
 		if remote == nil {
 			remote = appendPeerRequest(nil, "WRITE", version, args)
 		}
-		n.sendWrite(b, m, remote, func(raw []byte, err error) { w.answer(i, raw, err) })
+		n.sendWrite(b, tr, m, remote, func(raw []byte, err error) { w.answer(i, raw, err) })
 	}
-	n.forwardToRemoteDCs(keys[0], version, args, b)
+	if !n.localWritesOnly {
+		n.forwardToRemoteDCs(tr, keys[0], version, args, b)
+	}
 }
 
 // forwardToRemoteDCs sends a write to the key's owner in one rack of each
 // remote datacenter, which applies it and fans it out in its datacenter.
-func (n *Node) forwardToRemoteDCs(key, version []byte, args [][]byte, b *batch) {
+func (n *Node) forwardToRemoteDCs(tr *trace, key, version []byte, args [][]byte, b *batch) {
 	if len(n.remoteDCs) == 0 {
 		return
 	}
 	h := ring.Hash(key)
 	req := appendPeerRequest(nil, "FWD", version, args)
 	for _, dc := range n.remoteDCs {
-		n.sendWrite(b, n.members[dc.ring.Owner(h)], req, n.asyncDone)
+		n.sendWrite(b, tr, n.members[dc.ring.Owner(h)], req, n.asyncDone)
 	}
 }
 
 // sendWrite sends a write request (WRITE or FWD) to peer m. A peer marked
 // down is not sent anything: the write fails for it at once. Either way, a
 // write m did not get becomes a hint, delivered when m is up again.
-func (n *Node) sendWrite(b *batch, m *member, req []byte, done func([]byte, error)) {
+func (n *Node) sendWrite(b *batch, tr *trace, m *member, req []byte, done func([]byte, error)) {
 	if m.isDown() {
 		n.hint(m, req)
 		done(nil, errMarkedDown(m))
 		return
 	}
-	b.send(m.link, req, fromPeer(func(raw []byte, err error) {
+	n.toPeer(b, tr, m, req, fromPeer(func(raw []byte, err error) {
 		if err != nil {
 			n.hint(m, req)
 		}
@@ -214,6 +222,7 @@ func replicaName(m *member) string { return m.dc + "/" + m.rack }
 // asked, what they answered so far, and whether the client has its reply.
 type replicated struct {
 	n        *Node
+	tr       *trace // nil unless the request is traced
 	level    consistency.Level
 	name     string // the command, for error messages
 	replicas []*member
@@ -225,8 +234,8 @@ type replicated struct {
 	decided bool
 }
 
-func (n *Node) newReplicated(level consistency.Level, name []byte, reps []*member, done replyFunc) replicated {
-	return replicated{n: n, level: level, name: string(name), replicas: reps, done: done,
+func (n *Node) newReplicated(tr *trace, level consistency.Level, name []byte, reps []*member, done replyFunc) replicated {
+	return replicated{n: n, tr: tr, level: level, name: string(name), replicas: reps, done: done,
 		tally: consistency.Tally{Replicas: len(reps)}, reasons: make([]string, len(reps))}
 }
 
@@ -272,6 +281,13 @@ func (w *writeQuorum) answer(i int, raw []byte, err error) {
 				if r != nil && r[0] != '-' {
 					reply = w.replies[j]
 					break
+				}
+			}
+		}
+		if w.tr != nil {
+			for j, r := range w.replies {
+				if r != nil && r[0] != '-' {
+					w.n.useReplica(w.tr, w.replicas[j])
 				}
 			}
 		}
@@ -373,7 +389,7 @@ func (q *readQuorum) ask(replicas []int, b *batch) {
 		i := i
 		m := q.replicas[i]
 		if m.self {
-			q.n.readLocal(q.keys, q.args, b, func(version, reply []byte, err error) { q.answer(i, version, reply, err) })
+			q.n.readLocal(q.tr, q.keys, q.args, b, func(version, reply []byte, err error) { q.answer(i, version, reply, err) })
 			continue
 		}
 		if m.isDown() {
@@ -383,7 +399,7 @@ func (q *readQuorum) ask(replicas []int, b *batch) {
 		if remote == nil {
 			remote = appendPeerRequest(nil, "READ", nil, q.args)
 		}
-		b.send(m.link, remote, fromPeer(func(raw []byte, err error) {
+		q.n.toPeer(b, q.tr, m, remote, fromPeer(func(raw []byte, err error) {
 			if err != nil {
 				q.answer(i, nil, nil, err)
 				return
@@ -420,11 +436,16 @@ func (q *readQuorum) answer(i int, version, reply []byte, err error) {
 	}
 	size, agreeing := consistency.LargestAgreement(answered)
 	q.tally.Agreeing = size
+	decision := consistency.DecideRead(q.level, q.tally)
+	if err != nil && q.n.noReadFailover {
+		decision = consistency.Fail // the planted bug: no other replica is asked
+	}
 	var out []byte // the client's reply
-	switch consistency.DecideRead(q.level, q.tally) {
+	switch decision {
 	case consistency.Succeed:
 		if q.level == consistency.DCSafeQuorum {
 			out = answered[agreeing].Raw
+			q.useAgreeing(answered, idx, agreeing)
 			break
 		}
 		source, _, conflict := consistency.Resolve(q.comparable(answered))
@@ -438,6 +459,7 @@ func (q *readQuorum) answer(i int, version, reply []byte, err error) {
 			return
 		}
 		out = answered[source].Raw
+		q.useAgreeing(answered, idx, -1)
 	case consistency.Fail:
 		q.n.stats.quorumFailures.Add(1)
 		need := consistency.Quorum(q.tally.Replicas)
@@ -457,6 +479,19 @@ func (q *readQuorum) answer(i int, version, reply []byte, err error) {
 	q.done(out)
 	if len(q.keys) == 1 {
 		q.n.repair.readRepair(q.keys[0], q.replicas, q.comparable(answered), idx)
+	}
+}
+
+// useAgreeing records in the lineage the replicas whose answers made the
+// reply: those that agree with answered[agreeing], or all (agreeing < 0).
+func (q *readQuorum) useAgreeing(answered []consistency.Reply, idx []int, agreeing int) {
+	if q.tr == nil {
+		return
+	}
+	for k, a := range answered {
+		if agreeing < 0 || bytes.Equal(a.Version, answered[agreeing].Version) && bytes.Equal(a.Raw, answered[agreeing].Raw) {
+			q.n.useReplica(q.tr, q.replicas[idx[k]])
+		}
 	}
 }
 

@@ -197,7 +197,7 @@ func appendVersionKey(dst, key []byte) []byte {
 // command that costs redis a third of the read script; when that cannot tell
 // (no value but a version: a tombstone, or a key of another type), it asks
 // the script.
-func (n *Node) readLocal(keys, args [][]byte, b *batch, done func(version, reply []byte, err error)) {
+func (n *Node) readLocal(tr *trace, keys, args [][]byte, b *batch, done func(version, reply []byte, err error)) {
 	l := n.storeFor(keys[0])
 	script := func(raw []byte, err error) {
 		if err != nil {
@@ -207,14 +207,14 @@ func (n *Node) readLocal(keys, args [][]byte, b *batch, done func(version, reply
 		done(splitVersioned(raw))
 	}
 	if len(args) != 2 || !isCommand(args[0], "GET") {
-		b.send(l, appendRead(nil, keys, args), script)
+		n.toStore(b, tr, l, appendRead(nil, keys, args), script)
 		return
 	}
 	req := resp.AppendArrayHeader(nil, 3)
 	req = resp.AppendBulkString(req, "MGET")
 	req = resp.AppendBulk(req, args[1])
 	req = appendVersionKey(req, args[1])
-	b.send(l, req, func(raw []byte, err error) {
+	n.toStore(b, tr, l, req, func(raw []byte, err error) {
 		if err != nil {
 			done(nil, nil, err)
 			return

@@ -44,6 +44,7 @@ func (s *slot) complete(reply []byte) {
 type session struct {
 	readLevel, writeLevel consistency.Level
 	quit                  bool
+	fit                   *connFit // nil until TROOP FIT or TROOP LINEAGE ON
 }
 
 // requestHandler answers one request, now or later, by completing its slot;

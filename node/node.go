@@ -79,6 +79,9 @@ type Node struct {
 	dataDir    string       // where hints live (troop_data_dir)
 	repair     *repairer    // read repair and anti-entropy
 
+	// Planted bugs (troop_planted_bug), for testing the testers.
+	noReadFailover, localWritesOnly bool
+
 	readLevel, writeLevel atomic.Int32
 	state                 atomic.Int32
 	inflight              atomic.Int64
@@ -115,6 +118,8 @@ func New(cfg *topology.Config, log *slog.Logger) (*Node, error) {
 			MaxElems: resp.DefaultLimits.MaxElems, MaxInline: resp.DefaultLimits.MaxInline, MaxDepth: 1,
 		},
 	}
+	n.noReadFailover = cfg.PlantedBug == topology.BugNoReadFailover
+	n.localWritesOnly = cfg.PlantedBug == topology.BugLocalWritesOnly
 	n.readLevel.Store(int32(cfg.ReadConsistency))
 	n.writeLevel.Store(int32(cfg.WriteConsistency))
 	if err := n.buildTopology(); err != nil {
@@ -222,6 +227,9 @@ func (n *Node) Serve(ctx context.Context) error {
 		"listen", front.Addr().String(), "dyn_listen", peers.Addr().String(), "stats_listen", adminLn.Addr().String(),
 		"redis", n.cfg.Servers[0].Addr, "racks", len(n.localRacks), "remote_dcs", len(n.remoteDCs),
 		"read_consistency", n.level(false).String(), "write_consistency", n.level(true).String())
+	if n.cfg.PlantedBug != "" {
+		n.log.Warn("this node runs with a PLANTED BUG, a deliberate defect for testing testers: never use it for real data", "troop_planted_bug", n.cfg.PlantedBug)
+	}
 
 	n.wg.Add(5)
 	go func() { defer n.wg.Done(); n.acceptLoop(front, n.serveClient) }()

@@ -23,6 +23,8 @@ import (
 //	WRITE version cmd args...           apply cmd with that version
 //	FWD version cmd args...             WRITE, then replicate to the other
 //	                                    racks of the peer's datacenter
+//	FIT scope request...                the request, failing the peer's
+//	                                    injection points that scope names
 const peerProtocol = "1"
 
 // peerHandshake introduces this node to peer m and checks that the node at
@@ -78,11 +80,26 @@ func (n *Node) servePeer(c net.Conn) {
 			s.complete(resp.AppendCommandStrings(nil, peerProtocol, n.cfg.Name, n.cfg.Datacenter, n.cfg.Rack, n.cfg.Listen, n.cfg.StatsListen))
 			return
 		}
-		n.handlePeer(op, args, s, b)
+		var tr *trace
+		if op == "FIT" {
+			if len(args) < 4 {
+				s.complete(resp.AppendError(nil, "ERR troop peer protocol: FIT wants a scope and a request"))
+				return
+			}
+			var err error
+			if tr, err = peerTrace(args[1]); err != nil {
+				s.complete(resp.AppendError(nil, "ERR troop peer protocol: FIT: "+err.Error()))
+				return
+			}
+			args = args[2:]
+			op = strings.ToUpper(string(args[0]))
+		}
+		n.handlePeer(tr, op, args, s, b)
 	})
 }
 
-func (n *Node) handlePeer(op string, args [][]byte, s *slot, b *batch) {
+// handlePeer serves one peer request; tr is non-nil when it came with FIT.
+func (n *Node) handlePeer(tr *trace, op string, args [][]byte, s *slot, b *batch) {
 	done := func(raw []byte, err error) {
 		if err != nil { // our datastore is down: to the caller, this replica is unreachable
 			n.countFailure(err)
@@ -94,14 +111,14 @@ func (n *Node) handlePeer(op string, args [][]byte, s *slot, b *batch) {
 	case op == "PING":
 		s.complete(resp.AppendSimple(nil, "PONG"))
 	case op == "LOCAL" && len(args) >= 3:
-		b.send(n.storeFor(args[2]), resp.AppendCommand(nil, args[1:]...), done)
+		n.toStore(b, tr, n.storeFor(args[2]), resp.AppendCommand(nil, args[1:]...), done)
 	case op == "READ" && len(args) >= 3:
 		_, keys, bad := peerCommand(args[1:])
 		if bad != "" {
 			s.complete(resp.AppendError(nil, bad))
 			return
 		}
-		n.readLocal(keys, args[1:], b, func(version, reply []byte, err error) {
+		n.readLocal(tr, keys, args[1:], b, func(version, reply []byte, err error) {
 			if err != nil {
 				done(nil, err)
 				return
@@ -127,9 +144,9 @@ func (n *Node) handlePeer(op string, args [][]byte, s *slot, b *batch) {
 		if c.isLWW(cmdArgs) {
 			stale = c.staleReplyFor()
 		}
-		b.send(n.storeFor(keys[0]), appendWrite(nil, version, keys, stale, n.cfg.TombstoneGrace.Milliseconds(), cmdArgs), done)
+		n.toStore(b, tr, n.storeFor(keys[0]), appendWrite(nil, version, keys, stale, n.cfg.TombstoneGrace.Milliseconds(), cmdArgs), done)
 		if op == "FWD" {
-			n.fanOut(keys[0], version, cmdArgs, b)
+			n.fanOut(tr, keys[0], version, cmdArgs, b)
 		}
 	case op == "FETCH" && len(args) == 2:
 		b.send(n.storeFor(args[1]), appendFetch(nil, args[1]), done)
@@ -183,11 +200,11 @@ func peerCommand(args [][]byte) (*command, [][]byte, string) {
 
 // fanOut replicates a write that arrived from another datacenter to the
 // key's owners in the other racks of this one, asynchronously.
-func (n *Node) fanOut(key, version []byte, args [][]byte, b *batch) {
+func (n *Node) fanOut(tr *trace, key, version []byte, args [][]byte, b *batch) {
 	req := appendPeerRequest(nil, "WRITE", version, args)
 	for _, m := range n.replicas(key) {
 		if !m.self {
-			n.sendWrite(b, m, req, n.asyncDone)
+			n.sendWrite(b, tr, m, req, n.asyncDone)
 		}
 	}
 }

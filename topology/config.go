@@ -63,6 +63,10 @@ type Config struct {
 	AntiEntropyInterval time.Duration // troop_anti_entropy_interval_ms: 0 = off, default 0 (off)
 	RepairKeysPerSec    int           // troop_repair_keys_per_sec: anti-entropy repair rate, default 1000
 
+	// PlantedBug is troop_planted_bug: a deliberate defect, for testing the
+	// testers (ldfi, troop run); "" (none) by default and for any real use.
+	PlantedBug string
+
 	// Dynomite's connection and failure tuning. Parse fills in Dynomite's
 	// defaults; they are recorded for the node, which decides how far its
 	// own connection model follows them (docs/config.md).
@@ -105,6 +109,20 @@ type Server struct {
 	Addr   string // host:port
 	Weight int    // parsed for compatibility; troop, like Dynomite, uses one server
 }
+
+// Planted bugs (troop_planted_bug): deliberate defects for tests, never
+// for real use (docs/config.md).
+const (
+	// BugNoReadFailover: a quorum read that gets an error from a replica it
+	// asked fails at once instead of asking the remaining replicas.
+	BugNoReadFailover = "no-read-failover"
+	// BugLocalWritesOnly: the coordinator applies a write on its own rack's
+	// replica only and acknowledges it at any level.
+	BugLocalWritesOnly = "local-writes-only"
+)
+
+// PlantedBugs lists the values troop_planted_bug accepts besides none.
+var PlantedBugs = []string{BugNoReadFailover, BugLocalWritesOnly}
 
 // Defaults of the keys troop honours. Dynomite's own defaults where the key
 // is Dynomite's.

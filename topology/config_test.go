@@ -307,6 +307,8 @@ func TestErrors(t *testing.T) {
 			`x.yml:6: troop_hinted_handoff: "yes" is not true or false`},
 		{"zero repair rate", with("  troop_repair_keys_per_sec: 0\n"),
 			`x.yml:6: troop_repair_keys_per_sec: 0 is out of range (1 to 2147483647)`},
+		{"unknown planted bug", with("  troop_planted_bug: lose-everything\n"),
+			`x.yml:6: troop_planted_bug: "lose-everything" is not a planted bug troop knows (want none, no-read-failover or local-writes-only)`},
 
 		// The file's shape.
 		{"empty", "", `x.yml: the config is empty; want one top-level key, the pool name (e.g. dyn_o_mite:), with the keys under it`},
@@ -424,6 +426,12 @@ func TestAccepted(t *testing.T) {
 			eq(t, "ReadRepair", c.ReadRepair, false)
 			eq(t, "AntiEntropyInterval", c.AntiEntropyInterval, 10*time.Minute)
 			eq(t, "RepairKeysPerSec", c.RepairKeysPerSec, 50)
+		}},
+		{"planted bug", with("  troop_planted_bug: no-read-failover\n"), func(t *testing.T, c *Config) {
+			eq(t, "PlantedBug", c.PlantedBug, BugNoReadFailover)
+		}},
+		{"no planted bug", with("  troop_planted_bug: none\n"), func(t *testing.T, c *Config) {
+			eq(t, "PlantedBug", c.PlantedBug, "")
 		}},
 		{"server_connections", with("  server_connections: 4\n  server_failure_limit: 2\n  auto_eject_hosts: false\n"), func(t *testing.T, c *Config) {
 			eq(t, "ServerConnections", c.ServerConnections, 4)

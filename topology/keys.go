@@ -2,6 +2,7 @@ package topology
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -231,6 +232,31 @@ var keys = []keySpec{
 	boolKey("troop_read_repair", func(c *Config) *bool { return &c.ReadRepair }, true),
 	msKey("troop_anti_entropy_interval_ms", func(c *Config) *time.Duration { return &c.AntiEntropyInterval }, 0, DefaultAntiEntropyInterval, false),
 	intKey("troop_repair_keys_per_sec", func(c *Config) *int { return &c.RepairKeysPerSec }, 1, DefaultRepairKeysPerSec),
+	{
+		name: "troop_planted_bug",
+		set: func(c *Config, v value) error {
+			c.PlantedBug = v.text
+			if strings.EqualFold(v.text, "none") {
+				c.PlantedBug = ""
+			}
+			return checkPlantedBug(c.PlantedBug)
+		},
+		check: func(c *Config) error { return checkPlantedBug(c.PlantedBug) },
+		emit: func(c *Config) *yaml.Node {
+			if c.PlantedBug == "" {
+				return nil
+			}
+			return strNode(c.PlantedBug)
+		},
+	},
+}
+
+// checkPlantedBug accepts "" (none) and the planted bugs troop knows.
+func checkPlantedBug(s string) error {
+	if s == "" || slices.Contains(PlantedBugs, s) {
+		return nil
+	}
+	return fmt.Errorf("%q is not a planted bug troop knows (want none, %s)", s, strings.Join(PlantedBugs, " or "))
 }
 
 // keyIndex finds a spec by name.
