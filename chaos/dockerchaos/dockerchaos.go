@@ -357,6 +357,7 @@ func (t *Terminator) AwaitRecovery(ctx context.Context, inst chaos.Instance, sin
 	for {
 		err := t.recovered(ctx, inst, oldStart, sel, since)
 		if err == nil {
+			t.forget(inst.ID)
 			return time.Since(since), nil
 		}
 		last = err
@@ -449,6 +450,15 @@ func (t *Terminator) memory(inst chaos.Instance) (started string, sel map[string
 		sel = inst.Labels
 	}
 	return t.started[inst.ID], sel
+}
+
+// forget drops what was remembered of a container once it has recovered,
+// so that a long-running monkey does not keep every container it saw.
+func (t *Terminator) forget(id string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.started, id)
+	delete(t.selectors, id)
 }
 
 // cpus is how many CPUs the container may use: its CPU limit rounded up,

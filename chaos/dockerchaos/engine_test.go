@@ -62,7 +62,7 @@ func testMain(m *testing.M) int {
 	rand.Read(b[:])
 	runID = hex.EncodeToString(b[:])
 
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute) // go build on a busy machine
 	defer cancel()
 	var err error
 	api, err = client.New(client.FromEnv)
