@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -499,5 +500,33 @@ func TestRecoveryTimesOutWithoutController(t *testing.T) {
 	_, err := term.AwaitRecovery(ctx, inst, time.Now())
 	if err == nil || !strings.Contains(err.Error(), "2 of 3 pods ready") {
 		t.Errorf("AwaitRecovery with nothing replacing the pod = %v, want a timeout naming 2 of 3 ready", err)
+	}
+}
+
+func TestNewFromKubeconfig(t *testing.T) {
+	dir := t.TempDir()
+	path := dir + "/config"
+	const cfg = `apiVersion: v1
+kind: Config
+clusters:
+- name: c
+  cluster: {server: "https://127.0.0.1:1"}
+users:
+- name: u
+  user: {token: not-a-real-token}
+contexts:
+- name: x
+  context: {cluster: c, user: u, namespace: shop}
+current-context: x
+`
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	term, err := NewFromKubeconfig(path)
+	if err != nil || term == nil {
+		t.Fatalf("NewFromKubeconfig(a valid file) = %v, %v", term, err)
+	}
+	if _, err := NewFromKubeconfig(dir + "/missing"); err == nil || !strings.Contains(err.Error(), "missing") {
+		t.Errorf("NewFromKubeconfig(a missing file) = %v, want an error naming it", err)
 	}
 }
