@@ -123,6 +123,9 @@ type Info struct {
 	ReadRepairs     int64       `json:"read_repairs"`
 	ReadRepairsLost int64       `json:"read_repairs_lost"`
 	DataDir         string      `json:"data_dir"`
+
+	// PlantedBug is troop_planted_bug, a deliberate defect for tests.
+	PlantedBug string `json:"planted_bug,omitempty"`
 }
 
 // Rate is one operation's figures at one level; latencies in microseconds.
@@ -156,6 +159,7 @@ func (n *Node) Info() Info {
 		Connections: s.connections.Load(), Inflight: n.inflight.Load(),
 		Peers: n.peerStates(), PeersMarkedDown: s.peersMarkedDown.Load(),
 		ReadRepairs: s.readRepairs.Load(), ReadRepairsLost: s.readRepairsLost.Load(), DataDir: n.dataDir,
+		PlantedBug: n.cfg.PlantedBug,
 	}
 	info.HintsPending, info.HintsDropped, info.HintsReplayed = n.hintTotals()
 	for l := consistency.Level(0); l < levels; l++ {

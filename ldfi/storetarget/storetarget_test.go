@@ -1,0 +1,274 @@
+package storetarget
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/troop-lab/troop/fit"
+	"github.com/troop-lab/troop/internal/testlab"
+	"github.com/troop-lab/troop/lab"
+	"github.com/troop-lab/troop/ldfi"
+	"github.com/troop-lab/troop/topology"
+)
+
+// The tests run ldfi against labs of real redis-servers and troop node
+// processes: one datacenter, three racks, one node each.
+func TestMain(m *testing.M) { testlab.Main(m) }
+
+type wallClock struct{}
+
+func (wallClock) Now() time.Time { return time.Now() }
+func (wallClock) Sleep(ctx context.Context, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(d):
+		return nil
+	}
+}
+
+// The points of a 3-rack lab probed through its first node, A: a replica is
+// unavailable to A when its datastore fails or, for the others, A's call to
+// it fails.
+const (
+	a, b, c = "dc1-rack1-1", "dc1-rack2-1", "dc1-rack3-1"
+)
+
+var replicaPoints = map[string][]string{
+	a: {a + "/redis"},
+	b: {a + "->" + b, b + "/redis"},
+	c: {a + "->" + c, c + "/redis"},
+}
+
+// failureSets lists, over points, every way to make each of the given
+// combinations of replicas unavailable: one point per replica.
+func failureSets(combos ...[]string) []string {
+	var out []string
+	for _, combo := range combos {
+		sets := [][]string{{}}
+		for _, r := range combo {
+			var next [][]string
+			for _, s := range sets {
+				for _, p := range replicaPoints[r] {
+					next = append(next, append(slices.Clone(s), p))
+				}
+			}
+			sets = next
+		}
+		for _, s := range sets {
+			slices.Sort(s)
+			out = append(out, strings.Join(s, " + "))
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// search runs ldfi on class through the lab's first node and returns the
+// failure sets found, each as its sorted points joined by " + ".
+func search(t *testing.T, l *lab.Lab, class string, maxFaults int) (*ldfi.Report, []string) {
+	t.Helper()
+	cfg := Config{Lab: l.Dir(), Node: a, Timeout: 20 * time.Second}
+	if err := ParseClass(class, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	target, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { target.Close() })
+	sc := ldfi.DefaultConfig()
+	sc.Target, sc.MaxFaults, sc.Probes, sc.MaxExperiments = target.Spec(), maxFaults, 5, 100
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	r, err := ldfi.Search(ctx, sc, target, wallClock{})
+	if err != nil {
+		t.Fatalf("%s: %v", class, err)
+	}
+	var found []string
+	for _, f := range r.Failures {
+		points := slices.Clone(f.Points)
+		slices.Sort(points)
+		found = append(found, strings.Join(points, " + "))
+	}
+	slices.Sort(found)
+	t.Logf("%s: %d experiments; failure sets %v; %s", class, len(r.Experiments), found, r.Coverage.Statement)
+	if !r.Coverage.Complete {
+		t.Errorf("%s: search not complete: %s", class, r.Coverage.StopReason)
+	}
+	return r, found
+}
+
+// docs/store.md: a DC_QUORUM read fails when fewer than two of the three
+// replicas can answer; a DC_ONE read fails over to the next rack, so it
+// fails only when all three are unavailable. Through node A, replica A is
+// its datastore, replicas B and C each their datastore or the call to them.
+func TestSearchStore(t *testing.T) {
+	l := testlab.Start(t, lab.Spec{})
+
+	r, found := search(t, l, "GET at DC_QUORUM", 3)
+	if want := failureSets([]string{a, b}, []string{a, c}, []string{b, c}); !slices.Equal(found, want) {
+		t.Errorf("GET at DC_QUORUM: failure sets\n%v\nwant the three pairs of replicas\n%v", found, want)
+	}
+	// Every scenario replays, also from its spec alone.
+	for _, f := range r.Failures {
+		target, err := FromSpec(f.Scenario.Target)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep, err := ldfi.RunScenario(context.Background(), f.Scenario, target, wallClock{})
+		target.Close()
+		if err != nil || !rep.Reproduced {
+			t.Errorf("scenario %s did not replay: %+v, %v", f.Scenario.Scope, rep.Experiment, err)
+		}
+	}
+
+	_, found = search(t, l, "GET at DC_ONE", 3)
+	if want := failureSets([]string{a, b, c}); !slices.Equal(found, want) {
+		t.Errorf("GET at DC_ONE: failure sets\n%v\nwant every replica at once\n%v", found, want)
+	}
+}
+
+// plant restarts every node of l with troop_planted_bug set.
+func plant(t *testing.T, l *lab.Lab, bug string) {
+	t.Helper()
+	for _, n := range l.Nodes() {
+		text, err := os.ReadFile(n.Config)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var lines []string
+		for _, line := range strings.SplitAfter(string(text), "\n") {
+			if !strings.Contains(line, "troop_planted_bug:") {
+				lines = append(lines, line)
+			}
+		}
+		lines = append(lines, "  troop_planted_bug: "+bug+"\n")
+		if err := os.WriteFile(n.Config, []byte(strings.Join(lines, "")), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.StopNode(n.Name, lab.NodeProc); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.StartNode(n.Name, lab.NodeProc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Wait until every node has the bug and sees every peer up: a peer
+	// still marked down from the restart would get no reads.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		missing := ""
+		for _, n := range l.Nodes() {
+			if got := info(n.StatsListen); got.PlantedBug != bug {
+				missing = fmt.Sprintf("%s runs with planted bug %q", n.Name, got.PlantedBug)
+			} else {
+				for _, p := range got.Peers {
+					if p.State != "up" || !p.Connected {
+						missing = fmt.Sprintf("%s sees %s %s", n.Name, p.Name, p.State)
+					}
+				}
+			}
+		}
+		if missing == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(missing)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// info is a node's /info, the zero Info when it does not answer.
+func info(admin string) (out struct {
+	PlantedBug string `json:"planted_bug"`
+	Peers      []struct {
+		Name      string `json:"name"`
+		State     string `json:"state"`
+		Connected bool   `json:"connected"`
+	} `json:"peers"`
+}) {
+	res, err := http.Get("http://" + admin + "/info")
+	if err != nil {
+		return out
+	}
+	defer res.Body.Close()
+	json.NewDecoder(res.Body).Decode(&out)
+	return out
+}
+
+// A planted bug is found: without read failover, each single point of the
+// replicas a quorum read asks first breaks it; with writes applied on the
+// coordinator's replica only, its datastore alone breaks a read.
+func TestSearchFindsPlantedBugs(t *testing.T) {
+	l := testlab.Start(t, lab.Spec{})
+
+	plant(t, l, topology.BugNoReadFailover)
+	_, found := search(t, l, "GET at DC_QUORUM", 2)
+	// The quorum read asks A and then B (racks by name) first.
+	if want := []string{a + "->" + b, a + "/redis", b + "/redis"}; !slices.Equal(found, want) {
+		t.Errorf("GET at DC_QUORUM with %s: failure sets %v, want the singletons %v", topology.BugNoReadFailover, found, want)
+	}
+
+	plant(t, l, topology.BugLocalWritesOnly)
+	_, found = search(t, l, "GET at DC_ONE", 1)
+	if want := []string{a + "/redis"}; !slices.Equal(found, want) {
+		t.Errorf("GET at DC_ONE with %s: failure sets %v, want %v", topology.BugLocalWritesOnly, found, want)
+	}
+}
+
+func TestConfig(t *testing.T) {
+	for _, tt := range []struct {
+		class string
+		cfg   Config
+		err   string
+	}{
+		{"GET at DC_QUORUM", Config{Addr: "127.0.0.1:1"}, ""},
+		{"set AT dc_one", Config{Addr: "127.0.0.1:1"}, ""},
+		{"GET DC_QUORUM", Config{Addr: "127.0.0.1:1"}, "want COMMAND at LEVEL"},
+		{"INCR at DC_ONE", Config{Addr: "127.0.0.1:1"}, `command "INCR": want GET or SET`},
+		{"GET at DC_MOST", Config{Addr: "127.0.0.1:1"}, "unknown consistency level"},
+		{"GET at DC_ONE", Config{}, "give addr (host:port) or lab"},
+		{"GET at DC_ONE", Config{Addr: "localhost"}, "want host:port"},
+		{"GET at DC_ONE", Config{Addr: "127.0.0.1:1", Lab: "x"}, "not both"},
+		{"GET at DC_ONE", Config{Lab: t.TempDir()}, "no lab"},
+		{"GET at DC_ONE", Config{Addr: "127.0.0.1:1", Key: "__troop:v:x"}, "reserved"},
+		{"GET at DC_ONE", Config{Addr: "127.0.0.1:1", WriteLevel: "ALL"}, "write level"},
+	} {
+		cfg := tt.cfg
+		err := ParseClass(tt.class, &cfg)
+		if err == nil {
+			var target *Target
+			if target, err = New(cfg); err == nil {
+				// The spec round-trips.
+				back, ferr := FromSpec(target.Spec())
+				if ferr != nil || back.cfg != target.cfg {
+					t.Errorf("%s: spec round trip %+v, %v", tt.class, back, ferr)
+				}
+			}
+		}
+		if tt.err == "" && err != nil || tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err)) {
+			t.Errorf("%s %+v: error %v, want %q", tt.class, tt.cfg, err, tt.err)
+		}
+	}
+	if _, err := FromSpec(ldfi.Spec{Kind: "store", Config: json.RawMessage(`{"addr":"127.0.0.1:1","command":"GET","level":"DC_ONE","color":"red"}`)}); err == nil {
+		t.Error("a spec with an unknown field was accepted")
+	}
+	// A node that cannot be reached is a failed request, not an error.
+	target, err := New(Config{Addr: "127.0.0.1:1", Command: "GET", Level: "DC_ONE"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := target.Probe(context.Background(), fit.Scope{})
+	if err != nil || p.OK || p.Lineage.Known {
+		t.Errorf("probe of an unreachable node: %+v, %v", p, err)
+	}
+}
