@@ -92,13 +92,13 @@ func TestDefaults(t *testing.T) {
 	eq(t, "retention 0", c.Retention, time.Duration(0))
 	eq(t, "outage file relative", c.Path(c.Outage.File), "/etc/troop/outage")
 
-	c, err = ParseConfig([]byte("mode: opt-out\ngroups: [{name: g, backend: kubernetes, selector: {label_selector: app}, types: [pause]}]\n"), "x", nil)
+	c, err = ParseConfig([]byte("mode: opt-out\ngroups: [{name: g, backend: kubernetes, selector: {label_selector: app}}, {name: l, backend: lab, types: [pause]}]\n"), "x", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	eq(t, "opt-out enabled", c.Groups[0].Enabled, true)
 	eq(t, "namespace", c.Groups[0].Selector.Namespace, "default")
-	eq(t, "pause default", c.Groups[0].Types, []Action{{Kind: Pause, Duration: time.Minute}})
+	eq(t, "pause default", c.Groups[1].Types, []Action{{Kind: Pause, Duration: time.Minute}})
 }
 
 func eq(t *testing.T, what string, got, want any) {
@@ -211,6 +211,8 @@ func TestConfigErrors(t *testing.T) {
 			`chaos.yml:4: groups[0].selector.label_selector: '(' without ')' in "app in (a,b"`},
 		{"kubernetes bad namespace", "groups:\n  - name: g\n    backend: kubernetes\n    selector: {namespace: Shop, label_selector: app}\n",
 			`chaos.yml:4: groups[0].selector.namespace: "Shop" is not a namespace name (lower-case letters, digits and '-', at most 63)`},
+		{"kubernetes pause", "groups:\n  - name: g\n    backend: kubernetes\n    selector: {label_selector: app}\n    types: [restart, {type: burn-cpu, duration: 1m}]\n",
+			`chaos.yml:5: groups[0].types[1]: burn-cpu is not supported by the kubernetes backend (a burner would need the pods/exec streams); use terminate, stop or restart`},
 		{"kubernetes without label selector", "groups:\n  - name: g\n    backend: kubernetes\n    selector: {namespace: shop}\n",
 			"chaos.yml:4: groups[0].selector.label_selector: missing: a Kubernetes label selector such as app=cache; an empty one would select every pod of the namespace"},
 		{"type typo", g0 + "    types: [terminate, burncpu]\n",

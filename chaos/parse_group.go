@@ -83,7 +83,7 @@ func (p *parser) group(n *yaml.Node, path string, mode Mode) (Group, int) {
 	}
 	p.checkRate(f, path, &g)
 	if v := f["types"]; v != nil {
-		g.Types = p.types(v.v, path+".types")
+		g.Types = p.types(v.v, path+".types", g.Backend)
 	}
 	if v := f["exceptions"]; v != nil {
 		for i, it := range p.list(v.v, path+".exceptions") {
@@ -182,7 +182,13 @@ func (p *parser) gap(n *yaml.Node, path string) (Gap, bool) {
 
 var typeKeys = []string{"type", "duration"}
 
-func (p *parser) types(n *yaml.Node, path string) []Action {
+// kubernetesCannot says why the kubernetes backend has no pause or burn-cpu.
+var kubernetesCannot = map[Kind]string{
+	Pause:   "the API server cannot freeze a pod",
+	BurnCPU: "a burner would need the pods/exec streams",
+}
+
+func (p *parser) types(n *yaml.Node, path string, backend Backend) []Action {
 	items := p.list(n, path)
 	if n.Kind == yaml.SequenceNode && len(items) == 0 {
 		p.fail(n.Line, path, "is empty; leave the key out for [terminate], or disable the group")
@@ -224,6 +230,10 @@ func (p *parser) types(n *yaml.Node, path string) []Action {
 				continue
 			}
 			a.Kind = Kind(s)
+		}
+		if why, no := kubernetesCannot[a.Kind]; no && backend == Kubernetes {
+			p.fail(line, ip, "%s is not supported by the kubernetes backend (%s); use terminate, stop or restart", a.Kind, why)
+			continue
 		}
 		if a.Kind.Temporary() && a.Duration == 0 {
 			a.Duration = DefaultTemporaryDuration
