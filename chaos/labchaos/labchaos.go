@@ -9,7 +9,6 @@ package labchaos
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -158,17 +157,13 @@ func instance(group string, n lab.Node) chaos.Instance {
 	}
 }
 
-// Act applies a non-leased action to the instance's node process:
+// Act terminates the instance's node process (SIGKILL); the supervisor
+// replaces the node after its replace-after delay.
 //
-//   - terminate: SIGKILL; the supervisor replaces the node after its
-//     replace-after delay.
-//   - restart: a graceful stop and an immediate start; it returns once the
-//     node answers PING again.
-//
-// stop, pause and burn-cpu are leased (LeaseFor, Begin, Revert), so that
-// they are undone even if the monkey dies: Act refuses them.
+// stop, restart, pause and burn-cpu are leased (LeaseFor, Begin, Revert),
+// so that they are undone even if the monkey dies: Act refuses them.
 func (t *Terminator) Act(ctx context.Context, inst chaos.Instance, a chaos.Action) error {
-	if a.Kind == chaos.Stop || a.Kind.Temporary() {
+	if a.Kind != chaos.Terminate {
 		return fmt.Errorf("lab backend: %s of %s is leased: use Begin", a.Kind, inst.ID)
 	}
 	st, err := t.status(ctx)
@@ -184,20 +179,10 @@ func (t *Terminator) Act(ctx context.Context, inst chaos.Instance, a chaos.Actio
 		return err
 	}
 	t.remember(inst.ID, n.NodeP.PID)
-	switch a.Kind {
-	case chaos.Terminate:
-		if err := sup.Kill(ctx, inst.ID); err != nil {
-			return fmt.Errorf("lab backend: terminate %s: %w", inst.ID, err)
-		}
-		return nil
-	case chaos.Restart:
-		if err := sup.Stop(ctx, inst.ID); err != nil {
-			// A failed stop may have half happened; make sure it is up.
-			return errors.Join(fmt.Errorf("lab backend: stop %s: %w", inst.ID, err), t.start(sup, inst.ID))
-		}
-		return t.start(sup, inst.ID)
+	if err := sup.Kill(ctx, inst.ID); err != nil {
+		return fmt.Errorf("lab backend: terminate %s: %w", inst.ID, err)
 	}
-	return fmt.Errorf("lab backend: unknown chaos type %q", a.Kind)
+	return nil
 }
 
 // startTimeout bounds the start of a stopped node; the lab's own ready

@@ -148,11 +148,26 @@ func TestLabBackend(t *testing.T) {
 		}
 	})
 
-	t.Run("restart", func(t *testing.T) {
+	t.Run("restart leased", func(t *testing.T) {
 		victim := instance("g", mustNode(t, l, "dc1-rack1-1"))
 		before := nodePIDs(t, l)
+		restart := chaos.Action{Kind: chaos.Restart}
+		if err := term.Act(ctx, victim, restart); err == nil {
+			t.Error("Act(restart) accepted: restart is leased")
+		}
+		d, leased, err := term.LeaseFor(ctx, victim, restart)
+		if err != nil || !leased || d != 0 {
+			t.Fatalf("LeaseFor(restart) = %v, %v, %v; want a lease that ends as it begins", d, leased, err)
+		}
 		at := time.Now()
-		if err := term.Act(ctx, victim, chaos.Action{Kind: chaos.Restart}); err != nil {
+		ls := leaseOf(victim, restart, at, d)
+		if _, err := term.Begin(ctx, ls); err != nil {
+			t.Fatal(err)
+		}
+		if st, _ := l.Status().Node(victim.ID); st.NodeP.State != lab.Stopped {
+			t.Fatalf("after Begin(restart): %s, want stopped until the revert", st.NodeP.State)
+		}
+		if err := term.Revert(ctx, ls); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := term.AwaitRecovery(ctx, victim, at); err != nil {

@@ -18,9 +18,10 @@ import (
 
 var _ chaos.Leaser = (*Terminator)(nil)
 
-// LeaseFor leases pause and burn-cpu for their duration, and stop for the
-// lab's replace-after delay: the lab keeps a stopped node down for good, so
-// the monkey must start it again, also if it dies meanwhile.
+// LeaseFor leases pause and burn-cpu for their duration, stop for the
+// lab's replace-after delay, and restart for no time at all: the lab keeps
+// a stopped node down for good, so the node must be started again, also if
+// the monkey dies between the stop and the start.
 func (t *Terminator) LeaseFor(ctx context.Context, inst chaos.Instance, a chaos.Action) (time.Duration, bool, error) {
 	switch a.Kind {
 	case chaos.Pause, chaos.BurnCPU:
@@ -31,6 +32,8 @@ func (t *Terminator) LeaseFor(ctx context.Context, inst chaos.Instance, a chaos.
 			return 0, false, err
 		}
 		return replaceAfter(st), true, nil
+	case chaos.Restart:
+		return 0, true, nil
 	}
 	return 0, false, nil
 }
@@ -49,7 +52,8 @@ const (
 //   - burn-cpu: starts a burner, `troop chaos burn` from the lab's own troop
 //     binary, in its own session; it spins one core until l.Until and exits
 //     by itself, and the lease's revert kills it sooner if need be.
-//   - stop: a graceful stop; the revert starts the node again.
+//   - stop, restart: a graceful stop; the revert starts the node again (for
+//     a restart, at once: its lease ends as it begins).
 func (t *Terminator) Begin(ctx context.Context, l chaos.Lease) (map[string]string, error) {
 	st, err := t.status(ctx)
 	if err != nil {
@@ -85,7 +89,7 @@ func (t *Terminator) Begin(ctx context.Context, l chaos.Lease) (map[string]strin
 		}
 		ticks, _ := lab.StartTicks(pid)
 		return pidUndo(pid, ticks), nil
-	case chaos.Stop:
+	case chaos.Stop, chaos.Restart:
 		sup, err := t.supervisor(ctx)
 		if err != nil {
 			return nil, err
@@ -160,7 +164,7 @@ func undoProcess(l chaos.Lease) (pid int, ticks uint64, ok bool) {
 //   - burn-cpu: SIGKILL to the burner's session, if it is still the
 //     burner. Without undo data there is nothing to find it by, and it
 //     ends by itself at the lease's end.
-//   - stop: starts the node if it is not running.
+//   - stop, restart: starts the node if it is not running.
 func (t *Terminator) Revert(ctx context.Context, l chaos.Lease) error {
 	switch l.Action.Kind {
 	case chaos.Pause:
@@ -193,7 +197,7 @@ func (t *Terminator) Revert(ctx context.Context, l chaos.Lease) error {
 			return fmt.Errorf("lab backend: end burner %d of lease %s: %w", pid, l.ID, err)
 		}
 		return nil
-	case chaos.Stop:
+	case chaos.Stop, chaos.Restart:
 		st, err := t.status(ctx)
 		if err != nil {
 			return err
