@@ -32,8 +32,31 @@ func (MMCS) Enumerate(clauses, exclude [][]int, maxSize int) iter.Seq[[]int] {
 		if len(clauses) == 0 {
 			return
 		}
-		m := newMMCS(clauses, exclude)
-		for s := 1; s <= maxSize; s++ {
+		// A point in every clause hits them all alone: it is a minimal
+		// set of size 1 and in no larger one. Dropping these points from
+		// the clauses for the larger sizes leaves the points that differ
+		// between executions, usually few.
+		common := intersection(clauses)
+		for _, p := range common {
+			if !supersetOfExcluded([]int{p}, exclude) && !yield([]int{p}) {
+				return
+			}
+		}
+		if maxSize < 2 {
+			return
+		}
+		reduced := make([][]int, len(clauses))
+		for i, c := range clauses {
+			reduced[i] = slices.DeleteFunc(slices.Clone(c), func(p int) bool {
+				_, in := slices.BinarySearch(common, p)
+				return in
+			})
+			if len(reduced[i]) == 0 {
+				return // that clause is hit by common points only
+			}
+		}
+		m := newMMCS(reduced, exclude)
+		for s := 2; s <= maxSize; s++ {
 			m.size = s
 			if !m.search(yield) {
 				return
@@ -213,4 +236,50 @@ func (m *mmcs) remove(p int) {
 	for _, x := range m.excl[p] {
 		m.exclHit[x]--
 	}
+}
+
+// intersection is the sorted set of points in every clause.
+func intersection(clauses [][]int) []int {
+	n := 0
+	for _, c := range clauses {
+		for _, p := range c {
+			n = max(n, p+1)
+		}
+	}
+	count, last := make([]int, n), make([]int, n)
+	for i, c := range clauses {
+		for _, p := range c {
+			if last[p] != i+1 { // a point repeated in a clause counts once
+				last[p] = i + 1
+				count[p]++
+			}
+		}
+	}
+	var out []int
+	for p, k := range count {
+		if k == len(clauses) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// supersetOfExcluded reports whether set (sorted) contains a set of exclude.
+func supersetOfExcluded(set []int, exclude [][]int) bool {
+	for _, x := range exclude {
+		if len(x) == 0 {
+			continue
+		}
+		all := true
+		for _, p := range x {
+			if _, ok := slices.BinarySearch(set, p); !ok {
+				all = false
+				break
+			}
+		}
+		if all {
+			return true
+		}
+	}
+	return false
 }

@@ -166,10 +166,6 @@ type Report struct {
 // is no successful execution to reason backwards from.
 var ErrBaselineFails = errors.New("ldfi: the request class fails without faults")
 
-// window is how many hypotheses of the smallest size the search draws from
-// at random (seeds/000: "choose randomly from the smallest solution sets").
-const window = 16
-
 // Search runs the lineage-driven search against t.
 func Search(ctx context.Context, cfg Config, t Target, clock Clock) (*Report, error) {
 	if err := cfg.Check(); err != nil {
@@ -191,28 +187,13 @@ func Search(ctx context.Context, cfg Config, t Target, clock Clock) (*Report, er
 		return r, fmt.Errorf("%w: %d of %d requests failed (%v)", ErrBaselineFails, base.Failed, base.Requests, base.Examples)
 	}
 
-	var tried [][]string
-	var failures [][]int
+	hyps := &hypotheses{f: r.Formula, enum: enum, k: cfg.MaxFaults, rng: rng}
 	periodStart, inPeriod := clock.Now(), 0
 	stop := "no hypothesis of up to max-faults points is left"
 	complete := true
 	for {
-		// Exclude the supersets of failure sets and of hypotheses tried
-		// that still hit every clause (their supersets are not minimal).
-		exclude := slices.Clone(failures)
-		for _, h := range tried {
-			if r.Formula.HitsAll(h) {
-				exclude = append(exclude, r.Formula.indices(h))
-			}
-		}
-		var candidates [][]int
-		for h := range enum.Enumerate(r.Formula.sets, exclude, cfg.MaxFaults) {
-			if len(candidates) > 0 && len(h) > len(candidates[0]) || len(candidates) == window {
-				break
-			}
-			candidates = append(candidates, h)
-		}
-		if len(candidates) == 0 {
+		set, ok := hyps.next()
+		if !ok {
 			break
 		}
 		if len(r.Experiments) >= cfg.MaxExperiments {
@@ -231,22 +212,19 @@ func Search(ctx context.Context, cfg Config, t Target, clock Clock) (*Report, er
 			}
 			inPeriod++
 		}
-		h := r.Formula.names(candidates[rng.IntN(len(candidates))])
+		h := r.Formula.names(set)
 		e, err := experiment(ctx, cfg, t, r.Formula, clock, len(r.Experiments)+1, h)
 		if err != nil {
 			return r, err
 		}
 		r.Experiments = append(r.Experiments, e)
-		tried = append(tried, h)
+		hyps.tested(set, e.Outcome == Failed)
+		r.PainProbes += e.Failed
 		if e.Outcome == Failed {
-			r.PainProbes += e.Failed
-			failures = append(failures, r.Formula.indices(h))
 			r.Failures = append(r.Failures, FailureSet{Points: h, Experiment: e.N, Scenario: Scenario{
 				Target: cfg.Target, Scope: e.Scope, Points: h, Probes: cfg.Probes, FailRatio: cfg.FailRatio,
 				Note: fmt.Sprintf("found by experiment %d: %d of %d requests failed", e.N, e.Failed, e.Reached),
 			}})
-		} else {
-			r.PainProbes += e.Failed
 		}
 		if cfg.Progress != nil {
 			cfg.Progress(e)

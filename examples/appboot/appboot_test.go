@@ -27,18 +27,6 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-type wallClock struct{}
-
-func (wallClock) Now() time.Time { return time.Now() }
-func (wallClock) Sleep(ctx context.Context, d time.Duration) error {
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-time.After(d):
-		return nil
-	}
-}
-
 func startCluster(t *testing.T) *Cluster {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -84,7 +72,7 @@ func TestLDFIFindsPlantedFailures(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	start := time.Now()
-	r, err := ldfi.Search(ctx, cfg, target, wallClock{})
+	r, err := ldfi.Search(ctx, cfg, target, ldfi.WallClock{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +88,7 @@ func TestLDFIFindsPlantedFailures(t *testing.T) {
 	}
 	t.Logf("%d experiments in %v; %s", len(r.Experiments), time.Since(start).Round(time.Millisecond), r.Coverage.Statement)
 	for _, f := range r.Failures {
-		rep, err := ldfi.RunScenario(ctx, f.Scenario, target, wallClock{})
+		rep, err := ldfi.RunScenario(ctx, f.Scenario, target, ldfi.WallClock{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -120,7 +108,7 @@ func TestPartialSuccessNeedsBodyOracle(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rep, err := ldfi.RunScenario(context.Background(), sc, target, wallClock{})
+		rep, err := ldfi.RunScenario(context.Background(), sc, target, ldfi.WallClock{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,0 +1,214 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/troop-lab/troop/examples/appboot"
+	"github.com/troop-lab/troop/fit"
+	"github.com/troop-lab/troop/ldfi"
+	"github.com/troop-lab/troop/ldfi/httptarget"
+)
+
+func init() { subcommands = append(subcommands, newLDFICmd) }
+
+// ldfiTargets rebuilds a target from the spec a scenario records, by kind.
+// The store target ("store": a RESP command at a consistency level against
+// a lab) registers here when it exists.
+var ldfiTargets = map[string]func(ldfi.Spec) (ldfi.Target, error){
+	httptarget.Kind: func(s ldfi.Spec) (ldfi.Target, error) { return httptarget.FromSpec(s) },
+}
+
+func newLDFICmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "ldfi",
+		Short: "Lineage-driven fault injection: find the smallest sets of failures that break a request",
+		Long: `Lineage-driven fault injection (seeds/000, Molly): probe a request class,
+read each successful request's lineage (the injection points its answer
+depended on), and inject the smallest sets of failures that could break every
+execution seen so far, learning from each fallback. See docs/ldfi.md.`,
+	}
+	cmd.AddCommand(newLDFIRunCmd(), newLDFIReplayCmd(), newLDFIDemoCmd(), newLDFIBenchCmd(), newAppbootServiceCmd())
+	return cmd
+}
+
+// addSearchFlags binds the search's flags to cfg.
+func addSearchFlags(cmd *cobra.Command, cfg *ldfi.Config, fault *string) {
+	f := cmd.Flags()
+	f.IntVar(&cfg.MaxFaults, "max-faults", cfg.MaxFaults, "k: hypotheses fail at most this many points")
+	f.IntVar(&cfg.Probes, "probes", cfg.Probes, "requests per experiment")
+	f.Float64Var(&cfg.FailRatio, "fail-ratio", cfg.FailRatio, "a failure set is found when more than this share of the requests that reached an injected point failed")
+	f.IntVar(&cfg.MaxExperiments, "max-experiments", cfg.MaxExperiments, "budget: experiments at most")
+	f.IntVar(&cfg.PerPeriod, "per-period", 0, "member-pain budget: at most this many experiments per --period (0: no limit)")
+	f.DurationVar(&cfg.Period, "period", time.Minute, "the period of --per-period")
+	f.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the choice among hypotheses of one size")
+	f.StringVar(fault, "fault", "error", "how hypotheses fail their points: error, timeout or delay:DURATION")
+}
+
+// parseFault reads --fault with the scope grammar's actions.
+func parseFault(s string) (fit.Fault, error) {
+	scope, err := fit.ParseScope("x/y=" + s)
+	if err != nil {
+		return fit.Fault{}, fmt.Errorf("--fault %q: want error, timeout or delay:DURATION", s)
+	}
+	return scope.Faults[0], nil
+}
+
+func newLDFIRunCmd() *cobra.Command {
+	cfg := ldfi.DefaultConfig()
+	var hc httptarget.Config
+	var fault, status, out string
+	cmd := &cobra.Command{
+		Use:   "run --url URL [flags]",
+		Short: "Search the failure sets of one request class",
+		Long: `Search the failure sets of one request class. The HTTP target sends
+--method to --url, the entry of services instrumented with package fit;
+the oracle is the status (any 2xx unless --status), optionally a body
+predicate (--body-match, --body-reject). Writes DIR/report.json and a
+scenario file per failure set (replay with troop ldfi replay FILE).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if hc.URL == "" {
+				return errors.New("ldfi run: --url is required (the store target is not built yet)")
+			}
+			var err error
+			if cfg.Fault, err = parseFault(fault); err != nil {
+				return fmt.Errorf("ldfi run: %w", err)
+			}
+			if hc.Status, err = parseStatuses(status); err != nil {
+				return fmt.Errorf("ldfi run: %w", err)
+			}
+			t, err := httptarget.New(hc)
+			if err != nil {
+				return fmt.Errorf("ldfi run: %w", err)
+			}
+			cfg.Target = t.Spec()
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			_, err = runSearch(ctx, cfg, t, out)
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&hc.URL, "url", "", "the entry request: http://HOST:PORT/PATH")
+	f.StringVar(&hc.Method, "method", "GET", "HTTP method")
+	f.StringVar(&hc.Body, "body", "", "request body")
+	f.StringVar(&status, "status", "", "statuses that count as success, comma separated (default any 2xx)")
+	f.StringVar(&hc.BodyMatch, "body-match", "", "a regular expression the body of a successful answer matches")
+	f.StringVar(&hc.BodyReject, "body-reject", "", "a regular expression the body of a successful answer does not match")
+	f.DurationVar(&hc.Timeout, "timeout", 10*time.Second, "per request")
+	f.StringVar(&out, "out", ".troop/ldfi", "directory for report.json and the scenario files")
+	addSearchFlags(cmd, &cfg, &fault)
+	return cmd
+}
+
+func parseStatuses(s string) ([]int, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 100 || n > 599 {
+			return nil, fmt.Errorf("--status %q: want HTTP statuses such as 200,204", s)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// runSearch runs a search, shows progress on a terminal, prints the
+// readable report and writes the files.
+func runSearch(ctx context.Context, cfg ldfi.Config, t ldfi.Target, out string) (*ldfi.Report, error) {
+	if isTerminal(os.Stderr) {
+		cfg.Progress = func(e ldfi.Experiment) { fmt.Fprintln(os.Stderr, ldfi.ProgressLine(e)) }
+	}
+	r, err := ldfi.Search(ctx, cfg, t, ldfi.WallClock{})
+	if err != nil {
+		return r, fmt.Errorf("ldfi: %w", err)
+	}
+	r.WriteText(os.Stdout)
+	if out != "" {
+		if err := r.WriteFiles(out); err != nil {
+			return r, fmt.Errorf("ldfi: %w", err)
+		}
+		fmt.Printf("report and %d scenario(s) written to %s\n", len(r.Failures), out)
+	}
+	return r, nil
+}
+
+func newLDFIReplayCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "replay FILE...",
+		Short: "Replay failure scenarios; exit 1 when one does not reproduce",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			failed := 0
+			for _, path := range args {
+				ok, err := replayFile(cmd.Context(), path)
+				if err != nil {
+					return fmt.Errorf("ldfi replay: %s: %w", path, err)
+				}
+				if !ok {
+					failed++
+				}
+			}
+			if failed > 0 {
+				return fmt.Errorf("ldfi replay: %d of %d scenarios did not reproduce", failed, len(args))
+			}
+			return nil
+		},
+	}
+}
+
+func replayFile(ctx context.Context, path string) (bool, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return false, err
+	}
+	sc, err := ldfi.ReadScenario(f)
+	f.Close()
+	if err != nil {
+		return false, err
+	}
+	newTarget, ok := ldfiTargets[sc.Target.Kind]
+	if !ok {
+		return false, fmt.Errorf("target kind %q: this troop knows only http", sc.Target.Kind)
+	}
+	t, err := newTarget(sc.Target)
+	if err != nil {
+		return false, err
+	}
+	rep, err := ldfi.RunScenario(ctx, sc, t, ldfi.WallClock{})
+	if err != nil {
+		return false, err
+	}
+	e := rep.Experiment
+	verdict := "REPRODUCED"
+	if !rep.Reproduced {
+		verdict = "NOT reproduced"
+	}
+	fmt.Printf("%s: %s: %s: %d of %d requests failed (%d reached an injected point) %v\n",
+		path, verdict, sc.Scope, e.Failed, e.Requests, e.Reached, e.Examples)
+	return rep.Reproduced, nil
+}
+
+func newAppbootServiceCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:                "appboot-service --name NAME --listen ADDR --peers NAME=URL,...",
+		Short:              "Run one App Boot example service (started by troop ldfi demo)",
+		Hidden:             true,
+		DisableFlagParsing: true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return appboot.Main(args)
+		},
+	}
+}

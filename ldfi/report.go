@@ -1,0 +1,108 @@
+package ldfi
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// WallClock is the real clock.
+type WallClock struct{}
+
+// Now implements Clock.
+func (WallClock) Now() time.Time { return time.Now() }
+
+// Sleep implements Clock.
+func (WallClock) Sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// ScenarioFile is the name of the i-th failure set's scenario (from 0).
+func ScenarioFile(i int) string { return fmt.Sprintf("scenario-%02d.json", i+1) }
+
+// WriteJSON writes the report, indented.
+func (r *Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// WriteFiles writes DIR/report.json and a scenario file per failure set.
+func (r *Report) WriteFiles(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if err := writeJSONFile(filepath.Join(dir, "report.json"), r.WriteJSON); err != nil {
+		return err
+	}
+	for i, f := range r.Failures {
+		if err := writeJSONFile(filepath.Join(dir, ScenarioFile(i)), f.Scenario.WriteJSON); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func writeJSONFile(path string, write func(io.Writer) error) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := write(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// WriteText writes the readable report.
+func (r *Report) WriteText(w io.Writer) {
+	c := r.Config
+	fmt.Fprintf(w, "ldfi: %s target, seed %d, up to %d faults (%s), %d requests per experiment, failure above %.0f%%\n",
+		c.Target.Kind, c.Seed, c.MaxFaults, c.Fault.Kind, c.Probes, 100*c.FailRatio)
+	fmt.Fprintf(w, "baseline: %d requests, %d failed; %d execution(s) learned\n", r.Baseline.Requests, r.Baseline.Failed, r.Baseline.NewClauses)
+	counts := map[string]int{}
+	learned := 0
+	for _, e := range r.Experiments {
+		counts[e.Outcome]++
+		learned += e.NewClauses
+	}
+	fmt.Fprintf(w, "experiments: %d (%d found a failure set, %d survived, %d inconclusive, %d unreached); %d alternate executions learned; %d requests failed by injection\n",
+		len(r.Experiments), counts[Failed], counts[Survived], counts[Inconclusive], counts[Unreached], learned, r.PainProbes)
+	fmt.Fprintf(w, "formula: %d clauses over %d points\n\n", len(r.Formula.Clauses), len(r.Formula.Points))
+	if len(r.Failures) == 0 {
+		fmt.Fprintln(w, "no failure set found")
+	} else {
+		fmt.Fprintf(w, "failure sets (%d):\n", len(r.Failures))
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "  #\tpoints\texperiment\tfailed\tscenario\texample")
+		for i, f := range r.Failures {
+			e := r.Experiments[f.Experiment-1]
+			example := ""
+			if len(e.Examples) > 0 {
+				example = e.Examples[0]
+			}
+			fmt.Fprintf(tw, "  %d\t{%s}\t%d\t%d/%d\t%s\t%.60s\n", i+1, strings.Join(f.Points, ", "), f.Experiment, e.Failed, e.Reached, ScenarioFile(i), example)
+		}
+		tw.Flush()
+	}
+	fmt.Fprintf(w, "\ncoverage: %s\n", r.Coverage.Statement)
+}
+
+// ProgressLine is a one-line account of an experiment, for a terminal.
+func ProgressLine(e Experiment) string {
+	return fmt.Sprintf("experiment %3d  %-13s %2d/%-2d failed  {%s}", e.N, e.Outcome, e.Failed, e.Reached, strings.Join(e.Hypothesis, ", "))
+}

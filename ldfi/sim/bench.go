@@ -1,0 +1,183 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math/big"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/troop-lab/troop/ldfi"
+)
+
+// A Result is one graph's comparison of ldfi with random fault injection.
+type Result struct {
+	Params     Params `json:"params"`
+	Points     int    `json:"points"`
+	Planted    int    `json:"planted_sets"` // minimal failure sets of up to MaxFaults points
+	MaxFaults  int    `json:"max_faults"`
+	Exhaustive string `json:"exhaustive"`  // subsets of up to MaxFaults points
+	AllSubsets string `json:"all_subsets"` // 2^points
+
+	LDFIExperiments int     `json:"ldfi_experiments"`  // the whole search
+	LDFIToAll       int     `json:"ldfi_to_all_found"` // experiments until the last planted set was found
+	LDFIFound       int     `json:"ldfi_found"`        // planted sets found
+	LDFIExtra       int     `json:"ldfi_extra"`        // failure sets found that are not planted (should be 0)
+	LDFIAlternates  int     `json:"ldfi_alternates"`   // alternate executions learned
+	LDFIComplete    bool    `json:"ldfi_complete"`
+	LDFIMaxStep     float64 `json:"ldfi_max_step_ms"` // longest experiment (hypothesis generation dominates)
+	LDFIMeanStep    float64 `json:"ldfi_mean_step_ms"`
+
+	RandomFoundAtLDFIBudget int `json:"random_found_at_ldfi_budget"` // planted sets random found in as many experiments as ldfi used to find all
+	RandomToAll             int `json:"random_to_all_found"`         // experiments random needed to find all (0: not within RandomCap)
+	RandomCap               int `json:"random_cap"`
+}
+
+// Run compares ldfi and random fault injection on the graph of p, random
+// getting at most randomCap experiments.
+func Run(ctx context.Context, p Params, k int, enum ldfi.Enumerator, randomCap int) (Result, error) {
+	g := Generate(p)
+	planted := g.MinimalFailureSets(k)
+	res := Result{Params: p, Points: len(g.points), Planted: len(planted), MaxFaults: k, RandomCap: randomCap}
+	var space int64
+	for i := 1; i <= k; i++ {
+		space += binomial(len(g.points), i)
+	}
+	res.Exhaustive = fmt.Sprint(space)
+	res.AllSubsets = "2^" + fmt.Sprint(len(g.points)) + " = " + sci(new(big.Int).Lsh(big.NewInt(1), uint(len(g.points))))
+
+	want := map[string]bool{}
+	for _, s := range planted {
+		want[strings.Join(s, ",")] = true
+	}
+
+	cfg := ldfi.DefaultConfig()
+	cfg.MaxFaults, cfg.Probes, cfg.MaxExperiments, cfg.Seed, cfg.Enumerator = k, 1, 1_000_000, p.Seed, enum
+	cfg.Target = ldfi.Spec{Kind: "sim"}
+	last := time.Now()
+	var steps []time.Duration
+	cfg.Progress = func(e ldfi.Experiment) {
+		now := time.Now()
+		steps = append(steps, now.Sub(last))
+		last = now
+		if e.Outcome == ldfi.Failed {
+			if want[strings.Join(e.Hypothesis, ",")] {
+				res.LDFIFound++
+				if res.LDFIFound == len(planted) {
+					res.LDFIToAll = e.N
+				}
+			} else {
+				res.LDFIExtra++
+			}
+		}
+		res.LDFIAlternates += e.NewClauses
+	}
+	r, err := ldfi.Search(ctx, cfg, g, ldfi.WallClock{})
+	if err != nil {
+		return res, err
+	}
+	res.LDFIExperiments, res.LDFIComplete = len(r.Experiments), r.Coverage.Complete
+	res.LDFIAlternates += r.Baseline.NewClauses
+	if len(steps) > 0 {
+		var sum time.Duration
+		for _, d := range steps {
+			sum += d
+		}
+		res.LDFIMaxStep = ms(slices.Max(steps))
+		res.LDFIMeanStep = ms(sum / time.Duration(len(steps)))
+	}
+
+	budget := res.LDFIToAll
+	if budget == 0 {
+		budget = res.LDFIExperiments
+	}
+	res.RandomFoundAtLDFIBudget, _ = random(g, want, k, budget, p.Seed)
+	_, res.RandomToAll = random(g, want, k, randomCap, p.Seed)
+	return res, nil
+}
+
+// random is random fault injection: each experiment fails a random set of 1
+// to k points; a failing set is shrunk (one more experiment per point
+// tried) to a minimal one. It returns the planted sets found within budget
+// experiments, and the experiments it took to find them all (0: not within
+// budget).
+func random(g *Graph, want map[string]bool, k, budget int, seed uint64) (found, toAll int) {
+	rng := rand.New(rand.NewPCG(seed, 0xfa11))
+	got := map[string]bool{}
+	n := 0
+	fails := func(set []string) bool {
+		n++
+		failed := map[string]bool{}
+		for _, p := range set {
+			failed[p] = true
+		}
+		ok, _ := g.Request(failed)
+		return !ok
+	}
+	for n < budget {
+		size := 1 + rng.IntN(k)
+		set := map[string]bool{}
+		for len(set) < size {
+			set[g.points[rng.IntN(len(g.points))]] = true
+		}
+		s := slices.Sorted(func(yield func(string) bool) {
+			for p := range set {
+				if !yield(p) {
+					return
+				}
+			}
+		})
+		if !fails(s) {
+			continue
+		}
+		for i := 0; i < len(s) && len(s) > 1 && n < budget; {
+			without := slices.Delete(slices.Clone(s), i, i+1)
+			if fails(without) {
+				s = without
+			} else {
+				i++
+			}
+		}
+		if key := strings.Join(s, ","); want[key] && !got[key] {
+			got[key] = true
+			if len(got) == len(want) {
+				return len(got), n
+			}
+		}
+	}
+	return len(got), 0
+}
+
+// WriteTable writes results as a table.
+func WriteTable(w io.Writer, results []Result) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "points\tplanted sets\tldfi: found\tto all found\twhole search\talternates\tmean step ms\tmax step ms\trandom: found at ldfi's budget\tto all found\tsubsets <= k\t")
+	for _, r := range results {
+		toAll := fmt.Sprint(r.RandomToAll)
+		if r.RandomToAll == 0 {
+			toAll = fmt.Sprintf("> %d", r.RandomCap)
+		}
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%d\t%.2f\t%.1f\t%d\t%s\t%s\t\n", r.Points, r.Planted, r.LDFIFound, r.LDFIToAll, r.LDFIExperiments,
+			r.LDFIAlternates, r.LDFIMeanStep, r.LDFIMaxStep, r.RandomFoundAtLDFIBudget, toAll, r.Exhaustive)
+	}
+	tw.Flush()
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+func binomial(n, k int) int64 {
+	r := int64(1)
+	for i := 1; i <= k; i++ {
+		r = r * int64(n-k+i) / int64(i)
+	}
+	return r
+}
+
+func sci(x *big.Int) string {
+	f, _ := new(big.Float).SetInt(x).Float64()
+	return fmt.Sprintf("%.2g", f)
+}
