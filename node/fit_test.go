@@ -249,6 +249,8 @@ func TestPeerFitRefusesBadScope(t *testing.T) {
 	for _, args := range [][]string{
 		{"FIT", "garbage", "LOCAL", "GET", "k"},
 		{"FIT", redisP(n2) + "=error"},
+		{"FIT", redisP(n2) + "=error", "FIT", redisP(n2) + "=error", "LOCAL", "GET", "k"},
+		{"FIT", redisP(n2) + "=error", "PING", "x"},
 	} {
 		if v := p.do(args...); !v.IsError() || !contains(string(v.Str), "troop peer protocol: FIT") {
 			t.Errorf("%v = %s, want a FIT protocol error", args, v)

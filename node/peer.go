@@ -93,6 +93,10 @@ func (n *Node) servePeer(c net.Conn) {
 			}
 			args = args[2:]
 			op = strings.ToUpper(string(args[0]))
+			if op != "LOCAL" && op != "READ" && op != "WRITE" && op != "FWD" {
+				s.complete(resp.AppendError(nil, fmt.Sprintf("ERR troop peer protocol: FIT carries LOCAL, READ, WRITE or FWD, not '%s'", printableArg(args[0]))))
+				return
+			}
 		}
 		n.handlePeer(tr, op, args, s, b)
 	})
