@@ -11,6 +11,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/troop-lab/troop/internal/testlab"
+	"github.com/troop-lab/troop/lab"
 	"github.com/troop-lab/troop/suite"
 )
 
@@ -134,4 +135,52 @@ func openInBrowser(t *testing.T, path string, charts int) {
 		t.Fatal(err)
 	}
 	t.Logf("screenshot of the report: %s", png)
+}
+
+// A store with a planted bug (its nodes apply writes on their own replica
+// only, and acknowledge them at any level) fails the suite, and the report
+// says so at the top.
+func TestRunFindsPlantedBug(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	out := t.TempDir()
+	troop := testlab.Troop(t)
+	cfg := suite.QuickConfig()
+	cfg.Troop, cfg.Dir, cfg.Version = troop, filepath.Join(out, "lab"), "test"
+	cfg.Baseline, cfg.Fault, cfg.KillAt = 2*time.Second, 5*time.Second, 2*time.Second
+	cfg.NodeCommand = func(n lab.Node) []string {
+		conf, err := os.ReadFile(n.Config)
+		if err != nil {
+			t.Error(err)
+		}
+		planted := filepath.Join(n.Dir, "planted.yml")
+		conf = append(conf, "  troop_planted_bug: local-writes-only\n"...)
+		if err := os.WriteFile(planted, conf, 0o644); err != nil {
+			t.Error(err)
+		}
+		return []string{troop, "node", "--config", planted}
+	}
+	var stdout strings.Builder
+	rep, err := runSuite(ctx, cfg, out, &stdout)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stdout.String())
+	}
+	t.Log("\n" + stdout.String())
+	if rep.Verdict.OK || len(rep.Verdict.Broke) == 0 {
+		t.Fatalf("the verdict missed the planted bug: %+v", rep.Verdict)
+	}
+	caught := false
+	for _, b := range rep.Verdict.Broke {
+		caught = caught || strings.HasPrefix(b, "consistency at DC_QUORUM") || strings.HasPrefix(b, "durability")
+	}
+	if !caught {
+		t.Errorf("neither the linearizability check nor the audit broke: %v", rep.Verdict.Broke)
+	}
+	html, err := os.ReadFile(filepath.Join(out, "report.html"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(html), "Something broke") || !strings.Contains(string(html), "Counterexample at DC_QUORUM") {
+		t.Error("the report does not say what broke, with a counterexample")
+	}
 }
