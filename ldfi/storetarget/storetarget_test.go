@@ -134,6 +134,17 @@ func TestSearchStore(t *testing.T) {
 	if want := failureSets([]string{a, b, c}); !slices.Equal(found, want) {
 		t.Errorf("GET at DC_ONE: failure sets\n%v\nwant every replica at once\n%v", found, want)
 	}
+
+	// Writes: a DC_QUORUM write needs two acknowledgements, a DC_ONE write
+	// fails over to any rack that acknowledges.
+	_, found = search(t, l, "SET at DC_QUORUM", 3)
+	if want := failureSets([]string{a, b}, []string{a, c}, []string{b, c}); !slices.Equal(found, want) {
+		t.Errorf("SET at DC_QUORUM: failure sets\n%v\nwant the three pairs of replicas\n%v", found, want)
+	}
+	_, found = search(t, l, "SET at DC_ONE", 3)
+	if want := failureSets([]string{a, b, c}); !slices.Equal(found, want) {
+		t.Errorf("SET at DC_ONE: failure sets\n%v\nwant every replica at once\n%v", found, want)
+	}
 }
 
 // plant restarts every node of l with troop_planted_bug set.
