@@ -16,15 +16,17 @@ import (
 	"github.com/troop-lab/troop/fit"
 	"github.com/troop-lab/troop/ldfi"
 	"github.com/troop-lab/troop/ldfi/httptarget"
+	"github.com/troop-lab/troop/ldfi/storetarget"
 )
 
 func init() { subcommands = append(subcommands, newLDFICmd) }
 
-// ldfiTargets rebuilds a target from the spec a scenario records, by kind.
-// The store target ("store": a RESP command at a consistency level against
-// a lab) registers here when it exists.
+// ldfiTargets rebuilds a target from the spec a scenario records, by kind:
+// a new kind of target is a package with New, FromSpec and Spec, added here
+// and to newLDFIRunCmd's flags.
 var ldfiTargets = map[string]func(ldfi.Spec) (ldfi.Target, error){
-	httptarget.Kind: func(s ldfi.Spec) (ldfi.Target, error) { return httptarget.FromSpec(s) },
+	httptarget.Kind:  func(s ldfi.Spec) (ldfi.Target, error) { return httptarget.FromSpec(s) },
+	storetarget.Kind: func(s ldfi.Spec) (ldfi.Target, error) { return storetarget.FromSpec(s) },
 }
 
 func newLDFICmd() *cobra.Command {
@@ -65,28 +67,45 @@ func parseFault(s string) (fit.Fault, error) {
 func newLDFIRunCmd() *cobra.Command {
 	cfg := ldfi.DefaultConfig()
 	var hc httptarget.Config
-	var fault, status, out string
+	var sc storetarget.Config
+	var fault, status, out, class string
 	cmd := &cobra.Command{
-		Use:   "run --url URL [flags]",
+		Use:   "run (--url URL | --lab DIR --class CLASS | --addr HOST:PORT --class CLASS) [flags]",
 		Short: "Search the failure sets of one request class",
 		Long: `Search the failure sets of one request class. The HTTP target sends
 --method to --url, the entry of services instrumented with package fit;
 the oracle is the status (any 2xx unless --status), optionally a body
 predicate (--body-match, --body-reject). Writes DIR/report.json and a
-scenario file per failure set (replay with troop ldfi replay FILE).`,
+scenario file per failure set (replay with troop ldfi replay FILE).
+The store target sends --class ("GET at DC_QUORUM") to a node of a lab
+(--lab DIR [--node NAME]) or at --addr; see docs/store.md.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if hc.URL == "" {
-				return errors.New("ldfi run: --url is required (the store target is not built yet)")
-			}
 			var err error
 			if cfg.Fault, err = parseFault(fault); err != nil {
 				return fmt.Errorf("ldfi run: %w", err)
 			}
-			if hc.Status, err = parseStatuses(status); err != nil {
-				return fmt.Errorf("ldfi run: %w", err)
+			var t interface {
+				ldfi.Target
+				Spec() ldfi.Spec
 			}
-			t, err := httptarget.New(hc)
+			switch {
+			case hc.URL != "" && class == "":
+				if hc.Status, err = parseStatuses(status); err != nil {
+					return fmt.Errorf("ldfi run: %w", err)
+				}
+				t, err = httptarget.New(hc)
+			case hc.URL == "" && class != "":
+				if err = storetarget.ParseClass(class, &sc); err == nil {
+					var st *storetarget.Target
+					if st, err = storetarget.New(sc); err == nil {
+						defer st.Close()
+						t = st
+					}
+				}
+			default:
+				err = errors.New("give --url URL (HTTP) or --class CLASS with --lab DIR or --addr HOST:PORT (store)")
+			}
 			if err != nil {
 				return fmt.Errorf("ldfi run: %w", err)
 			}
@@ -105,6 +124,10 @@ scenario file per failure set (replay with troop ldfi replay FILE).`,
 	f.StringVar(&hc.BodyMatch, "body-match", "", "a regular expression the body of a successful answer matches")
 	f.StringVar(&hc.BodyReject, "body-reject", "", "a regular expression the body of a successful answer does not match")
 	f.DurationVar(&hc.Timeout, "timeout", 10*time.Second, "per request")
+	f.StringVar(&class, "class", "", `store: the request class, "GET at DC_QUORUM", "SET at DC_ONE" ...`)
+	f.StringVar(&sc.Lab, "lab", "", "store: a lab directory (troop lab up)")
+	f.StringVar(&sc.Node, "node", "", "store: the lab's node to send the class to (default its first)")
+	f.StringVar(&sc.Addr, "addr", "", "store: a node's client address, instead of --lab")
 	f.StringVar(&out, "out", ".troop/ldfi", "directory for report.json and the scenario files")
 	addSearchFlags(cmd, &cfg, &fault)
 	return cmd
@@ -181,7 +204,7 @@ func replayFile(ctx context.Context, path string) (bool, error) {
 	}
 	newTarget, ok := ldfiTargets[sc.Target.Kind]
 	if !ok {
-		return false, fmt.Errorf("target kind %q: this troop knows only http", sc.Target.Kind)
+		return false, fmt.Errorf("target kind %q: want http or store", sc.Target.Kind)
 	}
 	t, err := newTarget(sc.Target)
 	if err != nil {
