@@ -38,6 +38,7 @@ demo: build
 bench: build
 	@scripts/need redis-server redis-benchmark nutcracker
 	$(GO) run ./perf/store --troop $(BIN) --out .troop/perf-store.json
+	$(BIN) ldfi bench --out .troop/ldfi-bench.json
 
 clean:
 	rm -rf bin .troop
