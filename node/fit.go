@@ -186,7 +186,9 @@ func (n *Node) toStore(b *batch, tr *trace, l *link.Link, req []byte, done func(
 // toPeer sends a request of a client request to peer m through the point
 // <node>-><peer>. A traced request carries the part of its scope that m
 // acts on (FIT, docs/peer-protocol.md), and m's datastore point counts as
-// reached when m answered anything but a protocol error.
+// reached when m answered anything but a protocol error, or did not answer
+// in time: m got the request then, and its datastore is what it waits on
+// (an injected timeout there lasts the node's timeout, as long as ours).
 func (n *Node) toPeer(b *batch, tr *trace, m *member, req []byte, done func([]byte, error)) {
 	if tr == nil {
 		b.send(m.link, req, done)
@@ -197,7 +199,7 @@ func (n *Node) toPeer(b *batch, tr *trace, m *member, req []byte, done func([]by
 		req = wrapFit(req, sub)
 	}
 	n.inject(b, tr, n.cfg.Name+"->"+peer, m.link, req, func(raw []byte, err error) {
-		if err == nil && !bytes.HasPrefix(raw, []byte(peerProtocolError)) {
+		if err == nil && !bytes.HasPrefix(raw, []byte(peerProtocolError)) || link.IsTimeout(err) {
 			tr.reach(peer + "/redis")
 		}
 		done(raw, err)

@@ -145,6 +145,8 @@ func TestInjectionAndLineage(t *testing.T) {
 			used: []string{local, to2, red2}, slower: 300 * time.Millisecond},
 		{name: "quorum read, peer link times out", level: "DC_QUORUM", scope: to2 + "=timeout", cmd: []string{"GET", "k"},
 			used: []string{local, to3, red3}, slower: time.Second},
+		{name: "quorum read, rack2's datastore times out there", level: "DC_QUORUM", scope: red2 + "=timeout", cmd: []string{"GET", "k"},
+			reached: []string{local, to2, red2, to3, red3}, used: []string{local, to3, red3}, slower: time.Second},
 		{name: "quorum write, rack3 fails", level: "DC_QUORUM", scope: red3 + "=error", cmd: []string{"SET", "k", "v3"},
 			used: []string{local, to2, red2}},
 		{name: "safe quorum write, rack2 link fails", level: "DC_SAFE_QUORUM", scope: to2 + "=error", cmd: []string{"SET", "k", "v4"},
