@@ -52,6 +52,8 @@ func (c *Config) Validate() error {
 		return errors.New("replace_after must not be negative")
 	case c.FaultRate < 0:
 		return errors.New("fault_rate must not be negative (0 means 60% of the baseline's DC_QUORUM throughput)")
+	case c.LDFIMaxFaults < 0 || c.LDFIMaxFaults > 3:
+		return fmt.Errorf("ldfi_max_faults %d: want 0 (skip the phase) to 3", c.LDFIMaxFaults)
 	case len(c.Levels) == 0:
 		return errors.New("levels must name at least one consistency level")
 	case r.Keys < 1 || r.Clients < 1 || r.Ops < 1 || r.Duration <= 0 || r.Timeout <= 0:

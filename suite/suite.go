@@ -57,7 +57,11 @@ type Config struct {
 	ReplaceAfter   time.Duration  `json:"replace_after" yaml:"replace_after"` // the lab's replacement delay
 	FaultRate      float64        `json:"fault_rate" yaml:"fault_rate"`       // open-loop ops/s of the failure phase; 0 = 60% of baseline DC_QUORUM
 	Register       RegisterConfig `json:"register" yaml:"register"`
-	Levels         []string       `json:"levels" yaml:"levels"` // of the baseline and the consistency phase
+	Levels         []string       `json:"levels" yaml:"levels"`                   // of the baseline and the consistency phase
+	LDFIMaxFaults  int            `json:"ldfi_max_faults" yaml:"ldfi_max_faults"` // k of the LDFI phase; 0 skips it
+	// Out is where the run writes what it produces beside the report (the
+	// LDFI phase's reports and scenario files).
+	Out string `json:"out" yaml:"-"`
 
 	Version  string    `json:"troop_version" yaml:"-"`
 	Progress io.Writer `json:"-" yaml:"-"` // bench's progress line; nil = quiet
@@ -67,11 +71,11 @@ type Config struct {
 func DefaultConfig() Config {
 	reg := DefaultRegisterConfig()
 	return Config{
-		Seed: 1, Dir: ".troop/run/lab", Keys: 100_000, ValueSize: 1024,
+		Seed: 1, Dir: ".troop/run/lab", Out: ".troop/run", Keys: 100_000, ValueSize: 1024,
 		ReadersPerNode: 32, WritersPerNode: 8,
 		Baseline: 20 * time.Second, Fault: 40 * time.Second, KillAt: 10 * time.Second,
 		ReplaceAfter: 5 * time.Second, Register: reg,
-		Levels: []string{"DC_ONE", "DC_QUORUM"},
+		Levels: []string{"DC_ONE", "DC_QUORUM"}, LDFIMaxFaults: 2,
 	}
 }
 
@@ -163,6 +167,7 @@ type LDFIClass struct {
 	Replay      []string   `json:"replay"` // one command per failure set
 	Experiments int        `json:"experiments"`
 	Coverage    string     `json:"coverage"`
+	Dir         string     `json:"dir"` // the search's report.json and scenario files
 }
 
 // Verdict says, in sentences, what held and what broke.
@@ -233,8 +238,15 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Report, error) {
 		rep.Consistency = append(rep.Consistency, ConsistencyPhase{Level: level, Config: rc, Verdict: check.CheckRegisters(hist, 10*time.Second)})
 	}
 
-	step(5, "lineage-driven fault injection")
-	rep.Skipped = append(rep.Skipped, "lineage-driven fault injection: the store's injection points are not built yet (issue 5)")
+	if cfg.LDFIMaxFaults > 0 {
+		ld, err := cl.ldfiPhase(ctx, cfg, func(format string, args ...any) { step(5, format, args...) })
+		if err != nil {
+			return nil, fmt.Errorf("lineage-driven fault injection: %w", err)
+		}
+		rep.LDFI = ld
+	} else {
+		rep.Skipped = append(rep.Skipped, "lineage-driven fault injection: ldfi_max_faults is 0")
+	}
 
 	step(6, "verdict")
 	rep.Verdict = judge(rep)

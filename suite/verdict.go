@@ -8,7 +8,8 @@ import (
 // judge reads a report's findings and says what held and what broke. It
 // holds the suite's promises: no wrong answer from the benchmark at any
 // level, no acknowledged write lost at DC_QUORUM, linearizable registers at
-// DC_QUORUM. Errors during a fault and stale reads at DC_ONE are what the
+// DC_QUORUM, and no single fault that breaks a DC_QUORUM request (a quorum
+// of 2 of 3 replicas survives one). Errors during a fault and stale reads at DC_ONE are what the
 // levels allow, so they are notes, not failures.
 func judge(rep *Report) Verdict {
 	var v Verdict
@@ -62,6 +63,23 @@ func judge(rep *Report) Verdict {
 		}
 		if c.Level != "DC_ONE" && cv.StaleReads > 0 {
 			broke("consistency at %s: %d stale reads", c.Level, cv.StaleReads)
+		}
+	}
+	if l := rep.LDFI; l != nil {
+		for _, c := range l.Classes {
+			var singles []string
+			for _, set := range c.FailureSets {
+				if len(set) == 1 {
+					singles = append(singles, set[0])
+				}
+			}
+			switch {
+			case len(singles) > 0:
+				broke("LDFI: one fault breaks %s: %s", c.Name, strings.Join(singles, ", "))
+			default:
+				held("LDFI: no single fault breaks %s (%d experiments; %d failure sets, each of two or more faults)", c.Name, c.Experiments, len(c.FailureSets))
+			}
+			note("LDFI, %s: %s", c.Name, c.Coverage)
 		}
 	}
 	v.OK = len(v.Broke) == 0

@@ -50,7 +50,7 @@ minute; the default a few. See docs/run.md.`,
 				cfg.Seed = seed
 			}
 			cfg.Lab, cfg.Version = labDir, version
-			cfg.Dir = filepath.Join(out, "lab")
+			cfg.Dir, cfg.Out = filepath.Join(out, "lab"), out
 			if isTerminal(os.Stderr) {
 				cfg.Progress = os.Stderr
 			}

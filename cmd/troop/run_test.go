@@ -23,7 +23,7 @@ func TestRunQuickReport(t *testing.T) {
 	defer cancel()
 	out := t.TempDir()
 	cfg := suite.QuickConfig()
-	cfg.Troop, cfg.Dir, cfg.Version = testlab.Troop(t), filepath.Join(out, "lab"), "test"
+	cfg.Troop, cfg.Dir, cfg.Out, cfg.Version = testlab.Troop(t), filepath.Join(out, "lab"), out, "test"
 	var stdout strings.Builder
 	rep, err := runSuite(ctx, cfg, out, &stdout)
 	if err != nil {
@@ -39,7 +39,7 @@ func TestRunQuickReport(t *testing.T) {
 	if err := json.Unmarshal(data, &js); err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range []string{"seed", "config", "verdict", "baseline", "failure", "durability", "consistency"} {
+	for _, k := range []string{"seed", "config", "verdict", "baseline", "failure", "durability", "consistency", "ldfi"} {
 		if len(js[k]) == 0 || string(js[k]) == "null" {
 			t.Errorf("report.json lacks %q", k)
 		}
@@ -52,6 +52,24 @@ func TestRunQuickReport(t *testing.T) {
 	}
 	if rep.Durability.Keys == 0 {
 		t.Error("the durability audit read back no key")
+	}
+	if rep.LDFI == nil || len(rep.LDFI.Classes) != 2 {
+		t.Fatalf("LDFI phase: %+v", rep.LDFI)
+	}
+	for _, c := range rep.LDFI.Classes {
+		if len(c.FailureSets) == 0 || len(c.Replay) != len(c.FailureSets) {
+			t.Errorf("LDFI %s: failure sets %v, replay %v", c.Name, c.FailureSets, c.Replay)
+		}
+		for _, set := range c.FailureSets {
+			if len(set) < 2 {
+				t.Errorf("LDFI %s: one fault breaks it: %v", c.Name, set)
+			}
+		}
+		for _, r := range c.Replay {
+			if _, err := os.Stat(strings.TrimPrefix(r, "troop ldfi replay ")); err != nil {
+				t.Errorf("LDFI %s: no scenario file: %v", c.Name, err)
+			}
+		}
 	}
 
 	html, err := os.ReadFile(filepath.Join(out, "report.html"))
@@ -146,7 +164,8 @@ func TestRunFindsPlantedBug(t *testing.T) {
 	out := t.TempDir()
 	troop := testlab.Troop(t)
 	cfg := suite.QuickConfig()
-	cfg.Troop, cfg.Dir, cfg.Version = troop, filepath.Join(out, "lab"), "test"
+	cfg.Troop, cfg.Dir, cfg.Out, cfg.Version = troop, filepath.Join(out, "lab"), out, "test"
+	cfg.LDFIMaxFaults = 0 // the planted bug is the other checks' to find
 	cfg.Baseline, cfg.Fault, cfg.KillAt = 2*time.Second, 5*time.Second, 2*time.Second
 	cfg.NodeCommand = func(n lab.Node) []string {
 		conf, err := os.ReadFile(n.Config)
