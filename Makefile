@@ -30,6 +30,7 @@ fuzz:
 	scripts/fuzz ./resp FuzzReadRaw $(FUZZTIME)
 	scripts/fuzz ./topology FuzzParse $(FUZZTIME)
 	scripts/fuzz ./chaos FuzzParseConfig $(FUZZTIME)
+	scripts/fuzz ./fit FuzzParseScope $(FUZZTIME)
 
 demo: build
 	@scripts/need redis-server
