@@ -9,6 +9,8 @@ import (
 	"os/exec"
 	"syscall"
 	"time"
+
+	"github.com/troop-lab/troop/internal/ctxtime"
 )
 
 // Watchdog reverts one lease at its end. It runs in its own process (see
@@ -47,7 +49,7 @@ func (w *Watchdog) Run(ctx context.Context) error {
 		now = time.Now
 	}
 	if sleep == nil {
-		sleep = sleepCtx
+		sleep = ctxtime.Sleep
 	}
 	poll, giveUp := w.Poll, w.GiveUp
 	if poll <= 0 {
@@ -91,17 +93,6 @@ func (w *Watchdog) Run(ctx context.Context) error {
 			return err
 		}
 		retry = min(2*retry, 30*time.Second)
-	}
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
 	}
 }
 

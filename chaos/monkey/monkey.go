@@ -20,6 +20,7 @@ import (
 	"github.com/troop-lab/troop/chaos/api"
 	"github.com/troop-lab/troop/chaos/lease"
 	"github.com/troop-lab/troop/chaos/records"
+	"github.com/troop-lab/troop/internal/ctxtime"
 )
 
 // Clock is the daemon's time: the real one, or a fake in tests.
@@ -36,16 +37,7 @@ type RealClock struct{}
 func (RealClock) Now() time.Time { return time.Now() }
 
 // Sleep implements Clock.
-func (RealClock) Sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
+func (RealClock) Sleep(ctx context.Context, d time.Duration) error { return ctxtime.Sleep(ctx, d) }
 
 // Monkey acts on the groups of one config. Fill the fields, then use it;
 // it is safe for concurrent use.
