@@ -88,7 +88,7 @@ func newView(rep *suite.Report) (*view, error) {
 				[]line{{Name: "ops/s", Color: blue, Values: field(series, func(p bench.Point) float64 { return float64(p.Ops) })}}, nil),
 		})
 	}
-	if one, q := sum(rep.Baseline, "DC_ONE"), sum(rep.Baseline, "DC_QUORUM"); one > 0 && q > 0 {
+	if one, q := suite.Throughput(rep.Baseline, "DC_ONE"), suite.Throughput(rep.Baseline, "DC_QUORUM"); one > 0 && q > 0 {
 		v.Ratio = fmt.Sprintf("%.2f", q/one)
 	}
 	if f := rep.Failure; f != nil {
@@ -157,17 +157,4 @@ func withTotal(rows []bench.Row) []bench.Row {
 		t.ReqPerSec += r.ReqPerSec
 	}
 	return append(append([]bench.Row(nil), rows...), t)
-}
-
-func sum(phases []suite.BenchPhase, level string) float64 {
-	for _, p := range phases {
-		if p.Level == level {
-			var s float64
-			for _, r := range p.Result.Totals {
-				s += r.ReqPerSec
-			}
-			return s
-		}
-	}
-	return 0
 }

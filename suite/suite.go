@@ -210,7 +210,10 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Report, error) {
 	} else {
 		rate := cfg.FaultRate
 		if rate <= 0 {
-			rate = 0.6 * throughput(rep.Baseline, "DC_QUORUM")
+			rate = 0.6 * Throughput(rep.Baseline, "DC_QUORUM")
+		}
+		if rate <= 0 {
+			rate = 1000 // no DC_QUORUM baseline to take it from
 		}
 		step(2, "failure under load: DC_QUORUM at %.0f ops/s for %s, one node terminated at %s", rate, cfg.Fault, cfg.KillAt)
 		fp, model, err := cl.failurePhase(ctx, cfg, rate)
@@ -254,7 +257,9 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Report, error) {
 	return rep, ctx.Err()
 }
 
-func throughput(phases []BenchPhase, level string) float64 {
+// Throughput is the requests per second of the phase at level, summed
+// over its tasks; 0 when there is no such phase.
+func Throughput(phases []BenchPhase, level string) float64 {
 	for _, p := range phases {
 		if p.Level == level {
 			var ops float64
@@ -264,7 +269,7 @@ func throughput(phases []BenchPhase, level string) float64 {
 			return ops
 		}
 	}
-	return 1000
+	return 0
 }
 
 // cluster is the store under test, and what can act on it.
