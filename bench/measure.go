@@ -35,8 +35,7 @@ const (
 // wrong, not one per failed operation.
 const maxSamples = 5
 
-// taskStats is what one task measured in one phase run; workers each keep
-// their own and merge at the end, so recording takes no lock.
+// taskStats is what one task measured in one phase run, or in all of them.
 type taskStats struct {
 	service, response     *hdr.Histogram
 	count, errors, fails  int64
@@ -47,10 +46,12 @@ func newTaskStats() *taskStats {
 	return &taskStats{service: newHist(), response: newHist()}
 }
 
-func (s *taskStats) record(service, response time.Duration, o Outcome, why string) {
-	s.count++
-	s.service.RecordValue(micros(service))
-	s.response.RecordValue(micros(response))
+// record counts n operations that took the same times and ended alike
+// (n > 1 only for OK ones: errors and fails keep a sample each).
+func (s *taskStats) record(service, response time.Duration, o Outcome, why string, n int64) {
+	s.count += n
+	s.service.RecordValues(micros(service), n)
+	s.response.RecordValues(micros(response), n)
 	switch o {
 	case Error:
 		s.errors++
@@ -85,11 +86,8 @@ func appendSamples(dst, src []string) []string {
 	return dst
 }
 
-// series collects one phase's per-second figures for each task. Workers keep
-// the current second themselves and hand it over when the second changes,
-// so the lock is taken about once per worker per second.
+// series collects one phase's per-second figures for each task.
 type series struct {
-	mu    sync.Mutex
 	tasks [][]secAgg // [task][second]
 }
 
@@ -100,20 +98,22 @@ type secAgg struct {
 
 func newSeries(tasks int) *series { return &series{tasks: make([][]secAgg, tasks)} }
 
-func (s *series) add(task, sec int, a *secAgg) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+func (s *series) record(task, sec int, response int64, o Outcome, n int64) {
 	for len(s.tasks[task]) <= sec {
 		s.tasks[task] = append(s.tasks[task], secAgg{})
 	}
 	d := &s.tasks[task][sec]
-	d.n += a.n
-	d.errors += a.errors
-	d.fails += a.fails
+	d.n += n
+	switch o {
+	case Error:
+		d.errors += n
+	case Fail:
+		d.fails += n
+	}
 	if d.h == nil {
 		d.h = newSecHist()
 	}
-	d.h.Merge(a.h)
+	d.h.RecordValues(response, n)
 }
 
 // Point is one second of one task: operations, response-time percentiles in
@@ -128,8 +128,6 @@ type Point struct {
 }
 
 func (s *series) points(task int) []Point {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	pts := make([]Point, len(s.tasks[task]))
 	for i, a := range s.tasks[task] {
 		pts[i] = Point{T: i, Ops: a.n, Errors: a.errors, Fails: a.fails}
@@ -141,58 +139,70 @@ func (s *series) points(task int) []Point {
 	return pts
 }
 
-// recorder is one worker's view of a phase: its own task stats and the
-// current second of the series.
-type recorder struct {
+// phaseStats is what one phase run measured: each task's figures and the
+// per-second series. Workers record into it through recorders.
+type phaseStats struct {
 	start  time.Time
+	mu     sync.Mutex
 	tasks  []*taskStats
 	series *series
-	sec    []int // current second per task, -1 before the first
-	cur    []secAgg
 }
 
-func newRecorder(start time.Time, ntasks int, s *series) *recorder {
-	r := &recorder{start: start, series: s, sec: make([]int, ntasks), cur: make([]secAgg, ntasks)}
-	for i := range ntasks {
-		r.tasks = append(r.tasks, newTaskStats())
-		r.sec[i] = -1
-		r.cur[i].h = newSecHist()
+func newPhaseStats(start time.Time, ntasks int) *phaseStats {
+	ps := &phaseStats{start: start, series: newSeries(ntasks)}
+	for range ntasks {
+		ps.tasks = append(ps.tasks, newTaskStats())
 	}
-	return r
+	return ps
 }
 
-// record counts one operation that ended at now.
-func (r *recorder) record(task int, now time.Time, service, response time.Duration, o Outcome, why string) {
-	r.tasks[task].record(service, response, o, why)
-	sec := max(int(now.Sub(r.start)/time.Second), 0)
-	if sec != r.sec[task] {
-		r.flushSecond(task)
-		r.sec[task] = sec
-	}
-	c := &r.cur[task]
-	c.n++
-	c.h.RecordValue(micros(response))
-	switch o {
-	case Error:
-		c.errors++
-	case Fail:
-		c.fails++
+// recorder is one worker's way into the phase's figures. It keeps what the
+// worker measured and hands it over in bunches, so a worker takes the
+// phase's lock about once per pendingMax records, and the histograms exist
+// once per phase rather than once per worker (each is a few hundred
+// kilobytes, and merging them cost more than recording).
+type recorder struct {
+	ps      *phaseStats
+	pending []pendingRecord
+}
+
+// pendingRecord is n operations of one task that took the same times and
+// ended alike, in second sec of the phase.
+type pendingRecord struct {
+	task, sec         int
+	service, response time.Duration
+	o                 Outcome
+	why               string
+	n                 int64
+}
+
+const pendingMax = 64
+
+func newRecorder(ps *phaseStats) *recorder {
+	return &recorder{ps: ps, pending: make([]pendingRecord, 0, pendingMax)}
+}
+
+// record counts n operations of one task that ended at now, alike (see
+// taskStats.record).
+func (r *recorder) record(task int, now time.Time, service, response time.Duration, o Outcome, why string, n int64) {
+	sec := max(int(now.Sub(r.ps.start)/time.Second), 0)
+	r.pending = append(r.pending, pendingRecord{task, sec, service, response, o, why, n})
+	if len(r.pending) == pendingMax {
+		r.flush()
 	}
 }
 
-func (r *recorder) flushSecond(task int) {
-	if r.sec[task] < 0 || r.cur[task].n == 0 {
-		return
+// flush hands the pending records over to the phase.
+func (r *recorder) flush() {
+	ps := r.ps
+	ps.mu.Lock()
+	for _, p := range r.pending {
+		ps.tasks[p.task].record(p.service, p.response, p.o, p.why, p.n)
+		ps.series.record(p.task, p.sec, micros(p.response), p.o, p.n)
 	}
-	r.series.add(task, r.sec[task], &r.cur[task])
-	r.cur[task] = secAgg{h: r.cur[task].h}
-	r.cur[task].h.Reset()
-}
-
-func (r *recorder) close() {
-	for t := range r.tasks {
-		r.flushSecond(t)
-	}
+	ps.mu.Unlock()
+	clear(r.pending) // let go of the messages
+	r.pending = r.pending[:0]
 }
 
 func ms(us int64) float64 { return float64(us) / 1000 }

@@ -153,6 +153,9 @@ type Model struct {
 type modelShard struct {
 	mu   sync.Mutex
 	keys map[uint64]*history
+	// written is set before the shard's first history is made: until then a
+	// read can be checked without the lock.
+	written atomic.Bool
 }
 
 func NewModel(staleness int) *Model {
@@ -187,6 +190,7 @@ func (m *Model) BeginWrite(key, version uint64, del bool) {
 	s.mu.Lock()
 	h := s.keys[key]
 	if h == nil {
+		s.written.Store(true)
 		h = newHistory()
 		s.keys[key] = h
 	}
@@ -215,9 +219,23 @@ func (m *Model) Check(key uint64, begin uint64, ans Answer, self uint64) (bool, 
 	return m.check(key, begin, ans, self, m.Staleness)
 }
 
+// CheckEnded is Check for a read that ended at tick end, taken after its
+// reply came: a batch of reads can share one.
+func (m *Model) CheckEnded(key uint64, begin, end uint64, ans Answer, self uint64) (bool, string) {
+	return m.checkAt(key, begin, end, ans, self, m.Staleness)
+}
+
 func (m *Model) check(key uint64, begin uint64, ans Answer, self uint64, staleness int) (bool, string) {
-	e := m.Now()
+	return m.checkAt(key, begin, m.Now(), ans, self, staleness)
+}
+
+func (m *Model) checkAt(key uint64, begin, e uint64, ans Answer, self uint64, staleness int) (bool, string) {
 	s := m.shard(key)
+	if !s.written.Load() {
+		// No write of this shard had begun when the read ended (a write
+		// marks the shard before it takes its tick): nothing to hold it to.
+		return true, ""
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	h := s.keys[key]

@@ -168,11 +168,11 @@ func (r *runner) runPhase(ctx context.Context, ph *phasePlan, it, pi int, dur ti
 	if requests <= 0 {
 		deadline = start.Add(dur)
 	}
-	pr := phaseResult{series: newSeries(len(ph.Tasks)), issued: make([]int64, len(ph.groups))}
+	pr := phaseResult{issued: make([]int64, len(ph.groups))}
+	ps := newPhaseStats(start, len(ph.Tasks))
 	var (
 		wg   sync.WaitGroup
 		mu   sync.Mutex
-		recs []*recorder
 		done atomic.Int64
 	)
 	stopProgress := r.progress(label, start, deadline, requests, &done)
@@ -196,12 +196,11 @@ func (r *runner) runPhase(ctx context.Context, ph *phasePlan, it, pi int, dur ti
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				rec := newRecorder(start, len(ph.Tasks), pr.series)
+				rec := newRecorder(ps)
 				gen := newGen(r.cfg, g, it, pi, gi, w)
 				n := r.worker(ctx, gen, g, w, start, deadline, b, rec, &done)
-				rec.close()
+				rec.flush()
 				mu.Lock()
-				recs = append(recs, rec)
 				pr.issued[gi] += n
 				mu.Unlock()
 			}()
@@ -211,13 +210,7 @@ func (r *runner) runPhase(ctx context.Context, ph *phasePlan, it, pi int, dur ti
 	stopProgress()
 	r.dropSlots()
 	pr.elapsed = time.Since(start)
-	for t := range ph.Tasks {
-		s := newTaskStats()
-		for _, rec := range recs {
-			s.merge(rec.tasks[t])
-		}
-		pr.stats = append(pr.stats, s)
-	}
+	pr.stats, pr.series = ps.tasks, ps.series
 	return pr
 }
 
@@ -373,7 +366,9 @@ func (r *runner) batch(b *batcher, ops []Op, slot *atomic.Uint64, rec *recorder)
 		args := b.args[:2]
 		switch op.Kind {
 		case Get, RMW:
-			b.begins[k] = r.model.BeginRead()
+			if b.pipe == nil {
+				b.begins[k] = r.model.BeginRead()
+			}
 			args[0], args[1] = cmdGET, key
 		case Set:
 			b.versions[k] = r.model.NextVersion()
@@ -389,11 +384,24 @@ func (r *runner) batch(b *batcher, ops []Op, slot *atomic.Uint64, rec *recorder)
 		}
 		b.send(k, args)
 	}
+	if b.pipe != nil {
+		// A pipe's commands leave together when it exchanges them, so its
+		// reads all begin then: one tick, later than one taken per read
+		// as it was queued, so it rules out no less.
+		begin := r.model.BeginRead()
+		for k, op := range ops {
+			if op.Kind == Get || op.Kind == RMW {
+				b.begins[k] = begin
+			}
+		}
+	}
 	b.wait(nil)
+	// Every reply is in: the batch's reads all ended by now.
+	end := r.model.Now()
 
 	b.rmw = b.rmw[:0]
 	for k, op := range ops {
-		b.outcomes[k], b.whys[k] = r.judge(op, b.keys[k], b.versions[k], b.begins[k], b.replies[k])
+		b.outcomes[k], b.whys[k] = r.judge(op, b.keys[k], b.versions[k], b.begins[k], end, b.replies[k])
 		if op.Kind == RMW && b.outcomes[k] == OK {
 			b.rmw = append(b.rmw, k)
 		}
@@ -410,18 +418,29 @@ func (r *runner) batch(b *batcher, ops []Op, slot *atomic.Uint64, rec *recorder)
 		for _, k := range b.rmw {
 			op := ops[k]
 			op.Kind = Set
-			b.outcomes[k], b.whys[k] = r.judge(op, b.keys[k], b.versions[k], 0, b.second[k])
+			b.outcomes[k], b.whys[k] = r.judge(op, b.keys[k], b.versions[k], 0, 0, b.second[k])
 			b.replies[k].at = b.second[k].at
 		}
 	}
-	for k, op := range ops {
-		at := b.replies[k].at
+	// Operations of one task whose replies came in the same read and that
+	// were meant to start together took the same times: a run of them that
+	// all went well is recorded at once, with its count.
+	for k := 0; k < len(ops); {
+		at, task := b.replies[k].at, ops[k].Task
+		n := 1
+		if b.outcomes[k] == OK {
+			for k+n < len(ops) && ops[k+n].Task == task && b.outcomes[k+n] == OK &&
+				b.replies[k+n].at.Equal(at) && b.intended[k+n].Equal(b.intended[k]) {
+				n++
+			}
+		}
 		service := at.Sub(sent)
 		response := service
 		if !b.intended[k].IsZero() {
 			response = at.Sub(b.intended[k])
 		}
-		rec.record(op.Task, at, service, response, b.outcomes[k], b.whys[k])
+		rec.record(task, at, service, response, b.outcomes[k], b.whys[k], int64(n))
+		k += n
 	}
 }
 
@@ -434,8 +453,9 @@ var (
 
 // judge classifies one reply, updating the model for writes. An error reply
 // or a broken transport is an Error; an answer that is corrupt or that the
-// model rules out is a Fail.
-func (r *runner) judge(op Op, key []byte, version, begin uint64, rp reply) (Outcome, string) {
+// model rules out is a Fail. A read began at tick begin and ended by tick
+// end.
+func (r *runner) judge(op Op, key []byte, version, begin, end uint64, rp reply) (Outcome, string) {
 	isWrite := op.Kind == Set || op.Kind == Del
 	if rp.err != nil {
 		if isWrite {
@@ -469,7 +489,7 @@ func (r *runner) judge(op Op, key []byte, version, begin uint64, rp reply) (Outc
 			r.model.EndWrite(op.Key, version, false)
 			return Error, fmt.Sprintf("DEL %s: unexpected reply %q", key, rp.raw)
 		}
-		ok, why := r.model.Check(op.Key, begin, Answer{Missing: v.Int == 0, Exists: v.Int > 0}, version)
+		ok, why := r.model.CheckEnded(op.Key, begin, end, Answer{Missing: v.Int == 0, Exists: v.Int > 0}, version)
 		r.model.EndWrite(op.Key, version, true)
 		if !ok {
 			return Fail, fmt.Sprintf("DEL %s: %s", key, why)
@@ -478,7 +498,7 @@ func (r *runner) judge(op Op, key []byte, version, begin uint64, rp reply) (Outc
 	}
 	// GET, or the read of a read-modify-write.
 	if v.IsNull {
-		if ok, why := r.model.Check(op.Key, begin, Answer{Missing: true}, 0); !ok {
+		if ok, why := r.model.CheckEnded(op.Key, begin, end, Answer{Missing: true}, 0); !ok {
 			return Fail, fmt.Sprintf("GET %s: %s", key, why)
 		}
 		return OK, ""
@@ -490,7 +510,7 @@ func (r *runner) judge(op Op, key []byte, version, begin uint64, rp reply) (Outc
 	if integ != Intact {
 		return Fail, fmt.Sprintf("GET %s: value is %s", key, integ)
 	}
-	if ok, why := r.model.Check(op.Key, begin, Answer{Version: ver}, 0); !ok {
+	if ok, why := r.model.CheckEnded(op.Key, begin, end, Answer{Version: ver}, 0); !ok {
 		return Fail, fmt.Sprintf("GET %s: %s", key, why)
 	}
 	return OK, ""

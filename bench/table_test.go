@@ -28,7 +28,7 @@ func fixedStats(base time.Duration, n int, errs, fails int) *taskStats {
 		case i < errs+fails:
 			o = Fail
 		}
-		s.record(d, d, o, "sample "+o.String())
+		s.record(d, d, o, "sample "+o.String(), 1)
 	}
 	return s
 }
