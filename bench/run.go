@@ -58,8 +58,12 @@ func RunModel(ctx context.Context, cfg Config, target Target, out io.Writer, mod
 
 	cpu0, wall0 := cpuTime(), time.Now()
 	type key struct{ phase, task string }
-	totals := map[key]*taskStats{}
-	totalSecs := map[key]float64{}
+	type total struct {
+		stats *taskStats // the only row's until a second comes; then merged
+		secs  float64
+		rows  []int // in res.Rows
+	}
+	totals := map[key]*total{}
 	var order []key
 	for it := 1; it <= cfg.Iterations && ctx.Err() == nil; it++ {
 		if cfg.Warmup > 0 {
@@ -77,19 +81,35 @@ func RunModel(ctx context.Context, cfg Config, target Target, out io.Writer, mod
 			for ti, task := range ph.Tasks {
 				res.Rows = append(res.Rows, newRow(ph.Name, task, it, secs, pr.stats[ti], pr.series.points(ti)))
 				k := key{ph.Name, task}
-				if totals[k] == nil {
-					totals[k] = newTaskStats()
+				t := totals[k]
+				switch {
+				case t == nil:
+					t = &total{stats: pr.stats[ti]}
+					totals[k] = t
 					order = append(order, k)
+				case len(t.rows) == 1:
+					first := t.stats
+					t.stats = newTaskStats()
+					t.stats.merge(first)
+					fallthrough
+				default:
+					t.stats.merge(pr.stats[ti])
 				}
-				totals[k].merge(pr.stats[ti])
-				totalSecs[k] += secs
+				t.secs += secs
+				t.rows = append(t.rows, len(res.Rows)-1)
 			}
 			res.Warnings = append(res.Warnings, r.rateCheck(ph, pr)...)
 		}
 	}
 	for _, k := range order {
-		row := newRow(k.phase, k.task, 0, totalSecs[k], totals[k], nil)
-		res.Totals = append(res.Totals, row)
+		t := totals[k]
+		if len(t.rows) == 1 { // the row itself, histograms and all: no need to encode them again
+			row := res.Rows[t.rows[0]]
+			row.Iteration, row.Series = 0, nil
+			res.Totals = append(res.Totals, row)
+			continue
+		}
+		res.Totals = append(res.Totals, newRow(k.phase, k.task, 0, t.secs, t.stats, nil))
 	}
 	res.CPU = cpuSince(cpu0, wall0, res.Totals)
 	if res.CPU.Utilization >= 0.9 {

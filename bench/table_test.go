@@ -5,6 +5,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -135,5 +136,20 @@ func TestIntendedSchedule(t *testing.T) {
 		if got := Intended(start, 1000, c.w, 4, c.i).Sub(start); got != c.t {
 			t.Errorf("Intended(w=%d, i=%d) = %v, want %v", c.w, c.i, got, c.t)
 		}
+	}
+}
+
+// A task run in one iteration has a Total that is its row (Run copies it
+// rather than merging and encoding the histograms again): the same as the
+// row made from a merged copy of its figures.
+func TestOneIterationTotalIsItsRow(t *testing.T) {
+	s := fixedStats(300*time.Microsecond, 5000, 3, 2)
+	row := newRow("Get", "Get", 1, 2.5, s, []Point{{T: 0, Ops: 5000}})
+	merged := newTaskStats()
+	merged.merge(s)
+	total := newRow("Get", "Get", 0, 2.5, merged, nil)
+	row.Iteration, row.Series = 0, nil
+	if !reflect.DeepEqual(row, total) {
+		t.Errorf("total from a merged copy differs from the row:\n%+v\n%+v", total, row)
 	}
 }
