@@ -193,9 +193,12 @@ func (r *runner) runPhase(ctx context.Context, ph *phasePlan, it, pi int, dur ti
 	var (
 		wg   sync.WaitGroup
 		mu   sync.Mutex
-		done atomic.Int64
+		done *atomic.Int64 // operations so far, for the progress line only: nil without one
 	)
-	stopProgress := r.progress(label, start, deadline, requests, &done)
+	if r.cfg.Progress != nil {
+		done = new(atomic.Int64)
+	}
+	stopProgress := r.progress(label, start, deadline, requests, done)
 	// Workers drive pipes of their own when the target has one for each.
 	piper, _ := r.target.(Piper)
 	if piper != nil {
@@ -218,7 +221,7 @@ func (r *runner) runPhase(ctx context.Context, ph *phasePlan, it, pi int, dur ti
 				defer wg.Done()
 				rec := newRecorder(ps)
 				gen := newGen(r.cfg, g, it, pi, gi, w)
-				n := r.worker(ctx, gen, g, w, start, deadline, b, rec, &done)
+				n := r.worker(ctx, gen, g, w, start, deadline, b, rec, done)
 				rec.flush()
 				mu.Lock()
 				pr.issued[gi] += n
@@ -365,7 +368,9 @@ func (r *runner) worker(ctx context.Context, gen *Gen, g *group, w int, start, d
 		}
 		r.batch(b, ops, slot, rec)
 		issued += int64(len(ops))
-		done.Add(int64(len(ops)))
+		if done != nil {
+			done.Add(int64(len(ops)))
+		}
 	}
 	return issued
 }

@@ -31,15 +31,19 @@ type Pipe struct {
 // pipeConn is one connection of a Pipe, dialled on first use and again
 // after it failed.
 type pipeConn struct {
-	addr    string
-	nc      net.Conn
-	rd      *resp.Reader
-	stamp   stampedReader
-	out     []byte // encoded requests not yet written
-	queued  int    // commands in out
-	replies []byte // this exchange's reply frames, one after the other
-	failed  error  // why nc is nil in this exchange
+	addr     string
+	nc       net.Conn
+	rd       *resp.Reader
+	stamp    stampedReader
+	out      []byte    // encoded requests not yet written
+	queued   int       // commands in out
+	replies  []byte    // this exchange's reply frames, one after the other
+	failed   error     // why nc is nil in this exchange
+	deadline time.Time // nc's read and write deadline
 }
+
+// deadlineSlack is the timeout's fraction an exchange may run past it.
+const deadlineSlack = 8
 
 // stampedReader notes when each read from the connection returned data, so a
 // reply's time is when its last byte was read off the socket.
@@ -124,9 +128,10 @@ func (p *Pipe) pick(args [][]byte) int {
 // per connection, then reads their replies, and appends one Reply per
 // command to dst, in the order of Send. Raw frames stay valid until the next
 // Exchange. A connection that fails (cannot be dialled, breaks, or gives no
-// reply within the timeout) is closed, every command on it still waiting
-// gets the error, and the next Exchange dials again. Errors name the
-// address and wrap link.ErrDown, or os.ErrDeadlineExceeded for a timeout.
+// reply within the timeout: an exchange may run up to an eighth longer) is
+// closed, every command on it still waiting gets the error, and the next
+// Exchange dials again. Errors name the address and wrap link.ErrDown, or
+// match os.ErrDeadlineExceeded for a timeout (*TimeoutError).
 func (p *Pipe) Exchange(dst []Reply) []Reply {
 	if len(p.owner) == 0 {
 		return dst
@@ -143,15 +148,15 @@ func (p *Pipe) Exchange(dst []Reply) []Reply {
 			refused++
 		}
 	}
-	var deadline time.Time
+	var now time.Time
 	for _, c := range p.conns {
 		if c.queued == 0 {
 			continue
 		}
-		if deadline.IsZero() {
-			deadline = time.Now().Add(p.timeout)
+		if now.IsZero() {
+			now = time.Now()
 		}
-		c.write(deadline, p.timeout)
+		c.write(now, p.timeout)
 	}
 	for i, c := range p.conns {
 		if c.queued == 0 {
@@ -169,9 +174,10 @@ func (p *Pipe) Exchange(dst []Reply) []Reply {
 	return dst
 }
 
-// write dials if needed and writes the queued requests. A failure is kept
-// in c.nc == nil and reported by read, one error per command.
-func (c *pipeConn) write(deadline time.Time, timeout time.Duration) {
+// write dials if needed and writes the queued requests of an exchange
+// that began at now. A failure is kept in c.nc == nil and reported by read,
+// one error per command.
+func (c *pipeConn) write(now time.Time, timeout time.Duration) {
 	if c.nc == nil {
 		nc, err := net.DialTimeout("tcp", c.addr, min(timeout, 2*time.Second))
 		if err != nil {
@@ -188,8 +194,17 @@ func (c *pipeConn) write(deadline time.Time, timeout time.Duration) {
 		c.nc = nc
 		c.stamp = stampedReader{nc: nc}
 		c.rd = resp.NewReader(&c.stamp, resp.DefaultLimits)
+		c.deadline = time.Time{}
 	}
-	c.nc.SetDeadline(deadline)
+	// The connection's deadline moves only when it is less than a timeout
+	// away, and then to a timeout and a slack away: an exchange fails
+	// between one timeout and one timeout and a slack after it began, and
+	// setting a deadline (two runtime timers) is paid once per slack rather
+	// than once per exchange.
+	if c.deadline.Before(now.Add(timeout)) {
+		c.deadline = now.Add(timeout + timeout/deadlineSlack)
+		c.nc.SetDeadline(c.deadline)
+	}
 	if _, err := c.nc.Write(c.out); err != nil {
 		c.fail(c.wrap("write", err, timeout))
 	}

@@ -203,3 +203,22 @@ func TestPipeAllocations(t *testing.T) {
 		t.Errorf("%v allocations per exchange of 10 GETs", n)
 	}
 }
+
+// A connection used for longer than its timeout keeps working: each
+// exchange gets its own time, however long ago the connection was made.
+func TestPipeOutlivesItsTimeout(t *testing.T) {
+	srv := testredis.Start(t)
+	const timeout = 200 * time.Millisecond
+	p, err := NewPipe([]string{srv.Addr}, timeout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	for i := range 12 { // about three timeouts
+		p.Send(cmd("PING"))
+		if r := p.Exchange(nil); r[0].Err != nil || string(r[0].Raw) != "+PONG\r\n" {
+			t.Fatalf("PING %d, %v after the connection was made: %q, %v", i, time.Duration(i)*timeout/4, r[0].Raw, r[0].Err)
+		}
+		time.Sleep(timeout / 4)
+	}
+}
