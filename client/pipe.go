@@ -210,8 +210,8 @@ func (c *pipeConn) write(now time.Time, timeout time.Duration) {
 	}
 }
 
-// fail closes the connection; err is the error every command of a failed connection gets in this
-// exchange.
+// fail closes the connection; err is what every command still waiting on
+// it gets in this exchange.
 func (c *pipeConn) fail(err error) {
 	if c.nc != nil {
 		c.nc.Close()
