@@ -14,17 +14,19 @@ const queueCap = 4096
 // or that contains a failure set found since; a set that still hits every
 // clause is still minimal, as clauses only remove hitting sets. When the
 // queue runs dry it enumerates again, which picks up the sets alternate
-// executions created.
+// executions created. Only the minimal clauses of the formula count (kept
+// as it grows): a set hits every clause when it hits those.
 type hypotheses struct {
 	f        *Formula
 	enum     Enumerator
 	k        int
 	rng      *rand.Rand
 	queue    [][]int
-	since    int // clauses in the formula when the queue was filled
+	minimal  minimalClauses
+	synced   int     // clauses of the formula added to minimal
+	fresh    [][]int // minimal clauses added since the queue was filled
 	failures [][]int
 	tried    []triedSet
-	checked  int // clauses the tried sets have been checked against
 	refills  int
 }
 
@@ -37,11 +39,12 @@ type triedSet struct {
 // is left.
 func (h *hypotheses) next() ([]int, bool) {
 	for {
+		h.sync()
 		for len(h.queue) > 0 {
 			i, last := h.rng.IntN(len(h.queue)), len(h.queue)-1
 			c := h.queue[i]
 			h.queue[i], h.queue = h.queue[last], h.queue[:last]
-			if hitsAll(h.f.sets[h.since:], c) && !supersetOfExcluded(c, h.failures) {
+			if hitsAll(h.fresh, c) && !supersetOfExcluded(c, h.failures) {
 				return c, true
 			}
 		}
@@ -55,28 +58,37 @@ func (h *hypotheses) next() ([]int, bool) {
 // none.
 func (h *hypotheses) refill() bool {
 	h.refills++
-	for _, c := range h.f.sets[h.checked:] {
+	for _, c := range h.fresh {
 		for i := range h.tried {
 			if h.tried[i].hitting && !hits(c, h.tried[i].set) {
 				h.tried[i].hitting = false
 			}
 		}
 	}
-	h.checked = len(h.f.sets)
+	h.fresh = nil
 	exclude := append([][]int(nil), h.failures...)
 	for _, t := range h.tried {
 		if t.hitting {
 			exclude = append(exclude, t.set)
 		}
 	}
-	h.since = len(h.f.sets)
-	for c := range h.enum.Enumerate(h.f.sets, exclude, h.k) {
+	for c := range h.enum.Enumerate(h.minimal.sets, exclude, h.k) {
 		if len(h.queue) > 0 && len(c) > len(h.queue[0]) || len(h.queue) == queueCap {
 			break
 		}
 		h.queue = append(h.queue, c)
 	}
 	return len(h.queue) > 0
+}
+
+// sync adds the clauses the formula learned since the last call.
+func (h *hypotheses) sync() {
+	for _, c := range h.f.sets[h.synced:] {
+		if h.minimal.add(c) {
+			h.fresh = append(h.fresh, c)
+		}
+	}
+	h.synced = len(h.f.sets)
 }
 
 // tested records the outcome of testing set.

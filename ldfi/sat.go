@@ -99,9 +99,11 @@ func hitsAll(clauses [][]int, set []int) bool {
 	return true
 }
 
+// hits reports whether set meets clause (both sorted); hypotheses are far
+// shorter than clauses, so it looks the set's points up in the clause.
 func hits(clause, set []int) bool {
-	for _, p := range clause {
-		if _, ok := slices.BinarySearch(set, p); ok {
+	for _, p := range set {
+		if _, ok := slices.BinarySearch(clause, p); ok {
 			return true
 		}
 	}

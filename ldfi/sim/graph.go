@@ -30,7 +30,7 @@ type Params struct {
 
 // DefaultParams are the bench's graphs with n points.
 func DefaultParams(n int, seed uint64) Params {
-	return Params{Points: n, FanOut: 4, Depth: 6, Optional: 0.04, Fallback: 0.04, Internal: 0.5, Planted: 3, Seed: seed}
+	return Params{Points: n, FanOut: 4, Depth: 10, Optional: 0.04, Fallback: 0.04, Internal: 0.5, Planted: 3, Seed: seed}
 }
 
 type service struct {
