@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/baggage"
+	"go.opentelemetry.io/otel/propagation"
 )
 
 // BaggageKey is the W3C baggage entry that carries the scope over HTTP.
@@ -88,7 +89,8 @@ func DecodeLineage(h http.Header) (*Call, error) {
 // Middleware serves next as service: it reads the request's scope from its
 // baggage (a malformed scope is answered 400, naming what is wrong), records
 // the request's lineage, and returns it in the LineageHeader of the answer.
-// When done is set it gets every finished tree (to export it as spans).
+// When done is set it gets every finished tree (to export it as spans),
+// with a context that holds the caller's traceparent, if it sent one.
 func Middleware(service string, next http.Handler, done func(context.Context, *Call)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		scope, err := ScopeFromHeader(r.Header)
@@ -96,7 +98,11 @@ func Middleware(service string, next http.Handler, done func(context.Context, *C
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		ctx, _ := Begin(r.Context(), service, scope)
+		// A W3C traceparent makes the request's spans part of the
+		// caller's trace, so the caller finds its lineage among exported
+		// spans (SpanTail).
+		ctx := propagation.TraceContext{}.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+		ctx, _ = Begin(ctx, service, scope)
 		lw := &lineageWriter{ResponseWriter: w, ctx: ctx}
 		next.ServeHTTP(lw, r.WithContext(ctx))
 		lw.writeHeader(http.StatusOK) // a handler that wrote nothing

@@ -187,8 +187,10 @@ func TestSpansRoundTrip(t *testing.T) {
 				got[i].UsedPoints(), got[i].Reached(), want[i].UsedPoints(), want[i].Reached())
 		}
 	}
-	if _, _, err := NewSpanExporter(context.Background(), "kafka:x"); err == nil {
-		t.Error("an unknown destination was accepted")
+	for _, dest := range []string{"file:", "otlp:", ""} {
+		if _, _, err := NewSpanExporter(context.Background(), dest); err == nil {
+			t.Errorf("destination %q was accepted", dest)
+		}
 	}
 }
 

@@ -1,6 +1,7 @@
 package fit
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -30,29 +31,36 @@ const (
 	attrError       = "troop.error"
 )
 
-// NewSpanExporter returns an OpenTelemetry span exporter for dest: "file:PATH"
-// appends JSON spans (one per line, the OTel Go SDK's stdouttrace format) to
-// PATH, "otlp:URL" posts OTLP/HTTP to URL (such as
-// http://localhost:4318/v1/traces). The io.Closer closes the file, if any.
+// NewSpanExporter returns an OpenTelemetry span exporter for dest: a file
+// ("file:PATH", or a bare PATH) gets JSON spans appended, one per line (the
+// OTel Go SDK's stdouttrace format); an OTLP/HTTP endpoint ("otlp:URL", or
+// a bare http:// or https:// URL such as http://localhost:4318/v1/traces)
+// gets them posted. The io.Closer closes the file, if any.
 func NewSpanExporter(ctx context.Context, dest string) (sdktrace.SpanExporter, io.Closer, error) {
 	kind, arg, _ := strings.Cut(dest, ":")
-	switch kind {
-	case "file":
-		f, err := os.OpenFile(arg, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
-		if err != nil {
-			return nil, nil, err
-		}
-		exp, err := stdouttrace.New(stdouttrace.WithWriter(f))
-		if err != nil {
-			f.Close()
-			return nil, nil, err
-		}
-		return exp, f, nil
-	case "otlp":
+	switch {
+	case strings.HasPrefix(dest, "http://") || strings.HasPrefix(dest, "https://"):
+		kind, arg = "otlp", dest
+	case kind != "file" && kind != "otlp":
+		kind, arg = "file", dest
+	}
+	if arg == "" {
+		return nil, nil, fmt.Errorf("fit: span destination %q: want a file (file:PATH) or an OTLP/HTTP URL", dest)
+	}
+	if kind == "otlp" {
 		exp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(arg))
 		return exp, io.NopCloser(nil), err
 	}
-	return nil, nil, fmt.Errorf("fit: span destination %q: want file:PATH or otlp:URL", dest)
+	f, err := os.OpenFile(arg, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, nil, err
+	}
+	exp, err := stdouttrace.New(stdouttrace.WithWriter(f))
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	return exp, f, nil
 }
 
 // SpanWriter writes lineage trees as spans through an exporter, each tree a
@@ -113,18 +121,68 @@ type spanJSON struct {
 	}
 }
 
-// ReadSpans reads JSON spans written by a "file:" exporter and rebuilds one
+// An exportedSpan is one span of a lineage, as read back.
+type exportedSpan struct {
+	traceID, spanID, parent string
+	call                    *Call
+}
+
+// decodeSpan reads the lineage node of a span; false when the span has no
+// troop attributes.
+func decodeSpan(s spanJSON) (exportedSpan, bool) {
+	c := &Call{Start: s.StartTime, Duration: s.EndTime.Sub(s.StartTime)}
+	troop := false
+	for _, a := range s.Attributes {
+		str, _ := a.Value.Value.(string)
+		b, _ := a.Value.Value.(bool)
+		switch a.Key {
+		case attrService:
+			c.Service, troop = str, true
+		case attrPoint:
+			c.Point, troop = str, true
+		case attrOK:
+			c.OK = b
+		case attrUsed:
+			c.Used = b
+		case attrInjected:
+			c.Injected = Kind(str)
+		case attrAlternative:
+			c.AlternativeOf = str
+		case attrError:
+			c.Error = str
+		}
+	}
+	return exportedSpan{traceID: s.SpanContext.TraceID, spanID: s.SpanContext.SpanID, parent: s.Parent.SpanID, call: c}, troop
+}
+
+// link hangs every span under its parent and returns the roots (spans whose
+// parent is not among them), in the order they were read. Spans end children
+// first, so linking waits until all are read; siblings are ordered by start.
+func link(spans []exportedSpan) []exportedSpan {
+	byID := map[string]exportedSpan{}
+	for _, s := range spans {
+		byID[s.traceID+"/"+s.spanID] = s
+	}
+	var roots []exportedSpan
+	for _, s := range spans {
+		if p, ok := byID[s.traceID+"/"+s.parent]; ok && s.parent != "" {
+			p.call.Calls = append(p.call.Calls, s.call)
+		} else {
+			roots = append(roots, s)
+		}
+	}
+	for _, s := range spans {
+		slices.SortStableFunc(s.call.Calls, func(a, b *Call) int { return a.Start.Compare(b.Start) })
+	}
+	return roots
+}
+
+// ReadSpans reads JSON spans written by a file exporter and rebuilds one
 // lineage tree per trace, in the order their roots appear. Spans without the
 // troop attributes are ignored.
 func ReadSpans(r io.Reader) ([]*Call, error) {
 	dec := json.NewDecoder(r)
-	type node struct {
-		call   *Call
-		parent string
-		trace  string
-	}
-	nodes := map[string]*node{}
-	var order []string
+	var spans []exportedSpan
 	for {
 		var s spanJSON
 		err := dec.Decode(&s)
@@ -134,47 +192,102 @@ func ReadSpans(r io.Reader) ([]*Call, error) {
 		if err != nil {
 			return nil, fmt.Errorf("fit: read spans: %w", err)
 		}
-		c := &Call{Start: s.StartTime, Duration: s.EndTime.Sub(s.StartTime)}
-		troop := false
-		for _, a := range s.Attributes {
-			str, _ := a.Value.Value.(string)
-			b, _ := a.Value.Value.(bool)
-			switch a.Key {
-			case attrService:
-				c.Service, troop = str, true
-			case attrPoint:
-				c.Point, troop = str, true
-			case attrOK:
-				c.OK = b
-			case attrUsed:
-				c.Used = b
-			case attrInjected:
-				c.Injected = Kind(str)
-			case attrAlternative:
-				c.AlternativeOf = str
-			case attrError:
-				c.Error = str
+		if e, ok := decodeSpan(s); ok {
+			spans = append(spans, e)
+		}
+	}
+	var out []*Call
+	for _, r := range link(spans) {
+		out = append(out, r.call)
+	}
+	return out, nil
+}
+
+// A SpanTail reads a spans file that services are still writing, and hands
+// out the lineage of one request: the tree of the span whose remote parent
+// is the request's W3C traceparent.
+type SpanTail struct {
+	path    string
+	off     int64
+	partial []byte                    // a line not yet complete
+	traces  map[string][]exportedSpan // spans read, by trace ID
+}
+
+// NewSpanTail reads path from its current end: spans written before are
+// not looked at.
+func NewSpanTail(path string) (*SpanTail, error) {
+	st, err := os.Stat(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return &SpanTail{path: path, traces: map[string][]exportedSpan{}}, nil
+	case err != nil:
+		return nil, fmt.Errorf("fit: spans file: %w", err)
+	}
+	return &SpanTail{path: path, off: st.Size(), traces: map[string][]exportedSpan{}}, nil
+}
+
+// Lineage waits up to wait for the span of traceID whose parent is parentID
+// (the span ID of the caller's traceparent) and returns its tree. Each span
+// is exported when it ends, children first, so the tree is whole once its
+// root is in. The trace's spans are forgotten then.
+func (t *SpanTail) Lineage(ctx context.Context, traceID, parentID string, wait time.Duration) (*Call, error) {
+	deadline := time.Now().Add(wait)
+	for {
+		if err := t.read(); err != nil {
+			return nil, err
+		}
+		spans := t.traces[traceID]
+		for _, s := range spans {
+			if s.parent == parentID {
+				delete(t.traces, traceID)
+				for _, r := range link(spans) {
+					if r.spanID == s.spanID {
+						return r.call, nil
+					}
+				}
 			}
 		}
-		if !troop {
-			continue
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("fit: no span of trace %s under %s in %s after %v (does the service export its lineage there?)", traceID, parentID, t.path, wait)
 		}
-		nodes[s.SpanContext.SpanID] = &node{call: c, parent: s.Parent.SpanID, trace: s.SpanContext.TraceID}
-		order = append(order, s.SpanContext.SpanID)
-	}
-	// Spans end children first, so link them once all are read, and order
-	// siblings by start time.
-	var roots []*Call
-	for _, id := range order {
-		n := nodes[id]
-		if p, ok := nodes[n.parent]; ok && p.trace == n.trace {
-			p.call.Calls = append(p.call.Calls, n.call)
-		} else {
-			roots = append(roots, n.call)
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(5 * time.Millisecond):
 		}
 	}
-	for _, n := range nodes {
-		slices.SortStableFunc(n.call.Calls, func(a, b *Call) int { return a.Start.Compare(b.Start) })
+}
+
+// read reads the lines appended since the last read.
+func (t *SpanTail) read() error {
+	f, err := os.Open(t.path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
 	}
-	return roots, nil
+	if err != nil {
+		return fmt.Errorf("fit: spans file: %w", err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.NewSectionReader(f, t.off, 1<<40))
+	if err != nil {
+		return fmt.Errorf("fit: spans file: %w", err)
+	}
+	t.off += int64(len(b))
+	b = append(t.partial, b...)
+	for {
+		line, rest, ok := bytes.Cut(b, []byte("\n"))
+		if !ok {
+			break
+		}
+		b = rest
+		var s spanJSON
+		if err := json.Unmarshal(line, &s); err != nil {
+			return fmt.Errorf("fit: spans file %s: %w", t.path, err)
+		}
+		if e, ok := decodeSpan(s); ok {
+			t.traces[e.traceID] = append(t.traces[e.traceID], e)
+		}
+	}
+	t.partial = slices.Clone(b)
+	return nil
 }

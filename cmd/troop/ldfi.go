@@ -75,7 +75,9 @@ func newLDFIRunCmd() *cobra.Command {
 		Long: `Search the failure sets of one request class. The HTTP target sends
 --method to --url, the entry of services instrumented with package fit;
 the oracle is the status (any 2xx unless --status), optionally a body
-predicate (--body-match, --body-reject). Writes DIR/report.json and a
+predicate (--body-match, --body-reject); the lineage comes back in the
+answer, or, with --spans FILE, from the spans the services export there.
+Writes DIR/report.json and a
 scenario file per failure set (replay with troop ldfi replay FILE).
 The store target sends --class ("GET at DC_QUORUM") to a node of a lab
 (--lab DIR [--node NAME]) or at --addr; see docs/store.md.`,
@@ -124,6 +126,7 @@ The store target sends --class ("GET at DC_QUORUM") to a node of a lab
 	f.StringVar(&hc.BodyMatch, "body-match", "", "a regular expression the body of a successful answer matches")
 	f.StringVar(&hc.BodyReject, "body-reject", "", "a regular expression the body of a successful answer does not match")
 	f.DurationVar(&hc.Timeout, "timeout", 10*time.Second, "per request")
+	f.StringVar(&hc.Spans, "spans", "", "read each probe's lineage from the OpenTelemetry spans the services export to this file (a W3C traceparent per probe), not from the answer")
 	f.StringVar(&class, "class", "", `store: the request class, "GET at DC_QUORUM", "SET at DC_ONE" ...`)
 	f.StringVar(&sc.Lab, "lab", "", "store: a lab directory (troop lab up)")
 	f.StringVar(&sc.Node, "node", "", "store: the lab's node to send the class to (default its first)")

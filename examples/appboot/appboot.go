@@ -114,8 +114,9 @@ type part struct {
 }
 
 // Handler serves service name, calling the others at peers (name to base
-// URL) through client.
-func Handler(name string, peers map[string]string, client *http.Client) (http.Handler, error) {
+// URL) through client; done, when set, gets the lineage of every request
+// served (fit.Middleware).
+func Handler(name string, peers map[string]string, client *http.Client, done func(context.Context, *fit.Call)) (http.Handler, error) {
 	steps, ok := services[name]
 	if !ok {
 		return nil, fmt.Errorf("appboot: no service %q (have %s)", name, strings.Join(Names(), ", "))
@@ -130,7 +131,7 @@ func Handler(name string, peers map[string]string, client *http.Client) (http.Ha
 		}
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(out)
-	}), nil))
+	}), done))
 	return mux, nil
 }
 
@@ -209,12 +210,15 @@ func NewClient() *http.Client {
 }
 
 // Main runs one service until SIGTERM or SIGINT: args are
-// --name NAME --listen HOST:PORT --peers NAME=URL,NAME=URL...
+// --name NAME --listen HOST:PORT --peers NAME=URL,NAME=URL... [--spans DEST],
+// DEST a file or an OTLP/HTTP URL the lineage of each request goes to as
+// OpenTelemetry spans (fit.NewSpanExporter).
 func Main(args []string) error {
 	fs := flag.NewFlagSet("appboot", flag.ContinueOnError)
 	name := fs.String("name", "", "the service to run")
 	listen := fs.String("listen", "127.0.0.1:0", "address to serve on")
 	peerList := fs.String("peers", "", "NAME=URL,... of the other services")
+	spans := fs.String("spans", "", "export each request's lineage as OpenTelemetry spans to this file or OTLP/HTTP URL")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -222,7 +226,18 @@ func Main(args []string) error {
 	if err != nil {
 		return err
 	}
-	h, err := Handler(*name, peers, NewClient())
+	var done func(context.Context, *fit.Call)
+	if *spans != "" {
+		exp, closer, err := fit.NewSpanExporter(context.Background(), *spans)
+		if err != nil {
+			return fmt.Errorf("appboot %s: --spans: %w", *name, err)
+		}
+		w := fit.NewSpanWriter(exp)
+		defer closer.Close()
+		defer w.Close(context.Background())
+		done = w.Write
+	}
+	h, err := Handler(*name, peers, NewClient(), done)
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -27,11 +28,12 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-func startCluster(t *testing.T) *Cluster {
+// startCluster starts the services with args added to each command line.
+func startCluster(t *testing.T, args ...string) *Cluster {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := Start(ctx, []string{os.Args[0]}, []string{"APPBOOT_SERVICE=1"})
+	c, err := Start(ctx, append([]string{os.Args[0]}, args...), []string{"APPBOOT_SERVICE=1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,10 +62,14 @@ func key(sets [][]string) []string {
 
 // TestLDFIFindsPlantedFailures runs the search against the real processes:
 // every failure set by design and every planted one, the combination of two
-// included, and nothing else; every scenario replays.
+// included, and nothing else; every scenario replays. The services export
+// their lineage as OpenTelemetry spans to a file, and the search reads each
+// probe's lineage from there, by its traceparent (a probe whose spans do not
+// come fails the search).
 func TestLDFIFindsPlantedFailures(t *testing.T) {
-	c := startCluster(t)
-	target, err := httptarget.New(httptarget.Config{URL: c.GatewayURL(), BodyReject: MemberError, Timeout: 5 * time.Second})
+	spans := filepath.Join(t.TempDir(), "spans.json")
+	c := startCluster(t, "--spans", spans)
+	target, err := httptarget.New(httptarget.Config{URL: c.GatewayURL(), BodyReject: MemberError, Timeout: 5 * time.Second, Spans: spans})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,8 @@ package httptarget
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -33,13 +35,22 @@ type Config struct {
 	BodyMatch  string        `json:"body_match,omitempty"`
 	BodyReject string        `json:"body_reject,omitempty"`
 	Timeout    time.Duration `json:"timeout"`
+	// Spans, when set, is the file the entry service exports its lineage
+	// to as OpenTelemetry spans (fit.NewSpanExporter): each probe carries a
+	// W3C traceparent and its lineage is read from the spans of its trace,
+	// not from the answer's header.
+	Spans string `json:"spans,omitempty"`
 }
+
+// spansWait bounds the wait for a probe's spans after its answer.
+const spansWait = 5 * time.Second
 
 // Target probes one request class.
 type Target struct {
 	cfg           Config
 	client        *http.Client
 	match, reject *regexp.Regexp
+	spans         *fit.SpanTail
 }
 
 // New checks cfg and returns its target.
@@ -55,6 +66,11 @@ func New(cfg Config) (*Target, error) {
 		return nil, fmt.Errorf("http target: URL %q: want http://HOST:PORT/PATH", cfg.URL)
 	}
 	t := &Target{cfg: cfg, client: &http.Client{Timeout: cfg.Timeout}}
+	if cfg.Spans != "" {
+		if t.spans, err = fit.NewSpanTail(cfg.Spans); err != nil {
+			return nil, fmt.Errorf("http target: %w", err)
+		}
+	}
 	if cfg.BodyMatch != "" {
 		if t.match, err = regexp.Compile(cfg.BodyMatch); err != nil {
 			return nil, fmt.Errorf("http target: body match: %w", err)
@@ -96,6 +112,11 @@ func (t *Target) Probe(ctx context.Context, scope fit.Scope) (ldfi.Probe, error)
 	if err := fit.SetScopeHeader(req.Header, scope); err != nil {
 		return ldfi.Probe{}, err
 	}
+	var traceID, spanID string
+	if t.spans != nil {
+		traceID, spanID = randomHex(16), randomHex(8)
+		req.Header.Set("traceparent", "00-"+traceID+"-"+spanID+"-01")
+	}
 	resp, err := t.client.Do(req)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -106,7 +127,13 @@ func (t *Target) Probe(ctx context.Context, scope fit.Scope) (ldfi.Probe, error)
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
 	resp.Body.Close()
 	p := ldfi.Probe{OK: true}
-	if tree, lerr := fit.DecodeLineage(resp.Header); tree != nil && lerr == nil {
+	tree, lerr := fit.DecodeLineage(resp.Header)
+	if t.spans != nil {
+		if tree, lerr = t.spans.Lineage(ctx, traceID, spanID, spansWait); lerr != nil {
+			return ldfi.Probe{}, fmt.Errorf("http target: %w", lerr)
+		}
+	}
+	if tree != nil && lerr == nil {
 		p.Lineage = ldfi.Lineage{Known: true, Reached: tree.Reached(), Used: tree.UsedPoints()}
 	}
 	switch {
@@ -120,6 +147,13 @@ func (t *Target) Probe(ctx context.Context, scope fit.Scope) (ldfi.Probe, error)
 		p.OK, p.Detail = false, fmt.Sprintf("HTTP %d, body matches %q: %.80s", resp.StatusCode, t.cfg.BodyReject, t.reject.Find(body))
 	}
 	return p, nil
+}
+
+// randomHex is n random bytes in hex: W3C trace and span IDs.
+func randomHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
 }
 
 func (t *Target) statusOK(code int) bool {
