@@ -80,7 +80,7 @@ func (n *Node) handleClient(cmd resp.Command, s *slot, sess *session, b *batch) 
 	level := n.levelFor(sess, write)
 	var tr *trace
 	if sess.fit != nil {
-		tr = traceFor(sess, c.name, level)
+		tr = n.traceFor(sess, c.name, level)
 	}
 	done := traced(tr, n.timed(write, level, s.complete))
 	switch c.kind {

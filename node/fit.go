@@ -38,6 +38,9 @@ type trace struct {
 	finished bool     // the answer was given: the lineage is final
 	ok       bool     // the answer was not an error
 	waiters  []func() // run once finished
+
+	start, end  time.Time // the request's, for exported spans
+	traceparent string    // the W3C trace the request belongs to, if any
 }
 
 // connFit is a client connection's failure injection state.
@@ -46,17 +49,22 @@ type connFit struct {
 	hasScope bool   // TROOP FIT was given
 	record   bool   // TROOP LINEAGE ON
 	last     *trace // the connection's last traced request
+	// traceparent is the W3C trace of the connection's next traced
+	// requests (TROOP LINEAGE TRACEPARENT), for the exported spans.
+	traceparent string
 }
 
 // traceFor starts the trace of a request of sess, nil when the connection
-// neither injects faults nor records lineage.
-func traceFor(sess *session, command string, level consistency.Level) *trace {
+// neither injects faults nor records lineage; the trace is exported when
+// the request has its answer, if the node exports lineage.
+func (n *Node) traceFor(sess *session, command string, level consistency.Level) *trace {
 	cf := sess.fit
 	if cf == nil || !(cf.hasScope || cf.record) {
 		return nil
 	}
-	tr := &trace{scope: cf.scope, command: command, level: level}
+	tr := &trace{scope: cf.scope, command: command, level: level, start: time.Now(), traceparent: cf.traceparent}
 	cf.last = tr
+	n.exportWhenFinished(tr)
 	return tr
 }
 
@@ -85,6 +93,7 @@ func (tr *trace) finish(reply []byte) {
 	tr.mu.Lock()
 	tr.finished = true
 	tr.ok = len(reply) == 0 || reply[0] != '-'
+	tr.end = time.Now()
 	waiters := tr.waiters
 	tr.waiters = nil
 	tr.mu.Unlock()
@@ -303,6 +312,9 @@ func troopFit(args [][]byte, sess *session) []byte {
 //	                         request as JSON (nil when there is none), once
 //	                         that request has its answer
 //	TROOP LINEAGE ON|OFF  -> trace every request, even without a scope
+//	TROOP LINEAGE TRACEPARENT TP|RESET -> the connection's next traced
+//	                         requests belong to the W3C trace TP (exported
+//	                         spans, troop_lineage_export)
 func troopLineage(args [][]byte, sess *session, complete func([]byte)) {
 	cf := sess.fit
 	switch {
@@ -328,7 +340,21 @@ func troopLineage(args [][]byte, sess *session, complete func([]byte)) {
 			cf.record = false
 		}
 		complete(resp.AppendSimple(nil, "OK"))
+	case len(args) == 4 && strings.EqualFold(string(args[2]), "TRACEPARENT"):
+		tp := string(args[3])
+		if strings.EqualFold(tp, "RESET") {
+			tp = ""
+		} else if err := checkTraceparent(tp); err != nil {
+			complete(resp.AppendError(nil, "ERR troop: "+err.Error()))
+			return
+		}
+		if cf == nil {
+			cf = &connFit{}
+			sess.fit = cf
+		}
+		cf.traceparent = tp
+		complete(resp.AppendSimple(nil, "OK"))
 	default:
-		complete(resp.AppendError(nil, fmt.Sprintf("ERR troop: usage: TROOP LINEAGE [ON|OFF], got %d arguments", len(args)-2)))
+		complete(resp.AppendError(nil, fmt.Sprintf("ERR troop: usage: TROOP LINEAGE [ON|OFF|TRACEPARENT TP|TRACEPARENT RESET], got %d arguments", len(args)-2)))
 	}
 }

@@ -101,6 +101,7 @@ type Node struct {
 	admin     *http.Server
 	closed    bool
 	wg        sync.WaitGroup
+	export    *lineageExport // troop_lineage_export, nil when off (export.go)
 }
 
 // New builds a node from its config. It does not listen yet.
@@ -127,6 +128,9 @@ func New(cfg *topology.Config, log *slog.Logger) (*Node, error) {
 	}
 	n.clock = newClock(uint16(ring.Hash([]byte(cfg.Name))), time.Now)
 	n.dataDir = resolveDataDir(cfg.DataDir, cfg.Source, cfg.Name)
+	if err := n.openLineageExport(); err != nil {
+		return nil, err
+	}
 	conns := max(cfg.DatastoreConnections, 1)
 	for i := 0; i < conns; i++ {
 		n.store = append(n.store, link.New("redis", cfg.Servers[0].Addr, cfg.Timeout, loadScripts))
@@ -292,6 +296,7 @@ func (n *Node) shutdown() {
 	cancel()
 	n.closeLinks()
 	n.wg.Wait()
+	n.closeLineageExport()
 	for _, m := range n.members {
 		if m.hints != nil {
 			m.hints.close()

@@ -62,6 +62,7 @@ type Config struct {
 	ReadRepair          bool          // troop_read_repair, default true
 	AntiEntropyInterval time.Duration // troop_anti_entropy_interval_ms: 0 = off, default 0 (off)
 	RepairKeysPerSec    int           // troop_repair_keys_per_sec: anti-entropy repair rate, default 1000
+	LineageExport       string        // troop_lineage_export: FILE or http(s)://OTLP endpoint for traced requests' lineage as spans; "" = off
 
 	// PlantedBug is troop_planted_bug: a deliberate defect, for testing the
 	// testers (ldfi, troop run); "" (none) by default and for any real use.

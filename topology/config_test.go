@@ -307,6 +307,8 @@ func TestErrors(t *testing.T) {
 			`x.yml:6: troop_hinted_handoff: "yes" is not true or false`},
 		{"zero repair rate", with("  troop_repair_keys_per_sec: 0\n"),
 			`x.yml:6: troop_repair_keys_per_sec: 0 is out of range (1 to 2147483647)`},
+		{"lineage export without an endpoint", with("  troop_lineage_export: http://\n"),
+			`x.yml:6: troop_lineage_export: "http://": want a file or an OTLP/HTTP endpoint such as http://localhost:4318/v1/traces`},
 		{"unknown planted bug", with("  troop_planted_bug: lose-everything\n"),
 			`x.yml:6: troop_planted_bug: "lose-everything" is not a planted bug troop knows (want none, no-read-failover or local-writes-only)`},
 
@@ -426,6 +428,11 @@ func TestAccepted(t *testing.T) {
 			eq(t, "ReadRepair", c.ReadRepair, false)
 			eq(t, "AntiEntropyInterval", c.AntiEntropyInterval, 10*time.Minute)
 			eq(t, "RepairKeysPerSec", c.RepairKeysPerSec, 50)
+		}},
+		{"lineage export", with("  troop_lineage_export: /tmp/spans.json\n"), func(t *testing.T, c *Config) {
+			if c.LineageExport != "/tmp/spans.json" {
+				t.Errorf("LineageExport %q", c.LineageExport)
+			}
 		}},
 		{"planted bug", with("  troop_planted_bug: no-read-failover\n"), func(t *testing.T, c *Config) {
 			eq(t, "PlantedBug", c.PlantedBug, BugNoReadFailover)

@@ -233,6 +233,17 @@ var keys = []keySpec{
 	msKey("troop_anti_entropy_interval_ms", func(c *Config) *time.Duration { return &c.AntiEntropyInterval }, 0, DefaultAntiEntropyInterval, false),
 	intKey("troop_repair_keys_per_sec", func(c *Config) *int { return &c.RepairKeysPerSec }, 1, DefaultRepairKeysPerSec),
 	{
+		name:  "troop_lineage_export",
+		set:   func(c *Config, v value) error { c.LineageExport = v.text; return checkLineageExport(v.text) },
+		check: func(c *Config) error { return checkLineageExport(c.LineageExport) },
+		emit: func(c *Config) *yaml.Node {
+			if c.LineageExport == "" {
+				return nil
+			}
+			return strNode(c.LineageExport)
+		},
+	},
+	{
 		name: "troop_planted_bug",
 		set: func(c *Config, v value) error {
 			c.PlantedBug = v.text
@@ -249,6 +260,21 @@ var keys = []keySpec{
 			return strNode(c.PlantedBug)
 		},
 	},
+}
+
+// checkLineageExport accepts "" (off), a file (PATH or file:PATH), or an
+// OTLP/HTTP endpoint (http:// or https:// URL, or otlp:URL); docs/config.md.
+func checkLineageExport(s string) error {
+	if err := checkText(s); err != nil {
+		return err
+	}
+	rest, otlp := strings.CutPrefix(s, "otlp:")
+	switch {
+	case s == "file:" || rest == "http://" || rest == "https://",
+		otlp && !strings.HasPrefix(rest, "http://") && !strings.HasPrefix(rest, "https://"):
+		return fmt.Errorf("%q: want a file or an OTLP/HTTP endpoint such as http://localhost:4318/v1/traces", s)
+	}
+	return nil
 }
 
 // checkPlantedBug accepts "" (none) and the planted bugs troop knows.

@@ -47,7 +47,15 @@ type Config struct {
 	WriteLevel string `json:"write_level,omitempty"`
 	// Timeout bounds one probe (its write, command and lineage).
 	Timeout time.Duration `json:"timeout,omitempty"`
+	// Spans, when set, is the file the node exports lineage to
+	// (troop_lineage_export): each probe's command gets a W3C traceparent
+	// (TROOP LINEAGE TRACEPARENT) and its lineage is read from the spans of
+	// its trace, not from TROOP LINEAGE.
+	Spans string `json:"spans,omitempty"`
 }
+
+// spansWait bounds the wait for a probe's spans after its answer.
+const spansWait = 5 * time.Second
 
 // DefaultTimeout bounds a probe: longer than a DC_ONE read that fails over
 // through three racks each timing out after the node's default 5 s.
@@ -76,6 +84,7 @@ type Target struct {
 	rd    *resp.Reader
 	value uint64 // the last value a probe wrote
 	epoch int64  // makes values unique across targets
+	spans *fit.SpanTail
 }
 
 // New checks cfg, resolves a lab's node to its address, and returns the
@@ -111,7 +120,13 @@ func New(cfg Config) (*Target, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Target{cfg: cfg, addr: addr, level: level, writeLevel: writeLevel, epoch: time.Now().UnixNano()}, nil
+	t := &Target{cfg: cfg, addr: addr, level: level, writeLevel: writeLevel, epoch: time.Now().UnixNano()}
+	if cfg.Spans != "" {
+		if t.spans, err = fit.NewSpanTail(cfg.Spans); err != nil {
+			return nil, fmt.Errorf("store target: %w", err)
+		}
+	}
+	return t, nil
 }
 
 // resolve finds the node's address.
@@ -219,10 +234,18 @@ func (t *Target) Probe(ctx context.Context, scope fit.Scope) (ldfi.Probe, error)
 		cmds = append(cmds, []string{"TROOP", "FIT", "RESET"}, []string{"SET", t.cfg.Key, value})
 	}
 	cmds = append(cmds, []string{"TROOP", "FIT", fitArg})
+	var traceID, spanID string
+	if t.spans != nil {
+		traceID, spanID = fit.NewTraceparent()
+		cmds = append(cmds, []string{"TROOP", "LINEAGE", "TRACEPARENT", "00-" + traceID + "-" + spanID + "-01"})
+	}
 	if t.cfg.Command == "GET" {
 		cmds = append(cmds, []string{"GET", t.cfg.Key})
 	} else {
 		cmds = append(cmds, []string{"SET", t.cfg.Key, value})
+	}
+	if t.spans != nil {
+		cmds = append(cmds, []string{"TROOP", "LINEAGE", "TRACEPARENT", "RESET"})
 	}
 	cmds = append(cmds, []string{"TROOP", "LINEAGE"})
 	replies, err := t.roundTrip(cmds, deadline)
@@ -242,8 +265,22 @@ func (t *Target) Probe(ctx context.Context, scope fit.Scope) (ldfi.Probe, error)
 	if f := replies[0]; f.IsError() {
 		return ldfi.Probe{}, fmt.Errorf("store target: TROOP FIT %s: %s", fitArg, f.Str)
 	}
+	if t.spans != nil {
+		for _, r := range []resp.Value{replies[1], replies[3]} {
+			if r.IsError() {
+				return ldfi.Probe{}, fmt.Errorf("store target: TROOP LINEAGE TRACEPARENT: %s", r.Str)
+			}
+		}
+		replies = []resp.Value{replies[0], replies[2], replies[4]}
+	}
 	p := ldfi.Probe{OK: true}
-	if l := replies[2]; !l.IsError() && !l.IsNull {
+	if t.spans != nil {
+		tree, err := t.spans.Lineage(ctx, traceID, spanID, spansWait)
+		if err != nil {
+			return ldfi.Probe{}, fmt.Errorf("store target: %w", err)
+		}
+		p.Lineage = ldfi.Lineage{Known: true, Reached: tree.Reached(), Used: tree.UsedPoints()}
+	} else if l := replies[2]; !l.IsError() && !l.IsNull {
 		var lin node.Lineage
 		if err := json.Unmarshal(l.Str, &lin); err == nil {
 			p.Lineage = ldfi.Lineage{Known: true, Reached: lin.Reached, Used: lin.Used}

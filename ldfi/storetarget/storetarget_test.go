@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -75,7 +76,12 @@ func failureSets(combos ...[]string) []string {
 // failure sets found, each as its sorted points joined by " + ".
 func search(t *testing.T, l *lab.Lab, class string, maxFaults int) (*ldfi.Report, []string) {
 	t.Helper()
-	cfg := Config{Lab: l.Dir(), Node: a, Timeout: 20 * time.Second}
+	return searchConfig(t, Config{Lab: l.Dir(), Node: a, Timeout: 20 * time.Second}, class, maxFaults)
+}
+
+// searchConfig is search with the target's configuration given.
+func searchConfig(t *testing.T, cfg Config, class string, maxFaults int) (*ldfi.Report, []string) {
+	t.Helper()
 	if err := ParseClass(class, &cfg); err != nil {
 		t.Fatal(err)
 	}
@@ -147,21 +153,68 @@ func TestSearchStore(t *testing.T) {
 	}
 }
 
+// TestSearchStoreFromSpans: node A exports the lineage of traced requests as
+// OpenTelemetry spans to a file (troop_lineage_export), and the search reads
+// each probe's lineage from there by its traceparent; it finds the same
+// failure sets as from TROOP LINEAGE.
+func TestSearchStoreFromSpans(t *testing.T) {
+	l := testlab.Start(t, lab.Spec{})
+	spans := filepath.Join(t.TempDir(), "spans.json")
+	reconfigure(t, l, "troop_lineage_export", spans, []string{a}, func(lab.Node) string { return "" })
+	_, found := searchConfig(t, Config{Lab: l.Dir(), Node: a, Timeout: 20 * time.Second, Spans: spans}, "GET at DC_QUORUM", 2)
+	if want := failureSets([]string{a, b}, []string{a, c}, []string{b, c}); !slices.Equal(found, want) {
+		t.Errorf("GET at DC_QUORUM from spans: failure sets\n%v\nwant the three pairs of replicas\n%v", found, want)
+	}
+	trees, err := readSpansFile(spans)
+	if err != nil || len(trees) == 0 || trees[0].Service != a {
+		t.Errorf("spans file: %d trees, %v; want trees of node %s", len(trees), err, a)
+	}
+}
+
+func readSpansFile(path string) ([]*fit.Call, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return fit.ReadSpans(f)
+}
+
 // plant restarts every node of l with troop_planted_bug set.
 func plant(t *testing.T, l *lab.Lab, bug string) {
 	t.Helper()
+	var names []string
 	for _, n := range l.Nodes() {
+		names = append(names, n.Name)
+	}
+	reconfigure(t, l, "troop_planted_bug", bug, names, func(n lab.Node) string {
+		if got := info(n.StatsListen); got.PlantedBug != bug {
+			return fmt.Sprintf("%s runs with planted bug %q", n.Name, got.PlantedBug)
+		}
+		return ""
+	})
+}
+
+// reconfigure sets key to value in the config of the named nodes of l and
+// restarts them, then waits until ready says "" of every node and every
+// node sees every peer up.
+func reconfigure(t *testing.T, l *lab.Lab, key, value string, names []string, ready func(lab.Node) string) {
+	t.Helper()
+	for _, n := range l.Nodes() {
+		if !slices.Contains(names, n.Name) {
+			continue
+		}
 		text, err := os.ReadFile(n.Config)
 		if err != nil {
 			t.Fatal(err)
 		}
 		var lines []string
 		for _, line := range strings.SplitAfter(string(text), "\n") {
-			if !strings.Contains(line, "troop_planted_bug:") {
+			if !strings.Contains(line, key+":") {
 				lines = append(lines, line)
 			}
 		}
-		lines = append(lines, "  troop_planted_bug: "+bug+"\n")
+		lines = append(lines, "  "+key+": "+value+"\n")
 		if err := os.WriteFile(n.Config, []byte(strings.Join(lines, "")), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -172,19 +225,19 @@ func plant(t *testing.T, l *lab.Lab, bug string) {
 			t.Fatal(err)
 		}
 	}
-	// Wait until every node has the bug and sees every peer up: a peer
+	// Wait until every node is ready and sees every peer up: a peer
 	// still marked down from the restart would get no reads.
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		missing := ""
 		for _, n := range l.Nodes() {
-			if got := info(n.StatsListen); got.PlantedBug != bug {
-				missing = fmt.Sprintf("%s runs with planted bug %q", n.Name, got.PlantedBug)
-			} else {
-				for _, p := range got.Peers {
-					if p.State != "up" || !p.Connected {
-						missing = fmt.Sprintf("%s sees %s %s", n.Name, p.Name, p.State)
-					}
+			if m := ready(n); m != "" {
+				missing = m
+				continue
+			}
+			for _, p := range info(n.StatsListen).Peers {
+				if p.State != "up" || !p.Connected {
+					missing = fmt.Sprintf("%s sees %s %s", n.Name, p.Name, p.State)
 				}
 			}
 		}
