@@ -98,6 +98,7 @@ The store target sends --class ("GET at DC_QUORUM") to a node of a lab
 				}
 				t, err = httptarget.New(hc)
 			case hc.URL == "" && class != "":
+				sc.Spans = hc.Spans // --spans serves both targets
 				if err = storetarget.ParseClass(class, &sc); err == nil {
 					var st *storetarget.Target
 					if st, err = storetarget.New(sc); err == nil {
@@ -126,7 +127,7 @@ The store target sends --class ("GET at DC_QUORUM") to a node of a lab
 	f.StringVar(&hc.BodyMatch, "body-match", "", "a regular expression the body of a successful answer matches")
 	f.StringVar(&hc.BodyReject, "body-reject", "", "a regular expression the body of a successful answer does not match")
 	f.DurationVar(&hc.Timeout, "timeout", 10*time.Second, "per request")
-	f.StringVar(&hc.Spans, "spans", "", "read each probe's lineage from the OpenTelemetry spans the services export to this file (a W3C traceparent per probe), not from the answer")
+	f.StringVar(&hc.Spans, "spans", "", "read each probe's lineage from the OpenTelemetry spans the services (or the node: troop_lineage_export) export to this file, by a W3C traceparent per probe, not from the answer")
 	f.StringVar(&class, "class", "", `store: the request class, "GET at DC_QUORUM", "SET at DC_ONE" ...`)
 	f.StringVar(&sc.Lab, "lab", "", "store: a lab directory (troop lab up)")
 	f.StringVar(&sc.Node, "node", "", "store: the lab's node to send the class to (default its first)")
