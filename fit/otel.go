@@ -3,6 +3,8 @@ package fit
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -119,6 +121,15 @@ type spanJSON struct {
 			Value any
 		}
 	}
+}
+
+// NewTraceparent returns a random W3C trace ID and span ID, in hex: a caller
+// sends "00-TRACE-SPAN-01" as the traceparent of a request, and finds the
+// request's spans with SpanTail.Lineage(ctx, TRACE, SPAN, ...).
+func NewTraceparent() (traceID, spanID string) {
+	b := make([]byte, 24)
+	rand.Read(b)
+	return hex.EncodeToString(b[:16]), hex.EncodeToString(b[16:])
 }
 
 // An exportedSpan is one span of a lineage, as read back.

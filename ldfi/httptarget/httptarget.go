@@ -5,8 +5,6 @@ package httptarget
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -114,7 +112,7 @@ func (t *Target) Probe(ctx context.Context, scope fit.Scope) (ldfi.Probe, error)
 	}
 	var traceID, spanID string
 	if t.spans != nil {
-		traceID, spanID = randomHex(16), randomHex(8)
+		traceID, spanID = fit.NewTraceparent()
 		req.Header.Set("traceparent", "00-"+traceID+"-"+spanID+"-01")
 	}
 	resp, err := t.client.Do(req)
@@ -147,13 +145,6 @@ func (t *Target) Probe(ctx context.Context, scope fit.Scope) (ldfi.Probe, error)
 		p.OK, p.Detail = false, fmt.Sprintf("HTTP %d, body matches %q: %.80s", resp.StatusCode, t.cfg.BodyReject, t.reject.Find(body))
 	}
 	return p, nil
-}
-
-// randomHex is n random bytes in hex: W3C trace and span IDs.
-func randomHex(n int) string {
-	b := make([]byte, n)
-	rand.Read(b)
-	return hex.EncodeToString(b)
 }
 
 func (t *Target) statusOK(code int) bool {
