@@ -10,6 +10,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/troop-lab/troop/internal/outfile"
 )
 
 // WallClock is the real clock.
@@ -45,27 +47,15 @@ func (r *Report) WriteFiles(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	if err := writeJSONFile(filepath.Join(dir, "report.json"), r.WriteJSON); err != nil {
+	if err := outfile.Write(filepath.Join(dir, "report.json"), r.WriteJSON); err != nil {
 		return err
 	}
 	for i, f := range r.Failures {
-		if err := writeJSONFile(filepath.Join(dir, ScenarioFile(i)), f.Scenario.WriteJSON); err != nil {
+		if err := outfile.Write(filepath.Join(dir, ScenarioFile(i)), f.Scenario.WriteJSON); err != nil {
 			return err
 		}
 	}
 	return nil
-}
-
-func writeJSONFile(path string, write func(io.Writer) error) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if err := write(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
 }
 
 // WriteText writes the readable report.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/signal"
 	"runtime/pprof"
@@ -14,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/troop-lab/troop/bench"
 	"github.com/troop-lab/troop/client"
+	"github.com/troop-lab/troop/internal/outfile"
 	"golang.org/x/sys/unix"
 )
 
@@ -63,7 +63,7 @@ See docs/bench.md.`,
 				return fmt.Errorf("bench: %w", err)
 			}
 			if out != "" {
-				if err := writeFile(out, res.WriteJSON); err != nil {
+				if err := outfile.Write(out, res.WriteJSON); err != nil {
 					return fmt.Errorf("bench: %w", err)
 				}
 				fmt.Printf("result written to %s\n", out)
@@ -212,17 +212,4 @@ func newBenchCompareCmd() *cobra.Command {
 func isTerminal(f *os.File) bool {
 	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
 	return err == nil
-}
-
-// writeFile writes a file through write, reporting the first error.
-func writeFile(path string, write func(w io.Writer) error) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if err := write(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/troop-lab/troop/internal/outfile"
 	"github.com/troop-lab/troop/ldfi"
 	"github.com/troop-lab/troop/ldfi/sim"
 )
@@ -54,7 +55,7 @@ space. See docs/ldfi.md.`,
 			}
 			sim.WriteTable(os.Stdout, results)
 			if out != "" {
-				return writeFile(out, func(w io.Writer) error {
+				return outfile.Write(out, func(w io.Writer) error {
 					enc := json.NewEncoder(w)
 					enc.SetIndent("", "  ")
 					return enc.Encode(map[string]any{"version": version, "seed": seed, "max_faults": k, "enumerator": enumName, "random_cap": randomCap, "results": results})

@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"github.com/troop-lab/troop/internal/outfile"
 	"github.com/troop-lab/troop/report"
 	"github.com/troop-lab/troop/suite"
 )
@@ -96,15 +97,7 @@ func runSuite(ctx context.Context, cfg suite.Config, out string, stdout io.Write
 }
 
 func writeReport(rep *suite.Report, htmlPath, jsonPath string) error {
-	hf, err := os.Create(htmlPath)
-	if err != nil {
-		return err
-	}
-	if err := report.WriteHTML(hf, rep); err != nil {
-		hf.Close()
-		return err
-	}
-	if err := hf.Close(); err != nil {
+	if err := outfile.Write(htmlPath, func(w io.Writer) error { return report.WriteHTML(w, rep) }); err != nil {
 		return err
 	}
 	data, err := json.MarshalIndent(rep, "", " ")
