@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/troop-lab/troop/internal/ctxtime"
 )
 
 // A Call is one node of a request's lineage: an injection point the request
@@ -204,20 +206,11 @@ func inject(ctx context.Context, point string, fault Fault) error {
 	case Error:
 		return &InjectedError{Point: point, Kind: Error}
 	case Timeout:
-		t := time.NewTimer(MaxTimeout)
-		defer t.Stop()
-		select {
-		case <-ctx.Done():
-		case <-t.C:
-		}
+		ctxtime.Sleep(ctx, MaxTimeout) // a timeout fails as one, however the wait ends
 		return &InjectedError{Point: point, Kind: Timeout}
 	case Delay:
-		t := time.NewTimer(fault.Delay)
-		defer t.Stop()
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
+		if err := ctxtime.Sleep(ctx, fault.Delay); err != nil {
+			return err
 		}
 	}
 	return nil

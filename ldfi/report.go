@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/troop-lab/troop/internal/ctxtime"
 	"github.com/troop-lab/troop/internal/outfile"
 )
 
@@ -21,16 +22,7 @@ type WallClock struct{}
 func (WallClock) Now() time.Time { return time.Now() }
 
 // Sleep implements Clock.
-func (WallClock) Sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
+func (WallClock) Sleep(ctx context.Context, d time.Duration) error { return ctxtime.Sleep(ctx, d) }
 
 // ScenarioFile is the name of the i-th failure set's scenario (from 0).
 func ScenarioFile(i int) string { return fmt.Sprintf("scenario-%02d.json", i+1) }
