@@ -118,6 +118,19 @@ func (t *Terminator) status(ctx context.Context) (*lab.Status, error) {
 	return st, nil
 }
 
+// node returns the lab's status and the named node's part of it.
+func (t *Terminator) node(ctx context.Context, name string) (*lab.Status, *lab.NodeStatus, error) {
+	st, err := t.status(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	n, err := st.Node(name)
+	if err != nil {
+		return nil, nil, fmt.Errorf("lab backend: %w", err)
+	}
+	return st, n, nil
+}
+
 // Instances returns the positions matching g's selector whose node process
 // is running. A node that is down, starting or being replaced is no
 // candidate: Chaos Monkey kills healthy instances, and killing one twice
@@ -166,13 +179,9 @@ func (t *Terminator) Act(ctx context.Context, inst chaos.Instance, a chaos.Actio
 	if a.Kind != chaos.Terminate {
 		return fmt.Errorf("lab backend: %s of %s is leased: use Begin", a.Kind, inst.ID)
 	}
-	st, err := t.status(ctx)
+	_, n, err := t.node(ctx, inst.ID)
 	if err != nil {
 		return err
-	}
-	n, err := st.Node(inst.ID)
-	if err != nil {
-		return fmt.Errorf("lab backend: %w", err)
 	}
 	sup, err := t.supervisor(ctx)
 	if err != nil {
@@ -245,11 +254,7 @@ func (t *Terminator) AwaitRecovery(ctx context.Context, inst chaos.Instance, sin
 
 // recovered returns nil once the node is back, or what is still missing.
 func (t *Terminator) recovered(ctx context.Context, node string, oldPID int) error {
-	st, err := t.status(ctx)
-	if err != nil {
-		return err
-	}
-	n, err := st.Node(node)
+	_, n, err := t.node(ctx, node)
 	if err != nil {
 		return err
 	}

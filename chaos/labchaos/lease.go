@@ -55,13 +55,9 @@ const (
 //   - stop, restart: a graceful stop; the revert starts the node again (for
 //     a restart, at once: its lease ends as it begins).
 func (t *Terminator) Begin(ctx context.Context, l chaos.Lease) (map[string]string, error) {
-	st, err := t.status(ctx)
+	st, n, err := t.node(ctx, l.Instance.ID)
 	if err != nil {
 		return nil, err
-	}
-	n, err := st.Node(l.Instance.ID)
-	if err != nil {
-		return nil, fmt.Errorf("lab backend: %w", err)
 	}
 	p := n.NodeP
 	switch l.Action.Kind {
@@ -170,13 +166,9 @@ func (t *Terminator) Revert(ctx context.Context, l chaos.Lease) error {
 	case chaos.Pause:
 		pid, ticks, ok := undoProcess(l)
 		if !ok {
-			st, err := t.status(ctx)
+			_, n, err := t.node(ctx, l.Instance.ID)
 			if err != nil {
 				return err
-			}
-			n, err := st.Node(l.Instance.ID)
-			if err != nil {
-				return fmt.Errorf("lab backend: %w", err)
 			}
 			pid, ticks = n.NodeP.PID, n.NodeP.StartTicks
 		}
@@ -198,13 +190,9 @@ func (t *Terminator) Revert(ctx context.Context, l chaos.Lease) error {
 		}
 		return nil
 	case chaos.Stop, chaos.Restart:
-		st, err := t.status(ctx)
+		_, n, err := t.node(ctx, l.Instance.ID)
 		if err != nil {
 			return err
-		}
-		n, err := st.Node(l.Instance.ID)
-		if err != nil {
-			return fmt.Errorf("lab backend: %w", err)
 		}
 		if n.NodeP.State == lab.Running {
 			return nil
