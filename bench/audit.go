@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"sync"
 	"time"
-
-	"github.com/troop-lab/troop/resp"
 )
 
 // AuditResult is what a read-back of every written key found.
@@ -63,16 +61,21 @@ func Audit(ctx context.Context, target Target, m *Model, keySize int) (AuditResu
 		target.Flush()
 		wg.Wait()
 		for i, k := range batch {
-			ans, err := auditAnswer(names[i], replies[i])
-			switch {
-			case err != nil && ans.corrupt:
+			var ans Answer
+			o := Error
+			v, why := replyValue(replies[i])
+			if why == "" {
+				ans, o, why = getAnswer(names[i], v)
+			}
+			switch o {
+			case Fail:
 				res.Corrupt++
-				note("GET %s: %v", names[i], err)
-			case err != nil:
+				note("GET %s: %s", names[i], why)
+			case Error:
 				res.Errors++
-				note("GET %s: %v", names[i], err)
+				note("GET %s: %s", names[i], why)
 			default:
-				if ok, why := m.check(k, begins[i], ans.Answer, 0, 0); !ok {
+				if ok, why := m.check(k, begins[i], ans, 0, 0); !ok {
 					res.Lost++
 					note("GET %s: %s", names[i], why)
 				}
@@ -81,32 +84,4 @@ func Audit(ctx context.Context, target Target, m *Model, keySize int) (AuditResu
 	}
 	res.Seconds = time.Since(start).Seconds()
 	return res, nil
-}
-
-type auditReply struct {
-	Answer
-	corrupt bool
-}
-
-// auditAnswer turns a GET reply into an Answer, or says why it is none.
-func auditAnswer(key []byte, rp reply) (auditReply, error) {
-	if rp.err != nil {
-		return auditReply{}, rp.err
-	}
-	v, err := resp.Parse(rp.raw)
-	switch {
-	case err != nil:
-		return auditReply{}, fmt.Errorf("unreadable reply: %v", err)
-	case v.Type == resp.Error || v.Type == resp.BlobError:
-		return auditReply{}, fmt.Errorf("%s", v.Str)
-	case v.IsNull:
-		return auditReply{Answer: Answer{Missing: true}}, nil
-	case v.Type != resp.BulkString:
-		return auditReply{}, fmt.Errorf("unexpected reply type %q", byte(v.Type))
-	}
-	ver, integ := Verify(key, v.Str)
-	if integ != Intact {
-		return auditReply{corrupt: true}, fmt.Errorf("value is %s", integ)
-	}
-	return auditReply{Answer: Answer{Version: ver}}, nil
 }

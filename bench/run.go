@@ -482,24 +482,12 @@ var (
 // end.
 func (r *runner) judge(op Op, key []byte, version, begin, end uint64, rp reply) (Outcome, string) {
 	isWrite := op.Kind == Set || op.Kind == Del
-	if rp.err != nil {
+	v, why := replyValue(rp)
+	if why != "" {
 		if isWrite {
 			r.model.EndWrite(op.Key, version, false)
 		}
-		return Error, fmt.Sprintf("%s %s: %v", op.Kind, key, rp.err)
-	}
-	v, err := resp.Parse(rp.raw)
-	if err != nil {
-		if isWrite {
-			r.model.EndWrite(op.Key, version, false)
-		}
-		return Error, fmt.Sprintf("%s %s: unreadable reply: %v", op.Kind, key, err)
-	}
-	if v.Type == resp.Error || v.Type == resp.BlobError {
-		if isWrite {
-			r.model.EndWrite(op.Key, version, false)
-		}
-		return Error, fmt.Sprintf("%s %s: %s", op.Kind, key, v.Str)
+		return Error, fmt.Sprintf("%s %s: %s", op.Kind, key, why)
 	}
 	switch op.Kind {
 	case Set:
@@ -522,23 +510,49 @@ func (r *runner) judge(op Op, key []byte, version, begin, end uint64, rp reply) 
 		return OK, ""
 	}
 	// GET, or the read of a read-modify-write.
-	if v.IsNull {
-		if ok, why := r.model.CheckEnded(op.Key, begin, end, Answer{Missing: true}, 0); !ok {
-			return Fail, fmt.Sprintf("GET %s: %s", key, why)
+	ans, o, why := getAnswer(key, v)
+	if o == OK {
+		if ok, modelWhy := r.model.CheckEnded(op.Key, begin, end, ans, 0); !ok {
+			o, why = Fail, modelWhy
 		}
-		return OK, ""
 	}
-	if v.Type != resp.BulkString {
-		return Error, fmt.Sprintf("GET %s: unexpected reply type %q", key, byte(v.Type))
+	if o != OK {
+		return o, fmt.Sprintf("GET %s: %s", key, why)
+	}
+	return OK, ""
+}
+
+// replyValue parses a reply, or says why it is no answer: the transport
+// failed, the frame is unreadable, or it is an error reply.
+func replyValue(rp reply) (resp.Value, string) {
+	if rp.err != nil {
+		return resp.Value{}, rp.err.Error()
+	}
+	v, err := resp.Parse(rp.raw)
+	switch {
+	case err != nil:
+		return v, fmt.Sprintf("unreadable reply: %v", err)
+	case v.Type == resp.Error || v.Type == resp.BlobError:
+		return v, string(v.Str)
+	}
+	return v, ""
+}
+
+// getAnswer reads a GET reply that is not an error: what it says of the key
+// (OK), or why it says nothing: an Error for a reply of the wrong type, a
+// Fail for a value that is corrupt or names another key.
+func getAnswer(key []byte, v resp.Value) (Answer, Outcome, string) {
+	switch {
+	case v.IsNull:
+		return Answer{Missing: true}, OK, ""
+	case v.Type != resp.BulkString:
+		return Answer{}, Error, fmt.Sprintf("unexpected reply type %q", byte(v.Type))
 	}
 	ver, integ := Verify(key, v.Str)
 	if integ != Intact {
-		return Fail, fmt.Sprintf("GET %s: value is %s", key, integ)
+		return Answer{}, Fail, fmt.Sprintf("value is %s", integ)
 	}
-	if ok, why := r.model.CheckEnded(op.Key, begin, end, Answer{Version: ver}, 0); !ok {
-		return Fail, fmt.Sprintf("GET %s: %s", key, why)
-	}
-	return OK, ""
+	return Answer{Version: ver}, OK, ""
 }
 
 // rateCheck is the open-loop half of the self-check: a generator that could
