@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"sort"
 
 	"github.com/troop-lab/troop/client"
 )
@@ -31,22 +30,15 @@ func NewClusterTarget(nodes []client.Node, dc string, opts client.Options) (*Clu
 	if dc == "" {
 		dc = nodes[0].DC
 	}
-	t := &ClusterTarget{dc: dc, level: opts.ReadLevel}
-	seen := map[string]bool{}
+	t := &ClusterTarget{dc: dc, level: opts.ReadLevel, racks: client.Racks(nodes, dc)}
 	for _, n := range nodes {
-		if n.DC != dc {
-			continue
-		}
-		t.nodes++
-		if !seen[n.Rack] {
-			seen[n.Rack] = true
-			t.racks = append(t.racks, n.Rack)
+		if n.DC == dc {
+			t.nodes++
 		}
 	}
 	if t.nodes == 0 {
 		return nil, fmt.Errorf("the cluster has no node in datacenter %q", dc)
 	}
-	sort.Strings(t.racks)
 	for _, rack := range t.racks {
 		o := opts
 		o.DC, o.Rack = dc, rack

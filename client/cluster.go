@@ -132,10 +132,8 @@ func normalizeLevel(what, level string) (string, error) {
 	return "", fmt.Errorf("client: %s consistency %q: want DC_ONE, DC_QUORUM or DC_SAFE_QUORUM", what, level)
 }
 
-// rackOrder lists the racks of dc in the order the client tries them: its
-// own, then the following ones by name, wrapping around, so that the
-// failover load of each rack falls on a different neighbour.
-func rackOrder(nodes []Node, dc, own string) []string {
+// Racks lists the racks of datacenter dc that nodes have, sorted by name.
+func Racks(nodes []Node, dc string) []string {
 	var racks []string
 	for _, n := range nodes {
 		if n.DC == dc {
@@ -143,6 +141,14 @@ func rackOrder(nodes []Node, dc, own string) []string {
 		}
 	}
 	sort.Strings(racks)
+	return racks
+}
+
+// rackOrder lists the racks of dc in the order the client tries them: its
+// own, then the following ones by name, wrapping around, so that the
+// failover load of each rack falls on a different neighbour.
+func rackOrder(nodes []Node, dc, own string) []string {
+	racks := Racks(nodes, dc)
 	i := sort.SearchStrings(racks, own)
 	return append(racks[i:], racks[:i]...)
 }

@@ -46,7 +46,7 @@ func RunRegisters(ctx context.Context, nodes []client.Node, cfg RegisterConfig) 
 	if len(nodes) == 0 {
 		return nil, errors.New("register workload: the cluster has no nodes")
 	}
-	racks := racksOf(nodes)
+	racks := client.Racks(nodes, nodes[0].DC)
 	clients := make([]*client.Cluster, cfg.Clients)
 	for i := range clients {
 		c, err := client.NewCluster(nodes, client.Options{
@@ -125,16 +125,4 @@ func do(ctx context.Context, c *client.Cluster, op *check.Op) error {
 	}
 	op.Value = n
 	return nil
-}
-
-// racksOf lists the racks of the first node's datacenter, sorted.
-func racksOf(nodes []client.Node) []string {
-	var racks []string
-	for _, n := range nodes {
-		if n.DC == nodes[0].DC && !slices.Contains(racks, n.Rack) {
-			racks = append(racks, n.Rack)
-		}
-	}
-	slices.Sort(racks)
-	return racks
 }
