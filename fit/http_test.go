@@ -66,7 +66,7 @@ func newApp(t *testing.T) *app {
 			list, err = get(WithOptions(ctx, AlternativeOf("api->playlist")), a.pf.URL)
 		}
 		if err != nil {
-			http.Error(w, "no playlist", 503)
+			http.Error(w, "no playlist", http.StatusServiceUnavailable)
 			return
 		}
 		fmt.Fprint(w, rating, "+", list)

@@ -245,7 +245,7 @@ func (l *Link) readLoop(conn net.Conn, rd *resp.Reader) {
 		if cap(arena)-len(arena) < arenaMinFree {
 			arena = make([]byte, 0, arenaSize)
 		}
-		raw, err := rd.ReadRaw(arena[len(arena):len(arena)])
+		raw, err := rd.ReadRaw(arena[len(arena):])
 		if len(raw) > 0 && cap(arena) > len(arena) && &raw[0] == &arena[:len(arena)+1][len(arena)] {
 			arena = arena[:len(arena)+len(raw)] // carved from the arena
 		}

@@ -70,19 +70,3 @@ func newBackend(b chaos.Backend, o backendOptions) (chaos.Terminator, error) {
 	}
 	return newT(o)
 }
-
-// newBackends builds the Terminator of every backend cfg's groups use.
-func newBackends(cfg *chaos.Config, o backendOptions) (map[chaos.Backend]chaos.Terminator, error) {
-	out := map[chaos.Backend]chaos.Terminator{}
-	for _, g := range cfg.Groups {
-		if _, done := out[g.Backend]; done {
-			continue
-		}
-		t, err := newBackend(g.Backend, o)
-		if err != nil {
-			return nil, fmt.Errorf("group %s: %w", g.Name, err)
-		}
-		out[g.Backend] = t
-	}
-	return out, nil
-}

@@ -23,7 +23,7 @@ func TestOracle(t *testing.T) {
 	defer plain.Close()
 	fitted := httptest.NewServer(fit.Middleware("api", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if err := fit.Do(r.Context(), "api/cache", func(context.Context) error { return nil }); err != nil {
-			http.Error(w, "no cache", 503)
+			http.Error(w, "no cache", http.StatusServiceUnavailable)
 		}
 	}), nil))
 	defer fitted.Close()
