@@ -13,6 +13,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/troop-lab/troop/chaos"
+	"github.com/troop-lab/troop/chaos/chaostest"
 	"github.com/troop-lab/troop/chaos/lease"
 )
 
@@ -34,24 +35,8 @@ func group(name string, labels map[string]string, exceptions ...string) *chaos.G
 	for k, v := range labels {
 		sel[k] = v
 	}
-	g := &chaos.Group{Name: name, Backend: chaos.Docker, Selector: chaos.Selector{Labels: sel}}
-	for _, e := range exceptions {
-		ex, err := chaos.ParseException(e)
-		if err != nil {
-			panic(err)
-		}
-		g.Exceptions = append(g.Exceptions, ex)
-	}
-	return g
-}
-
-func ids(insts []chaos.Instance) []string {
-	var out []string
-	for _, in := range insts {
-		out = append(out, in.ID)
-	}
-	slices.Sort(out)
-	return out
+	return &chaos.Group{Name: name, Backend: chaos.Docker, Selector: chaos.Selector{Labels: sel},
+		Exceptions: chaostest.Exceptions(exceptions...)}
 }
 
 func sorted(s ...string) []string { slices.Sort(s); return s }
@@ -88,8 +73,8 @@ func TestInstancesByLabel(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !slices.Equal(ids(got), tc.want) {
-				t.Errorf("instances = %v, want %v", ids(got), tc.want)
+			if !slices.Equal(chaostest.IDs(got), tc.want) {
+				t.Errorf("instances = %v, want %v", chaostest.IDs(got), tc.want)
 			}
 			for _, in := range got {
 				if in.Group != "g" || in.Name == "" || strings.HasPrefix(in.Name, "/") || in.Labels[runLabel] != runID {
@@ -112,7 +97,7 @@ func TestInstancesByLabel(t *testing.T) {
 		for pick := range uint64(12) {
 			in, ok := chaos.PlannedKill{Pick: pick}.Choose(grp, live)
 			if !ok {
-				t.Fatalf("exceptions %v: no instance chosen from %v", exc, ids(live))
+				t.Fatalf("exceptions %v: no instance chosen from %v", exc, chaostest.IDs(live))
 			}
 			chosen[in.ID] = true
 		}
@@ -148,8 +133,8 @@ func killOne(t *testing.T, term *Terminator, name string, restarts int) chaos.In
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(ids(live), sorted(all...)) {
-		t.Fatalf("instances = %v, want %v", ids(live), sorted(all...))
+	if !slices.Equal(chaostest.IDs(live), sorted(all...)) {
+		t.Fatalf("instances = %v, want %v", chaostest.IDs(live), sorted(all...))
 	}
 	victim, _ := chaos.PlannedKill{Pick: 1}.Choose(grp, live)
 
@@ -218,7 +203,7 @@ func TestTerminateThroughAPI(t *testing.T) {
 	id := run(t, spec{labels: map[string]string{groupLabel: "norestart"}})
 	live, err := term.Instances(ctx, group("norestart", map[string]string{groupLabel: "norestart"}))
 	if err != nil || len(live) != 1 {
-		t.Fatalf("instances = %v, %v; want the one container", ids(live), err)
+		t.Fatalf("instances = %v, %v; want the one container", chaostest.IDs(live), err)
 	}
 	if err := term.Act(ctx, live[0], chaos.Action{Kind: chaos.Terminate}); err != nil {
 		t.Fatal(err)
@@ -239,7 +224,7 @@ func TestRestart(t *testing.T) {
 	ctx := context.Background()
 	live, err := term.Instances(ctx, group("restart", map[string]string{groupLabel: "restart"}))
 	if err != nil || len(live) != 1 {
-		t.Fatalf("instances = %v, %v; want the one container", ids(live), err)
+		t.Fatalf("instances = %v, %v; want the one container", chaostest.IDs(live), err)
 	}
 	since := time.Now()
 	if err := term.Act(ctx, live[0], chaos.Action{Kind: chaos.Restart}); err != nil {
@@ -325,7 +310,7 @@ func TestPause(t *testing.T) {
 	grp := group("pause", map[string]string{groupLabel: "pause"})
 	live, err := term.Instances(ctx, grp)
 	if err != nil || len(live) != 1 {
-		t.Fatalf("instances = %v, %v; want the one container", ids(live), err)
+		t.Fatalf("instances = %v, %v; want the one container", chaostest.IDs(live), err)
 	}
 	inst := live[0]
 
@@ -336,7 +321,7 @@ func TestPause(t *testing.T) {
 		t.Fatalf("after Begin(pause) the container is %s, want paused", c.State.Status)
 	}
 	if again, err := term.Instances(ctx, grp); err != nil || len(again) != 0 {
-		t.Errorf("instances while paused = %v, %v; want none", ids(again), err)
+		t.Errorf("instances while paused = %v, %v; want none", chaostest.IDs(again), err)
 	}
 	done := watchdog(t, term, store, l)
 	if done.Before(l.Until) {
@@ -377,7 +362,7 @@ func TestStop(t *testing.T) {
 	ctx := context.Background()
 	live, err := term.Instances(ctx, group("stop", map[string]string{groupLabel: "stop"}))
 	if err != nil || len(live) != 1 {
-		t.Fatalf("instances = %v, %v; want the one container", ids(live), err)
+		t.Fatalf("instances = %v, %v; want the one container", chaostest.IDs(live), err)
 	}
 	l, store := begin(t, term, live[0], chaos.Action{Kind: chaos.Stop}, 2*time.Second)
 	c := inspect(t, id)
@@ -453,7 +438,7 @@ func TestBurnCPU(t *testing.T) {
 	ctx := context.Background()
 	live, err := term.Instances(ctx, group("burn", map[string]string{groupLabel: "burn"}))
 	if err != nil || len(live) != 1 {
-		t.Fatalf("instances = %v, %v; want the one container", ids(live), err)
+		t.Fatalf("instances = %v, %v; want the one container", chaostest.IDs(live), err)
 	}
 	inst := live[0]
 

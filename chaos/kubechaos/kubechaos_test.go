@@ -29,6 +29,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/troop-lab/troop/chaos"
+	"github.com/troop-lab/troop/chaos/chaostest"
 )
 
 // podState is how a test pod looks.
@@ -118,24 +119,8 @@ func ptrStr(s string) *intstr.IntOrString              { v := intstr.FromString(
 func objs(groups ...[]runtime.Object) []runtime.Object { return slices.Concat(groups...) }
 
 func kubeGroup(ns, selector string, exceptions ...string) *chaos.Group {
-	g := &chaos.Group{Name: "web", Backend: chaos.Kubernetes, Selector: chaos.Selector{Namespace: ns, LabelSelector: selector}}
-	for _, e := range exceptions {
-		ex, err := chaos.ParseException(e)
-		if err != nil {
-			panic(err)
-		}
-		g.Exceptions = append(g.Exceptions, ex)
-	}
-	return g
-}
-
-func instIDs(insts []chaos.Instance) []string {
-	var out []string
-	for _, in := range insts {
-		out = append(out, in.ID)
-	}
-	slices.Sort(out)
-	return out
+	return &chaos.Group{Name: "web", Backend: chaos.Kubernetes, Selector: chaos.Selector{Namespace: ns, LabelSelector: selector},
+		Exceptions: chaostest.Exceptions(exceptions...)}
 }
 
 func TestInstances(t *testing.T) {
@@ -173,8 +158,8 @@ func TestInstances(t *testing.T) {
 			t.Errorf("%s %q: %v", tc.ns, tc.selector, err)
 			continue
 		}
-		if !slices.Equal(instIDs(got), tc.want) {
-			t.Errorf("%s %q: instances %v, want %v", tc.ns, tc.selector, instIDs(got), tc.want)
+		if !slices.Equal(chaostest.IDs(got), tc.want) {
+			t.Errorf("%s %q: instances %v, want %v", tc.ns, tc.selector, chaostest.IDs(got), tc.want)
 		}
 		for _, in := range got {
 			if in.Group != "web" || strings.Contains(in.Name, "/") || in.Labels["app"] != "web" {
