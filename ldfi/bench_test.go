@@ -22,9 +22,9 @@ func lineageFormula(n int, seed uint64) (clauses, exclude [][]int) {
 	for p := 0; p < n; p++ {
 		switch rng.IntN(10) {
 		case 0: // optional
-			clauses = append(clauses, without(base, p))
+			clauses = append(clauses, without(base, []int{p}))
 		case 1: // fallback
-			c := append(without(base, p), next)
+			c := append(without(base, []int{p}), next)
 			next++
 			clauses = append(clauses, c)
 		default:
@@ -32,16 +32,6 @@ func lineageFormula(n int, seed uint64) (clauses, exclude [][]int) {
 		}
 	}
 	return clauses, exclude
-}
-
-func without(set []int, p int) []int {
-	out := make([]int, 0, len(set))
-	for _, q := range set {
-		if q != p {
-			out = append(out, q)
-		}
-	}
-	return out
 }
 
 // BenchmarkEnumerate enumerates every minimal hitting set of up to 2 and 3

@@ -1,8 +1,10 @@
 package ldfi
 
 import (
+	"encoding/json"
+	"hash/fnv"
+	"io"
 	"slices"
-	"strings"
 )
 
 // A Lineage is what one request tells ldfi about its execution.
@@ -43,37 +45,79 @@ type Clause struct {
 // A Formula is the conjunction of the clauses found so far, over the points
 // seen so far. A hypothesis worth testing is a minimal set of points that
 // hits every clause: failing it breaks every execution known to succeed.
+//
+// Clauses are kept as sorted point indices: a search over a thousand points
+// learns tens of thousands of clauses of hundreds of points each, which as
+// names would be a heap of pointers for the garbage collector to scan at
+// every step. Clauses gives them by name; JSON carries them by name too.
 type Formula struct {
-	Points  []string `json:"points"`
-	Clauses []Clause `json:"clauses"`
-	index   map[string]int
-	sets    [][]int
-	seen    map[string]bool
+	Points []string
+	index  map[string]int
+	sets   [][]int           // each clause's points, sorted
+	found  []int             // each clause's experiment
+	seen   map[[16]byte]bool // hashes of the clauses' sets
 }
 
 // Add adds the clause of a successful execution, found by experiment, and
 // reports whether it was new. An empty clause (the request depended on no
 // injection point) is not added: nothing could break it.
 func (f *Formula) Add(points []string, experiment int) bool {
-	points = slices.Clone(points)
-	slices.Sort(points)
-	points = slices.Compact(points)
-	key := strings.Join(points, "\x00")
-	if len(points) == 0 || f.seen[key] {
+	if len(points) == 0 {
+		return false
+	}
+	set := slices.Compact(f.indices(points))
+	h := fnv.New128a()
+	io.WriteString(h, setKey(set))
+	var key [16]byte
+	h.Sum(key[:0])
+	if f.seen[key] {
 		return false
 	}
 	if f.seen == nil {
-		f.seen, f.index = map[string]bool{}, map[string]int{}
+		f.seen = map[[16]byte]bool{}
 	}
 	f.seen[key] = true
-	set := make([]int, len(points))
-	for i, p := range points {
-		set[i] = f.intern(p)
-	}
-	slices.Sort(set)
 	f.sets = append(f.sets, set)
-	f.Clauses = append(f.Clauses, Clause{Points: points, Experiment: experiment})
+	f.found = append(f.found, experiment)
 	return true
+}
+
+// Len returns the number of clauses.
+func (f *Formula) Len() int { return len(f.sets) }
+
+// Clauses returns the clauses by name, in the order they were found.
+func (f *Formula) Clauses() []Clause {
+	out := make([]Clause, len(f.sets))
+	for i, set := range f.sets {
+		out[i] = Clause{Points: f.names(set), Experiment: f.found[i]}
+	}
+	return out
+}
+
+type formulaJSON struct {
+	Points  []string `json:"points"`
+	Clauses []Clause `json:"clauses"`
+}
+
+// MarshalJSON writes the points and the clauses by name.
+func (f *Formula) MarshalJSON() ([]byte, error) {
+	return json.Marshal(formulaJSON{Points: f.Points, Clauses: f.Clauses()})
+}
+
+// UnmarshalJSON reads what MarshalJSON wrote.
+func (f *Formula) UnmarshalJSON(b []byte) error {
+	var in formulaJSON
+	if err := json.Unmarshal(b, &in); err != nil {
+		return err
+	}
+	*f = Formula{}
+	for _, p := range in.Points {
+		f.intern(p)
+	}
+	for _, c := range in.Clauses {
+		f.Add(c.Points, c.Experiment)
+	}
+	return nil
 }
 
 // intern returns the index of point, adding it if it is new.

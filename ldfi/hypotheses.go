@@ -1,6 +1,9 @@
 package ldfi
 
-import "math/rand/v2"
+import (
+	"math/rand/v2"
+	"slices"
+)
 
 // queueCap bounds the hypotheses of one size held at once; past it, the
 // rest come with the next refill.
@@ -15,7 +18,8 @@ const queueCap = 4096
 // clause is still minimal, as clauses only remove hitting sets. When the
 // queue runs dry it enumerates again, which picks up the sets alternate
 // executions created. Only the minimal clauses of the formula count (kept
-// as it grows): a set hits every clause when it hits those.
+// as it grows, over classes of interchangeable points): a set hits every
+// clause when it hits those.
 type hypotheses struct {
 	f        *Formula
 	enum     Enumerator
@@ -26,13 +30,7 @@ type hypotheses struct {
 	synced   int     // clauses of the formula added to minimal
 	fresh    [][]int // minimal clauses added since the queue was filled
 	failures [][]int
-	tried    []triedSet
-	refills  int
-}
-
-type triedSet struct {
-	set     []int
-	hitting bool // it still hits every clause: its supersets are not minimal
+	tried    [][]int // tested sets that still hit every clause: their supersets are not minimal
 }
 
 // next returns the next hypothesis, or false when none of up to k points
@@ -57,26 +55,29 @@ func (h *hypotheses) next() ([]int, bool) {
 // refill enumerates the smallest untested hypotheses; false when there are
 // none.
 func (h *hypotheses) refill() bool {
-	h.refills++
-	for _, c := range h.fresh {
-		for i := range h.tried {
-			if h.tried[i].hitting && !hits(c, h.tried[i].set) {
-				h.tried[i].hitting = false
-			}
-		}
-	}
+	// A tried set that misses a new clause is no hitting set any more, and
+	// never will be again (clauses only add up): it needs no excluding.
+	h.tried = slices.DeleteFunc(h.tried, func(t []int) bool { return !hitsAll(h.fresh, t) })
 	h.fresh = nil
-	exclude := append([][]int(nil), h.failures...)
-	for _, t := range h.tried {
-		if t.hitting {
-			exclude = append(exclude, t.set)
-		}
-	}
-	for c := range h.enum.Enumerate(h.minimal.sets, exclude, h.k) {
-		if len(h.queue) > 0 && len(c) > len(h.queue[0]) || len(h.queue) == queueCap {
+	exclude := append(slices.Clone(h.failures), h.tried...)
+	banned, larger := splitExclude(exclude)
+	classes, alive := h.minimal.classes(banned)
+	// The enumerator works on the classes; each set of classes it finds
+	// stands for every choice of one point per class.
+	ex := newExcluder(larger)
+	for cs := range enumerateRows(h.enum, &h.minimal.bits, alive, h.k) {
+		if len(h.queue) > 0 && len(cs) > len(h.queue[0]) {
 			break
 		}
-		h.queue = append(h.queue, c)
+		full := !expand(cs, classes, func(set []int) bool {
+			if !ex.excludes(set) {
+				h.queue = append(h.queue, set)
+			}
+			return len(h.queue) < queueCap
+		})
+		if full {
+			break
+		}
 	}
 	return len(h.queue) > 0
 }
@@ -93,7 +94,7 @@ func (h *hypotheses) sync() {
 
 // tested records the outcome of testing set.
 func (h *hypotheses) tested(set []int, failed bool) {
-	h.tried = append(h.tried, triedSet{set: set, hitting: true})
+	h.tried = append(h.tried, set)
 	if failed {
 		h.failures = append(h.failures, set)
 	}

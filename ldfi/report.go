@@ -64,7 +64,7 @@ func (r *Report) WriteText(w io.Writer) {
 	}
 	fmt.Fprintf(w, "experiments: %d (%d found a failure set, %d survived, %d inconclusive, %d unreached); %d alternate executions learned; %d requests failed by injection\n",
 		len(r.Experiments), counts[Failed], counts[Survived], counts[Inconclusive], counts[Unreached], learned, r.PainProbes)
-	fmt.Fprintf(w, "formula: %d clauses over %d points\n\n", len(r.Formula.Clauses), len(r.Formula.Points))
+	fmt.Fprintf(w, "formula: %d clauses over %d points\n\n", r.Formula.Len(), len(r.Formula.Points))
 	if len(r.Failures) == 0 {
 		fmt.Fprintln(w, "no failure set found")
 	} else {

@@ -127,7 +127,10 @@ type Experiment struct {
 	Outcome    string    `json:"outcome"`
 	NewClauses int       `json:"new_clauses"` // alternate executions learned
 	Start      time.Time `json:"start"`
-	Examples   []string  `json:"examples,omitempty"` // details of failed requests, a few
+	// HypothesisTime is how long choosing this hypothesis took: learning
+	// the clauses of the last experiment and enumerating.
+	HypothesisTime time.Duration `json:"hypothesis_time_ns"`
+	Examples       []string      `json:"examples,omitempty"` // details of failed requests, a few
 }
 
 // A FailureSet is a set of points whose failure breaks the class.
@@ -192,10 +195,12 @@ func Search(ctx context.Context, cfg Config, t Target, clock Clock) (*Report, er
 	stop := "no hypothesis of up to max-faults points is left"
 	complete := true
 	for {
+		thinking := time.Now() // the search's own work, not the budget's time
 		set, ok := hyps.next()
 		if !ok {
 			break
 		}
+		thought := time.Since(thinking)
 		if len(r.Experiments) >= cfg.MaxExperiments {
 			stop, complete = fmt.Sprintf("the budget of %d experiments is spent", cfg.MaxExperiments), false
 			break
@@ -217,6 +222,7 @@ func Search(ctx context.Context, cfg Config, t Target, clock Clock) (*Report, er
 		if err != nil {
 			return r, err
 		}
+		e.HypothesisTime = thought
 		r.Experiments = append(r.Experiments, e)
 		hyps.tested(set, e.Outcome == Failed)
 		r.PainProbes += e.Failed

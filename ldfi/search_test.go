@@ -96,7 +96,7 @@ func TestSeedWorkedExample(t *testing.T) {
 					}
 				}
 			}
-			for _, c := range r.Formula.Clauses {
+			for _, c := range r.Formula.Clauses() {
 				if slices.Contains(c.Points, "PF") {
 					pfFound = true
 				}
@@ -106,7 +106,7 @@ func TestSeedWorkedExample(t *testing.T) {
 				t.Errorf("%s seed %d: hypothesis sizes %v, singletons %v: want A, B, P, R first, then at most two pairs", name, seed, sizes, singles)
 			}
 			if !pfFound {
-				t.Errorf("%s seed %d: PF never entered the formula: %+v", name, seed, r.Formula.Clauses)
+				t.Errorf("%s seed %d: PF never entered the formula: %+v", name, seed, r.Formula.Clauses())
 			}
 			if !r.Coverage.Complete || !strings.Contains(r.Coverage.Statement, fmt.Sprintf("%d hypotheses tested", len(sizes))) {
 				t.Errorf("%s seed %d: coverage %+v", name, seed, r.Coverage)

@@ -29,8 +29,10 @@ type Result struct {
 	LDFIExtra       int     `json:"ldfi_extra"`        // failure sets found that are not planted (should be 0)
 	LDFIAlternates  int     `json:"ldfi_alternates"`   // alternate executions learned
 	LDFIComplete    bool    `json:"ldfi_complete"`
-	LDFIMaxStep     float64 `json:"ldfi_max_step_ms"` // longest experiment (hypothesis generation dominates)
+	LDFIMaxStep     float64 `json:"ldfi_max_step_ms"` // longest experiment, choosing its hypothesis included
 	LDFIMeanStep    float64 `json:"ldfi_mean_step_ms"`
+	LDFIMaxHyp      float64 `json:"ldfi_max_hypothesis_ms"` // longest hypothesis generation of one step
+	LDFIMeanHyp     float64 `json:"ldfi_mean_hypothesis_ms"`
 
 	RandomFoundAtLDFIBudget int `json:"random_found_at_ldfi_budget"` // planted sets random found in as many experiments as ldfi used to find all
 	RandomToAll             int `json:"random_to_all_found"`         // experiments random needed to find all (0: not within RandomCap)
@@ -59,10 +61,11 @@ func Run(ctx context.Context, p Params, k int, enum ldfi.Enumerator, randomCap i
 	cfg.MaxFaults, cfg.Probes, cfg.MaxExperiments, cfg.Seed, cfg.Enumerator = k, 1, 1_000_000, p.Seed, enum
 	cfg.Target = ldfi.Spec{Kind: "sim"}
 	last := time.Now()
-	var steps []time.Duration
+	var steps, hyps []time.Duration
 	cfg.Progress = func(e ldfi.Experiment) {
 		now := time.Now()
 		steps = append(steps, now.Sub(last))
+		hyps = append(hyps, e.HypothesisTime)
 		last = now
 		if e.Outcome == ldfi.Failed {
 			if want[strings.Join(e.Hypothesis, ",")] {
@@ -82,14 +85,8 @@ func Run(ctx context.Context, p Params, k int, enum ldfi.Enumerator, randomCap i
 	}
 	res.LDFIExperiments, res.LDFIComplete = len(r.Experiments), r.Coverage.Complete
 	res.LDFIAlternates += r.Baseline.NewClauses
-	if len(steps) > 0 {
-		var sum time.Duration
-		for _, d := range steps {
-			sum += d
-		}
-		res.LDFIMaxStep = ms(slices.Max(steps))
-		res.LDFIMeanStep = ms(sum / time.Duration(len(steps)))
-	}
+	res.LDFIMaxStep, res.LDFIMeanStep = maxMean(steps)
+	res.LDFIMaxHyp, res.LDFIMeanHyp = maxMean(hyps)
 
 	budget := res.LDFIToAll
 	if budget == 0 {
@@ -155,19 +152,31 @@ func random(g *Graph, want map[string]bool, k, budget int, seed uint64) (found, 
 // WriteTable writes results as a table.
 func WriteTable(w io.Writer, results []Result) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "points\tplanted sets\tldfi: found\tto all found\twhole search\talternates\tmean step ms\tmax step ms\trandom: found at ldfi's budget\tto all found\tsubsets <= k\t")
+	fmt.Fprintln(tw, "points\tplanted sets\tldfi: found\tto all found\twhole search\talternates\thypothesis: mean ms\tmax ms\tstep: mean ms\tmax ms\trandom: found at ldfi's budget\tto all found\tsubsets <= k\t")
 	for _, r := range results {
 		toAll := fmt.Sprint(r.RandomToAll)
 		if r.RandomToAll == 0 {
 			toAll = fmt.Sprintf("> %d", r.RandomCap)
 		}
-		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%d\t%.2f\t%.1f\t%d\t%s\t%s\t\n", r.Points, r.Planted, r.LDFIFound, r.LDFIToAll, r.LDFIExperiments,
-			r.LDFIAlternates, r.LDFIMeanStep, r.LDFIMaxStep, r.RandomFoundAtLDFIBudget, toAll, r.Exhaustive)
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%d\t%.2f\t%.1f\t%.2f\t%.1f\t%d\t%s\t%s\t\n", r.Points, r.Planted, r.LDFIFound, r.LDFIToAll, r.LDFIExperiments,
+			r.LDFIAlternates, r.LDFIMeanHyp, r.LDFIMaxHyp, r.LDFIMeanStep, r.LDFIMaxStep, r.RandomFoundAtLDFIBudget, toAll, r.Exhaustive)
 	}
 	tw.Flush()
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// maxMean returns the longest and the mean of ds, in milliseconds.
+func maxMean(ds []time.Duration) (maxMS, meanMS float64) {
+	if len(ds) == 0 {
+		return 0, 0
+	}
+	var sum time.Duration
+	for _, d := range ds {
+		sum += d
+	}
+	return ms(slices.Max(ds)), ms(sum / time.Duration(len(ds)))
+}
 
 func binomial(n, k int) int64 {
 	r := int64(1)
