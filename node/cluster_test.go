@@ -213,3 +213,32 @@ func TestTwoDatacenters(t *testing.T) {
 		t.Fatalf("dc2 DC_QUORUM GET = %q", got)
 	}
 }
+
+// With troop_versions: false a write reaches every replica as the plain
+// command, in both datacenters, and leaves no version behind; a node with
+// versions on refuses a peer's write without one.
+func TestUnversionedWrites(t *testing.T) {
+	tc := startCluster(t, clusterOpts{dcs: 2, racks: 2, configure: func(c *topology.Config) {
+		c.Versions, c.HintedHandoff, c.ReadRepair = false, false, false
+	}})
+	tc.client(0, "DC_QUORUM").must("SET", "plain", "v")
+	for _, tn := range tc.nodes {
+		r := dial(t, tn.redis.Addr)
+		eventually(t, 3*time.Second, func() string {
+			if got := r.must("GET", "plain"); got != "v" {
+				return fmt.Sprintf("%s: GET plain = %q", tn.cfg.Name, got)
+			}
+			return ""
+		})
+		if n := r.must("EXISTS", versionPrefix+"plain"); n != "0" {
+			t.Errorf("%s holds a version for an unversioned write", tn.cfg.Name)
+		}
+	}
+
+	versioned := startCluster(t, clusterOpts{racks: 1})
+	peer := dial(t, versioned.nodes[0].cfg.DynListen)
+	peer.must("HELLO", "1", "test", "dc1", "rack9", "", "")
+	if v := peer.do("WRITE", "", "SET", "k", "v"); !v.IsError() || !contains(string(v.Str), "bad version") {
+		t.Fatalf("a versioned node took a write without a version: %s", v)
+	}
+}

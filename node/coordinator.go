@@ -111,7 +111,10 @@ func (n *Node) readOne(tr *trace, reps []*member, i int, args [][]byte, b *batch
 // write runs a write at level on every local replica, and forwards it to
 // each remote datacenter, which applies it asynchronously.
 func (n *Node) write(tr *trace, level consistency.Level, cmd *command, keys [][]byte, args [][]byte, b *batch, done replyFunc) {
-	version := n.clock.next()
+	version := []byte{} // troop_versions: false writes unversioned
+	if n.cfg.Versions {
+		version = n.clock.next()
+	}
 	reps := n.replicas(keys[0])
 	if !reps[0].self {
 		n.stats.forwarded.Add(1)
@@ -130,7 +133,7 @@ func (n *Node) write(tr *trace, level consistency.Level, cmd *command, keys [][]
 	for i, m := range reps {
 		i := i
 		if m.self {
-			req := appendWrite(nil, version, keys, stale, n.cfg.TombstoneGrace.Milliseconds(), args)
+			req := n.storeWrite(version, keys, stale, args)
 			n.toStore(b, tr, n.storeFor(keys[0]), req, func(raw []byte, err error) { w.answer(i, raw, err) })
 			continue
 		}

@@ -143,6 +143,15 @@ func loadScripts(conn net.Conn, rd *resp.Reader) error {
 	return nil
 }
 
+// storeWrite encodes a write of args for the local redis-server: versioned,
+// or the plain command when the version is empty (troop_versions: false).
+func (n *Node) storeWrite(version []byte, keys [][]byte, staleReply string, args [][]byte) []byte {
+	if len(version) == 0 {
+		return resp.AppendCommand(nil, args...)
+	}
+	return appendWrite(nil, version, keys, staleReply, n.cfg.TombstoneGrace.Milliseconds(), args)
+}
+
 // appendWrite encodes a versioned write of args, touching keys, for the
 // local redis-server.
 func appendWrite(dst []byte, version []byte, keys [][]byte, staleReply string, graceMS int64, args [][]byte) []byte {

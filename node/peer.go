@@ -133,7 +133,7 @@ func (n *Node) handlePeer(tr *trace, op string, args [][]byte, s *slot, b *batch
 		})
 	case (op == "WRITE" || op == "FWD") && len(args) >= 4:
 		version := args[1]
-		if _, ok := decodeVersion(version); !ok {
+		if _, ok := decodeVersion(version); !ok && (len(version) > 0 || n.cfg.Versions) {
 			s.complete(resp.AppendError(nil, "ERR troop peer protocol: bad version"))
 			return
 		}
@@ -148,7 +148,7 @@ func (n *Node) handlePeer(tr *trace, op string, args [][]byte, s *slot, b *batch
 		if c.isLWW(cmdArgs) {
 			stale = c.staleReplyFor()
 		}
-		n.toStore(b, tr, n.storeFor(keys[0]), appendWrite(nil, version, keys, stale, n.cfg.TombstoneGrace.Milliseconds(), cmdArgs), done)
+		n.toStore(b, tr, n.storeFor(keys[0]), n.storeWrite(version, keys, stale, cmdArgs), done)
 		if op == "FWD" {
 			n.fanOut(tr, keys[0], version, cmdArgs, b)
 		}

@@ -62,6 +62,11 @@ type Config struct {
 	ReadRepair          bool          // troop_read_repair, default true
 	AntiEntropyInterval time.Duration // troop_anti_entropy_interval_ms: 0 = off, default 0 (off)
 	RepairKeysPerSec    int           // troop_repair_keys_per_sec: anti-entropy repair rate, default 1000
+	// Versions is troop_versions, default true. false writes the plain
+	// command, without a version, as Dynomite does: it exists to measure
+	// what versions cost (make bench), and needs hints, read repair and
+	// anti-entropy off, which order replicas by version.
+	Versions bool
 	LineageExport       string        // troop_lineage_export: FILE or http(s)://OTLP endpoint for traced requests' lineage as spans; "" = off
 
 	// PlantedBug is troop_planted_bug: a deliberate defect, for testing the

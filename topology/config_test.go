@@ -38,7 +38,7 @@ func TestDefaults(t *testing.T) {
 		MaxInflightPerConn: 1024, MaxInflight: 65536, MaxRequestBytes: 67108864,
 		TombstoneGrace: 10 * time.Minute,
 		Heartbeat:      250 * time.Millisecond, PhiThreshold: 8,
-		HintedHandoff: true, MaxHintBytes: 256 << 20, ReadRepair: true, RepairKeysPerSec: 1000,
+		HintedHandoff: true, MaxHintBytes: 256 << 20, ReadRepair: true, RepairKeysPerSec: 1000, Versions: true,
 
 		Preconnect: true, AutoEjectHosts: true,
 		ServerRetryTimeout: 10 * time.Second, ServerFailureLimit: 3,
@@ -295,6 +295,8 @@ func TestErrors(t *testing.T) {
 			`x.yml:9: dyn_seeds: 127.0.0.3:8101: token 5 in rack r2 of datacenter dc is also owned by 127.0.0.2:8101`},
 
 		// troop's keys.
+		{"versions off with hints on", with("  troop_versions: false\n  troop_read_repair: false\n"),
+			`x.yml:6: troop_versions: false needs troop_hinted_handoff: false, troop_read_repair: false and no troop_anti_entropy_interval_ms: they order replicas by version`},
 		{"inflight per conn above node", with("  troop_max_inflight_per_conn: 100\n  troop_max_inflight: 10\n"),
 			`x.yml:6: troop_max_inflight_per_conn: 100 is more than troop_max_inflight (10), the limit for the whole node`},
 		{"zero grace", with("  troop_tombstone_grace_ms: 0\n"),

@@ -25,6 +25,10 @@ func (p *parser) validate(c *Config) {
 	p.listeners(c)
 	p.seeds(c)
 	p.ring(c)
+	if !c.Versions && (c.HintedHandoff || c.ReadRepair || c.AntiEntropyInterval > 0) {
+		p.add(p.line("troop_versions"), "troop_versions",
+			"false needs troop_hinted_handoff: false, troop_read_repair: false and no troop_anti_entropy_interval_ms: they order replicas by version")
+	}
 	if c.MaxInflightPerConn > c.MaxInflight {
 		p.add(p.line("troop_max_inflight_per_conn"), "troop_max_inflight_per_conn",
 			fmt.Sprintf("%d is more than troop_max_inflight (%d), the limit for the whole node", c.MaxInflightPerConn, c.MaxInflight))

@@ -197,7 +197,7 @@ Flags:
 	fs.BoolVar(&c.Anchor, "anchor", c.Anchor, "also run redis-benchmark (GET) against redis-server: the load generator's anchor")
 	fs.BoolVar(&c.Proxy, "proxy", c.Proxy, "run the proxy-overhead experiment (direct, nutcracker, one troop node)")
 	fs.BoolVar(&c.Cluster, "cluster", c.Cluster, "also run the three-rack DC_ONE vs DC_QUORUM experiment")
-	fs.BoolVar(&c.Repair, "repair", c.Repair, "also run the repair experiments: DC_QUORUM writes with hints and read repair on vs off (all up, one node down), and an anti-entropy pass")
+	fs.BoolVar(&c.Repair, "repair", c.Repair, "also run the repair experiments: DC_QUORUM writes with hints, read repair and versions on vs off (all up, one node down), and an anti-entropy pass")
 	fs.IntVar(&c.AEKeys, "ae-keys", c.AEKeys, "anti-entropy experiment: keys preloaded on three racks")
 	fs.IntVar(&c.AEDiff, "ae-diff", c.AEDiff, "anti-entropy experiment: keys made to differ on one replica")
 	fs.BoolVar(&c.Quick, "quick", c.Quick, "smoke run: 1 round, 1s windows, 1000 keys, anti-entropy over 10,000 keys (flags given explicitly still apply)")

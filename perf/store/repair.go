@@ -18,8 +18,9 @@ import (
 // The repair experiments (issue 6, docs/performance.md):
 //
 //   - writes, writes_one_down: DC_QUORUM SETs on two three-rack clusters
-//     side by side, one with hinted handoff and read repair on (the
-//     defaults), one with both off, interleaved; then the same with the
+//     side by side, one with hinted handoff, read repair and versions on
+//     (the defaults), one with all three off (plain commands, as Dynomite
+//     writes), interleaved; then the same with the
 //     third node of each cluster stopped, so that every write leaves a hint
 //     on disk in the first and is simply lost for that replica in the second.
 //   - anti-entropy: a three-rack cluster holding --ae-keys keys, of which
@@ -69,7 +70,7 @@ func writePathExperiment(ctx context.Context, cfg config, ps *procSet, bins bina
 		return err
 	}
 	off, err := startRepairCluster(ctx, ps, bins, "off", func(c *topology.Config) {
-		c.HintedHandoff, c.ReadRepair = false, false
+		c.HintedHandoff, c.ReadRepair, c.Versions = false, false, false
 	})
 	if err != nil {
 		return err

@@ -257,7 +257,7 @@ func evaluate(ss []summary) []check {
 		for _, exp := range []string{"writes", "writes_one_down"} {
 			if on, off := find(ss, exp, p, "on"), find(ss, exp, p, "off"); on != nil && off != nil {
 				out = append(out, check{
-					Name: fmt.Sprintf("%s: DC_QUORUM writes with hints and read repair on >= 0.95 x off, P=%d", exp, p), Kind: "target",
+					Name: fmt.Sprintf("%s: DC_QUORUM writes with hints, read repair and versions on >= 0.95 x off, P=%d", exp, p), Kind: "target",
 					Measured: on.Ratio, Limit: 0.95, Pass: on.Ratio >= 0.95,
 					Text: fmt.Sprintf("on at %.2f of off (nodes %.1f vs %.1f µs/op)", on.Ratio, on.ProxyUsPerOp, off.ProxyUsPerOp),
 				})
@@ -307,7 +307,7 @@ func printSummary(w io.Writer, r *result) {
 			title = "Three-rack troop cluster, load spread over the 3 nodes; nodes and redis summed over all 3"
 			proxyCol = "nodes"
 		case "writes":
-			title = "DC_QUORUM SETs only, three racks: hints and read repair on vs off (troop_hinted_handoff, troop_read_repair)"
+			title = "DC_QUORUM SETs only, three racks: hints, read repair and versions on vs off (troop_hinted_handoff, troop_read_repair, troop_versions)"
 			proxyCol = "nodes"
 		case "writes_one_down":
 			title = "The same with one node of three stopped: on, every write leaves a hint on disk; off, it is lost"

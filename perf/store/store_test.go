@@ -145,7 +145,7 @@ func TestHarness(t *testing.T) {
 	if res.Config.Seed != cfg.Seed || res.Env.CPUs <= 0 {
 		t.Errorf("config or env incomplete: seed %d, cpus %d", res.Config.Seed, res.Env.CPUs)
 	}
-	for _, s := range []string{"Proxy overhead", "Three-rack", "hints and read repair on vs off", "Anti-entropy", "Targets and anchors"} {
+	for _, s := range []string{"Proxy overhead", "Three-rack", "hints, read repair and versions on vs off", "Anti-entropy", "Targets and anchors"} {
 		if !strings.Contains(out.String(), s) {
 			t.Errorf("the printed report lacks %q:\n%s", s, out.String())
 		}
