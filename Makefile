@@ -31,6 +31,8 @@ fuzz:
 	scripts/fuzz ./topology FuzzParse $(FUZZTIME)
 	scripts/fuzz ./chaos FuzzParseConfig $(FUZZTIME)
 	scripts/fuzz ./fit FuzzParseScope $(FUZZTIME)
+	scripts/fuzz ./fit FuzzReadSpans $(FUZZTIME)
+	scripts/fuzz ./fit FuzzDecodeLineage $(FUZZTIME)
 
 demo: build
 	@scripts/need redis-server
