@@ -33,16 +33,7 @@ func TestQuorumWriteReadsBackEverywhere(t *testing.T) {
 			}
 		}
 	}
-	// Every replica holds the plain value.
-	for _, tn := range tc.nodes {
-		r := dial(t, tn.redis.Addr)
-		eventually(t, 2*time.Second, func() string {
-			if got := r.must("GET", "k7"); got != "v7" {
-				return fmt.Sprintf("redis %s GET k7 = %q", tn.redis.Addr, got)
-			}
-			return ""
-		})
-	}
+	tc.redisesHold("k7", "v7", 2*time.Second) // every replica holds the plain value
 }
 
 // One redis-server down: DC_QUORUM still reads and writes; DC_ONE through the
@@ -222,15 +213,9 @@ func TestUnversionedWrites(t *testing.T) {
 		c.Versions, c.HintedHandoff, c.ReadRepair = false, false, false
 	}})
 	tc.client(0, "DC_QUORUM").must("SET", "plain", "v")
+	tc.redisesHold("plain", "v", 3*time.Second)
 	for _, tn := range tc.nodes {
-		r := dial(t, tn.redis.Addr)
-		eventually(t, 3*time.Second, func() string {
-			if got := r.must("GET", "plain"); got != "v" {
-				return fmt.Sprintf("%s: GET plain = %q", tn.cfg.Name, got)
-			}
-			return ""
-		})
-		if n := r.must("EXISTS", versionPrefix+"plain"); n != "0" {
+		if n := dial(t, tn.redis.Addr).must("EXISTS", versionPrefix+"plain"); n != "0" {
 			t.Errorf("%s holds a version for an unversioned write", tn.cfg.Name)
 		}
 	}

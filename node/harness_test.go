@@ -220,6 +220,20 @@ func (tc *testCluster) client(i int, level string) *client {
 }
 
 // eventually retries f until it returns "" or the deadline passes.
+// redisesHold waits until every node's redis-server holds key = want.
+func (tc *testCluster) redisesHold(key, want string, within time.Duration) {
+	tc.t.Helper()
+	for _, tn := range tc.nodes {
+		r := dial(tc.t, tn.redis.Addr)
+		eventually(tc.t, within, func() string {
+			if got := r.must("GET", key); got != want {
+				return fmt.Sprintf("%s's redis-server: GET %s = %q, want %q", tn.cfg.Name, key, got, want)
+			}
+			return ""
+		})
+	}
+}
+
 func eventually(t testing.TB, within time.Duration, f func() string) {
 	t.Helper()
 	deadline := time.Now().Add(within)
