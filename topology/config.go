@@ -66,8 +66,8 @@ type Config struct {
 	// command, without a version, as Dynomite does: it exists to measure
 	// what versions cost (make bench), and needs hints, read repair and
 	// anti-entropy off, which order replicas by version.
-	Versions bool
-	LineageExport       string        // troop_lineage_export: FILE or http(s)://OTLP endpoint for traced requests' lineage as spans; "" = off
+	Versions      bool
+	LineageExport string // troop_lineage_export: FILE or http(s)://OTLP endpoint for traced requests' lineage as spans; "" = off
 
 	// PlantedBug is troop_planted_bug: a deliberate defect, for testing the
 	// testers (ldfi, troop run); "" (none) by default and for any real use.
