@@ -92,6 +92,7 @@ func (n *Node) readOne(tr *trace, reps []*member, i int, args [][]byte, b *batch
 		n.countFailure(err)
 		reasons = append(reasons, replicaName(m)+": "+err.Error())
 		if i+1 < len(reps) {
+			n.stats.readFailovers.Add(1)
 			n.readOne(tr, reps, i+1, args, nil, reasons, done) // from a link goroutine: no batch
 			return
 		}

@@ -21,6 +21,7 @@ type stats struct {
 	forwarded      atomic.Int64 // requests whose local-rack replica is another node
 	busy           atomic.Int64 // requests refused with -BUSY
 	quorumFailures atomic.Int64
+	readFailovers  atomic.Int64 // DC_ONE reads that went on to another replica
 	timeouts       atomic.Int64 // replica calls that timed out
 	asyncFailures  atomic.Int64 // asynchronous replication that failed
 	protocolErrors atomic.Int64

@@ -16,6 +16,7 @@ import (
 	"github.com/troop-lab/troop/fit"
 	"github.com/troop-lab/troop/ldfi"
 	"github.com/troop-lab/troop/ldfi/httptarget"
+	"github.com/troop-lab/troop/ldfi/oracle"
 	"github.com/troop-lab/troop/ldfi/storetarget"
 )
 
@@ -27,6 +28,18 @@ func init() { subcommands = append(subcommands, newLDFICmd) }
 var ldfiTargets = map[string]func(ldfi.Spec) (ldfi.Target, error){
 	httptarget.Kind:  func(s ldfi.Spec) (ldfi.Target, error) { return httptarget.FromSpec(s) },
 	storetarget.Kind: func(s ldfi.Spec) (ldfi.Target, error) { return storetarget.FromSpec(s) },
+}
+
+// ldfiTarget rebuilds the target of spec, a metric oracle's included.
+func ldfiTarget(ctx context.Context, s ldfi.Spec) (ldfi.Target, error) {
+	if s.Kind == oracle.Kind {
+		return oracle.FromSpec(ctx, s, func(inner ldfi.Spec) (ldfi.Target, error) { return ldfiTarget(ctx, inner) })
+	}
+	newTarget, ok := ldfiTargets[s.Kind]
+	if !ok {
+		return nil, fmt.Errorf("target kind %q: want http, store or metric", s.Kind)
+	}
+	return newTarget(s)
 }
 
 func newLDFICmd() *cobra.Command {
@@ -69,6 +82,7 @@ func newLDFIRunCmd() *cobra.Command {
 	var hc httptarget.Config
 	var sc storetarget.Config
 	var fault, status, out, class string
+	var metric oracle.MetricConfig
 	cmd := &cobra.Command{
 		Use:   "run (--url URL | --lab DIR --class CLASS | --addr HOST:PORT --class CLASS) [flags]",
 		Short: "Search the failure sets of one request class",
@@ -77,6 +91,8 @@ func newLDFIRunCmd() *cobra.Command {
 the oracle is the status (any 2xx unless --status), optionally a body
 predicate (--body-match, --body-reject); the lineage comes back in the
 answer, or, with --spans FILE, from the spans the services export there.
+With --metric-url and --metric, a request whose answer passes still fails
+when the metric rose while it ran (an error or fallback counter).
 Writes DIR/report.json and a
 scenario file per failure set (replay with troop ldfi replay FILE).
 The store target sends --class ("GET at DC_QUORUM") to a node of a lab
@@ -109,6 +125,10 @@ The store target sends --class ("GET at DC_QUORUM") to a node of a lab
 			default:
 				err = errors.New("give --url URL (HTTP) or --class CLASS with --lab DIR or --addr HOST:PORT (store)")
 			}
+			if err == nil && (metric.URL != "" || metric.Metric != "") {
+				metric.Target = t.Spec()
+				t, err = oracle.NewMetric(cmd.Context(), metric, t)
+			}
 			if err != nil {
 				return fmt.Errorf("ldfi run: %w", err)
 			}
@@ -128,6 +148,9 @@ The store target sends --class ("GET at DC_QUORUM") to a node of a lab
 	f.StringVar(&hc.BodyReject, "body-reject", "", "a regular expression the body of a successful answer does not match")
 	f.DurationVar(&hc.Timeout, "timeout", 10*time.Second, "per request")
 	f.StringVar(&hc.Spans, "spans", "", "read each probe's lineage from the OpenTelemetry spans the services (or the node: troop_lineage_export) export to this file, by a W3C traceparent per probe, not from the answer")
+	f.StringVar(&metric.URL, "metric-url", "", "also fail a request when --metric rose while it ran: a Prometheus text endpoint, http://HOST:PORT/metrics")
+	f.StringVar(&metric.Metric, "metric", "", `the metric of --metric-url, summed over the series picked: NAME or NAME{label="value",...}`)
+	f.Float64Var(&metric.Max, "metric-max", 0, "how much --metric may rise during a request that still succeeds")
 	f.StringVar(&class, "class", "", `store: the request class, "GET at DC_QUORUM", "SET at DC_ONE" ...`)
 	f.StringVar(&sc.Lab, "lab", "", "store: a lab directory (troop lab up)")
 	f.StringVar(&sc.Node, "node", "", "store: the lab's node to send the class to (default its first)")
@@ -206,11 +229,7 @@ func replayFile(ctx context.Context, path string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	newTarget, ok := ldfiTargets[sc.Target.Kind]
-	if !ok {
-		return false, fmt.Errorf("target kind %q: want http or store", sc.Target.Kind)
-	}
-	t, err := newTarget(sc.Target)
+	t, err := ldfiTarget(ctx, sc.Target)
 	if err != nil {
 		return false, err
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/troop-lab/troop/internal/testlab"
 	"github.com/troop-lab/troop/lab"
 	"github.com/troop-lab/troop/ldfi"
+	"github.com/troop-lab/troop/ldfi/oracle"
 	"github.com/troop-lab/troop/topology"
 )
 
@@ -334,5 +335,48 @@ func TestConfig(t *testing.T) {
 	p, err := target.Probe(context.Background(), fit.Scope{})
 	if err != nil || p.OK || p.Lineage.Known {
 		t.Errorf("probe of an unreachable node: %+v, %v", p, err)
+	}
+}
+
+// TestMetricOracleOnStore: a DC_ONE read through node A survives its own
+// replica's failure by failing over, which its answer does not show; with
+// troop_read_failovers_total as the oracle, that one point is a failure set.
+func TestMetricOracleOnStore(t *testing.T) {
+	l := testlab.Start(t, lab.Spec{})
+	_, found := search(t, l, "GET at DC_ONE", 1)
+	if len(found) != 0 {
+		t.Fatalf("GET at DC_ONE, one fault, no metric: failure sets %v, want none", found)
+	}
+
+	cfg := Config{Lab: l.Dir(), Node: a, Timeout: 20 * time.Second}
+	if err := ParseClass("GET at DC_ONE", &cfg); err != nil {
+		t.Fatal(err)
+	}
+	inner, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inner.Close()
+	stats := l.Nodes()[0].StatsListen
+	target, err := oracle.NewMetric(context.Background(), oracle.MetricConfig{
+		URL: "http://" + stats + "/metrics", Metric: "troop_read_failovers_total", Target: inner.Spec()}, inner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := ldfi.DefaultConfig()
+	sc.Target, sc.MaxFaults, sc.Probes, sc.MaxExperiments = target.Spec(), 1, 5, 100
+	r, err := ldfi.Search(context.Background(), sc, target, wallClock{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sets []string
+	for _, f := range r.Failures {
+		sets = append(sets, strings.Join(f.Points, " + "))
+	}
+	if want := []string{a + "/redis"}; !slices.Equal(sets, want) {
+		t.Fatalf("with troop_read_failovers_total: failure sets %v, want %v", sets, want)
+	}
+	if ex := r.Failures[0]; !strings.Contains(fmt.Sprint(r.Experiments[ex.Experiment-1].Examples), "troop_read_failovers_total rose by") {
+		t.Errorf("the failure set's examples do not name the metric: %v", r.Experiments[ex.Experiment-1].Examples)
 	}
 }
