@@ -17,10 +17,11 @@ import (
 
 // The repair experiments (issue 6, docs/performance.md):
 //
-//   - writes, writes_one_down: DC_QUORUM SETs on two three-rack clusters
-//     side by side, one with hinted handoff, read repair and versions on
-//     (the defaults), one with all three off (plain commands, as Dynomite
-//     writes), interleaved; then the same with the
+//   - writes, writes_one_down: DC_QUORUM SETs on three three-rack clusters
+//     side by side: "on" with hinted handoff, read repair and versions on
+//     (the defaults), "versioned" with versions only, "off" with all three
+//     off (plain commands, as Dynomite writes), interleaved; then the same
+//     with the
 //     third node of each cluster stopped, so that every write leaves a hint
 //     on disk in the first and is simply lost for that replica in the second.
 //   - anti-entropy: a three-rack cluster holding --ae-keys keys, of which
@@ -30,13 +31,14 @@ import (
 
 // repairCluster is a three-rack cluster of the repair experiments.
 type repairCluster struct {
+	name           string
 	cfgs           []*topology.Config
 	nodes, redises []*proc
 	addrs, admin   []string
 }
 
 func startRepairCluster(ctx context.Context, ps *procSet, bins binaries, prefix string, configure func(*topology.Config)) (*repairCluster, error) {
-	rc := &repairCluster{}
+	rc := &repairCluster{name: prefix}
 	for i := 1; i <= 3; i++ {
 		redis, redisAddr, err := startRedis(ctx, ps, bins.redisServer, fmt.Sprintf("%s-redis%d", prefix, i))
 		if err != nil {
@@ -69,22 +71,30 @@ func writePathExperiment(ctx context.Context, cfg config, ps *procSet, bins bina
 	if err != nil {
 		return err
 	}
+	versioned, err := startRepairCluster(ctx, ps, bins, "versioned", func(c *topology.Config) {
+		c.HintedHandoff, c.ReadRepair = false, false
+	})
+	if err != nil {
+		return err
+	}
 	off, err := startRepairCluster(ctx, ps, bins, "off", func(c *topology.Config) {
 		c.HintedHandoff, c.ReadRepair, c.Versions = false, false, false
 	})
 	if err != nil {
 		return err
 	}
+	clusters := []*repairCluster{on, versioned, off}
 	quorum := [][]string{{"TROOP", "CONSISTENCY", "DC_QUORUM"}}
-	for _, rc := range []*repairCluster{on, off} {
+	for _, rc := range clusters {
 		if err := preload(ctx, rc.addrs, cfg.Keys, quorum); err != nil {
 			return err
 		}
 	}
 	run := func(exp string, upTo int) error {
-		targets := []*target{
-			{name: "on", addrs: on.addrs[:upTo], setup: quorum, proxies: on.nodes[:upTo], redis: on.redises, admin: on.admin, writes: true},
-			{name: "off", addrs: off.addrs[:upTo], setup: quorum, proxies: off.nodes[:upTo], redis: off.redises, admin: off.admin, writes: true},
+		var targets []*target
+		for _, rc := range clusters {
+			targets = append(targets, &target{name: rc.name, addrs: rc.addrs[:upTo], setup: quorum, proxies: rc.nodes[:upTo],
+				redis: rc.redises, admin: rc.admin, writes: true})
 		}
 		for _, p := range cfg.Pipelines {
 			for n := 1; n <= cfg.Rounds; n++ {
@@ -102,8 +112,9 @@ func writePathExperiment(ctx context.Context, cfg config, ps *procSet, bins bina
 		return err
 	}
 	// The third node of each stops; the two others coordinate every write.
-	on.nodes[2].stop()
-	off.nodes[2].stop()
+	for _, rc := range clusters {
+		rc.nodes[2].stop()
+	}
 	if err := sleep(ctx, 3*time.Second); err != nil { // until the detectors mark it down
 		return err
 	}

@@ -23,9 +23,9 @@ import (
 // generatorsAndTargets are the rows a full run has for each depth.
 var generatorsAndTargets = []string{"direct", "nutcracker", "troop-node", "redis-benchmark", "troop-bench", "dc_one", "dc_quorum"}
 
-// repairRows are the write-path rows of the repair experiments: on and
-// off, all up and one node down.
-const repairRows = 4
+// repairRows are the write-path rows of the repair experiments: on,
+// versioned and off, all up and one node down.
+const repairRows = 6
 
 func TestHarness(t *testing.T) {
 	if testing.Short() {
