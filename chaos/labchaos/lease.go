@@ -84,6 +84,9 @@ func (t *Terminator) Begin(ctx context.Context, l chaos.Lease) (map[string]strin
 			return nil, fmt.Errorf("lab backend: burn-cpu next to %s: %w", n.Name, err)
 		}
 		ticks, _ := lab.StartTicks(pid)
+		if err := waitBurner(pid, ticks, l.ID, stopWait); err != nil {
+			return pidUndo(pid, ticks), fmt.Errorf("lab backend: burn-cpu next to %s: %w", n.Name, err)
+		}
 		return pidUndo(pid, ticks), nil
 	case chaos.Stop, chaos.Restart:
 		sup, err := t.supervisor(ctx)
@@ -115,6 +118,24 @@ func waitStopped(pid int, within time.Duration) error {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// waitBurner waits until the burner's command line names its lease. The
+// spawn returns once the exec has begun, and for a moment after, /proc shows
+// the new program without its arguments: a Revert then could not tell the
+// burner is the lease's, and would leave it to end by itself.
+func waitBurner(pid int, ticks uint64, leaseID string, within time.Duration) error {
+	deadline := time.Now().Add(within)
+	for !lab.Ours(pid, ticks, leaseID) {
+		if _, alive := lab.StartTicks(pid); !alive {
+			return fmt.Errorf("the burner (pid %d) exited at once", pid)
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the burner (pid %d) did not show its lease within %v", pid, within)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return nil
 }
 
 func allThreadsStopped(pid int) (bool, error) {
