@@ -105,6 +105,13 @@ func writePathExperiment(ctx context.Context, cfg config, ps *procSet, bins bina
 					}
 				}
 			}
+			if cfg.Pprof != "" {
+				for _, t := range targets {
+					if err := profile(ctx, cfg, t, p, fmt.Sprintf("%s-%s-P%d-node1.pprof", exp, t.name, p)); err != nil {
+						res.note("profile of %s at P=%d failed: %v", t.name, p, err)
+					}
+				}
+			}
 		}
 		return nil
 	}
