@@ -3,6 +3,7 @@ package node
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -205,6 +206,7 @@ func (n *Node) storeFor(key []byte) *link.Link {
 
 // appendPeerRequest encodes a request to a peer: OP [version] command...
 func appendPeerRequest(dst []byte, op string, version []byte, args [][]byte) []byte {
+	dst = slices.Grow(dst, resp.CommandSize(args)+resp.BulkSize(len(op))+resp.BulkSize(len(version)))
 	n := 1 + len(args)
 	if version != nil {
 		n++

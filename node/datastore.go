@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -159,17 +160,24 @@ func appendWrite(dst []byte, version []byte, keys [][]byte, staleReply string, g
 	if len(args) == 3 && isCommand(args[0], "SET") { // a plain SET clears any expiry
 		ttlHint = "persist"
 	}
+	// The seven arguments before the command are no longer than the
+	// script's SHA, but the version and the stale reply.
+	size := resp.CommandSize(args) + 7*resp.BulkSize(len(writeSHA)) + len(version) + len(staleReply)
+	for _, k := range keys {
+		size += resp.BulkSize(len(k)) + resp.BulkSize(len(versionPrefix)+len(k))
+	}
+	dst = slices.Grow(dst, size)
 	dst = resp.AppendArrayHeader(dst, 3+2*len(keys)+4+len(args))
 	dst = resp.AppendBulkString(dst, "EVALSHA")
 	dst = resp.AppendBulkString(dst, writeSHA)
-	dst = resp.AppendBulkString(dst, strconv.Itoa(2*len(keys)))
+	dst = resp.AppendBulkInt(dst, int64(2*len(keys)))
 	for _, k := range keys {
 		dst = resp.AppendBulk(dst, k)
 		dst = appendVersionKey(dst, k)
 	}
 	dst = resp.AppendBulk(dst, version)
 	dst = resp.AppendBulkString(dst, staleReply)
-	dst = resp.AppendBulkString(dst, strconv.FormatInt(max(graceMS, 1), 10))
+	dst = resp.AppendBulkInt(dst, max(graceMS, 1))
 	dst = resp.AppendBulkString(dst, ttlHint)
 	for _, a := range args {
 		dst = resp.AppendBulk(dst, a)

@@ -1,14 +1,18 @@
 package resp
 
-import "strconv"
+import (
+	"slices"
+	"strconv"
+)
 
 // The Append functions encode one frame at the end of dst and return the
 // extended slice, in the style of strconv.Append*: no allocation when dst
 // has room.
 
 // AppendCommand encodes args as an array of bulk strings, the form every
-// Redis command takes on the wire.
+// Redis command takes on the wire. dst grows once, to CommandSize.
 func AppendCommand(dst []byte, args ...[]byte) []byte {
+	dst = slices.Grow(dst, CommandSize(args))
 	dst = AppendArrayHeader(dst, len(args))
 	for _, a := range args {
 		dst = AppendBulk(dst, a)
@@ -23,6 +27,27 @@ func AppendCommandStrings(dst []byte, args ...string) []byte {
 		dst = AppendBulkString(dst, a)
 	}
 	return dst
+}
+
+// BulkSize is at most what AppendBulk adds for n bytes: a header of up to
+// 20 digits, the bytes, and the line ends.
+func BulkSize(n int) int { return n + 25 }
+
+// CommandSize is at most what AppendCommand adds for args: what a buffer
+// grows to at once, rather than once per argument.
+func CommandSize(args [][]byte) int {
+	n := 24
+	for _, a := range args {
+		n += BulkSize(len(a))
+	}
+	return n
+}
+
+// AppendBulkInt writes n as a bulk string, the form numeric arguments of
+// commands take.
+func AppendBulkInt(dst []byte, n int64) []byte {
+	var b [20]byte
+	return AppendBulk(dst, strconv.AppendInt(b[:0], n, 10))
 }
 
 // AppendArrayHeader writes "*n\r\n"; n < 0 writes RESP2's null array.
