@@ -83,6 +83,12 @@ func search(t *testing.T, l *lab.Lab, class string, maxFaults int) (*ldfi.Report
 // searchConfig is search with the target's configuration given.
 func searchConfig(t *testing.T, cfg Config, class string, maxFaults int) (*ldfi.Report, []string) {
 	t.Helper()
+	return searchTarget(t, newTarget(t, cfg, class), class, maxFaults)
+}
+
+// newTarget is the target of class with cfg, closed when the test ends.
+func newTarget(t *testing.T, cfg Config, class string) *Target {
+	t.Helper()
 	if err := ParseClass(class, &cfg); err != nil {
 		t.Fatal(err)
 	}
@@ -91,6 +97,16 @@ func searchConfig(t *testing.T, cfg Config, class string, maxFaults int) (*ldfi.
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { target.Close() })
+	return target
+}
+
+// searchTarget runs ldfi on target (class names it in messages) and returns
+// the report and the failure sets found, as search does.
+func searchTarget(t *testing.T, target interface {
+	ldfi.Target
+	Spec() ldfi.Spec
+}, class string, maxFaults int) (*ldfi.Report, []string) {
+	t.Helper()
 	sc := ldfi.DefaultConfig()
 	sc.Target, sc.MaxFaults, sc.Probes, sc.MaxExperiments = target.Spec(), maxFaults, 5, 100
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -348,31 +364,19 @@ func TestMetricOracleOnStore(t *testing.T) {
 		t.Fatalf("GET at DC_ONE, one fault, no metric: failure sets %v, want none", found)
 	}
 
-	cfg := Config{Lab: l.Dir(), Node: a, Timeout: 20 * time.Second}
-	if err := ParseClass("GET at DC_ONE", &cfg); err != nil {
-		t.Fatal(err)
+	inner := newTarget(t, Config{Lab: l.Dir(), Node: a, Timeout: 20 * time.Second}, "GET at DC_ONE")
+	var stats string // node A's, whose reads fail over
+	for _, n := range l.Nodes() {
+		if n.Name == a {
+			stats = n.StatsListen
+		}
 	}
-	inner, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer inner.Close()
-	stats := l.Nodes()[0].StatsListen
 	target, err := oracle.NewMetric(context.Background(), oracle.MetricConfig{
 		URL: "http://" + stats + "/metrics", Metric: "troop_read_failovers_total", Target: inner.Spec()}, inner)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sc := ldfi.DefaultConfig()
-	sc.Target, sc.MaxFaults, sc.Probes, sc.MaxExperiments = target.Spec(), 1, 5, 100
-	r, err := ldfi.Search(context.Background(), sc, target, wallClock{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sets []string
-	for _, f := range r.Failures {
-		sets = append(sets, strings.Join(f.Points, " + "))
-	}
+	r, sets := searchTarget(t, target, "GET at DC_ONE with troop_read_failovers_total", 1)
 	if want := []string{a + "/redis"}; !slices.Equal(sets, want) {
 		t.Fatalf("with troop_read_failovers_total: failure sets %v, want %v", sets, want)
 	}
