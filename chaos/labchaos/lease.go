@@ -107,17 +107,11 @@ const stopWait = 5 * time.Second
 
 // waitStopped waits until every thread of pid is in state T (stopped).
 func waitStopped(pid int, within time.Duration) error {
-	deadline := time.Now().Add(within)
-	for {
-		stopped, err := allThreadsStopped(pid)
-		if err != nil || stopped {
-			return err
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("threads still running %v after SIGSTOP", within)
-		}
-		time.Sleep(5 * time.Millisecond)
+	stopped, err := poll(within, func() (bool, error) { return allThreadsStopped(pid) })
+	if err == nil && !stopped {
+		err = fmt.Errorf("threads still running %v after SIGSTOP", within)
 	}
+	return err
 }
 
 // waitBurner waits until the burner's command line names its lease. The
@@ -125,17 +119,34 @@ func waitStopped(pid int, within time.Duration) error {
 // the new program without its arguments: a Revert then could not tell the
 // burner is the lease's, and would leave it to end by itself.
 func waitBurner(pid int, ticks uint64, leaseID string, within time.Duration) error {
-	deadline := time.Now().Add(within)
-	for !lab.Ours(pid, ticks, leaseID) {
+	shown, err := poll(within, func() (bool, error) {
+		if lab.Ours(pid, ticks, leaseID) {
+			return true, nil
+		}
 		if _, alive := lab.StartTicks(pid); !alive {
-			return fmt.Errorf("the burner (pid %d) exited at once", pid)
+			return false, fmt.Errorf("the burner (pid %d) exited at once", pid)
+		}
+		return false, nil
+	})
+	if err == nil && !shown {
+		err = fmt.Errorf("the burner (pid %d) did not show its lease within %v", pid, within)
+	}
+	return err
+}
+
+// poll asks cond every few milliseconds until it holds or fails, for at
+// most within; false without an error when the time ran out.
+func poll(within time.Duration, cond func() (bool, error)) (bool, error) {
+	deadline := time.Now().Add(within)
+	for {
+		if ok, err := cond(); ok || err != nil {
+			return ok, err
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("the burner (pid %d) did not show its lease within %v", pid, within)
+			return false, nil
 		}
-		time.Sleep(time.Millisecond)
+		time.Sleep(2 * time.Millisecond)
 	}
-	return nil
 }
 
 func allThreadsStopped(pid int) (bool, error) {
