@@ -82,18 +82,27 @@ func New(name, addr string, timeout time.Duration, handshake Handshake) *Link {
 	return l
 }
 
-// send queues req; done gets the reply frame or an error. The request is not
+// Send queues req; done gets the reply frame or an error. The request is not
 // on the wire until the next flush.
 func (l *Link) Send(req []byte, done func(raw []byte, err error)) {
+	if err := l.TrySend(req, done); err != nil {
+		done(nil, err)
+	}
+}
+
+// TrySend is Send that returns the error when the link cannot take req,
+// instead of passing it to done: done then never runs. A caller that holds
+// a lock while queueing needs this, as done may take the same lock.
+func (l *Link) TrySend(req []byte, done func(raw []byte, err error)) error {
 	l.mu.Lock()
 	if err := l.connectLocked(); err != nil {
 		l.mu.Unlock()
-		done(nil, err)
-		return
+		return err
 	}
 	l.pending = append(l.pending, &call{deadline: time.Now().Add(l.timeout), done: done})
 	l.out = append(l.out, req...)
 	l.mu.Unlock()
+	return nil
 }
 
 const maxSpare = 1 << 20

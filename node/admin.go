@@ -108,6 +108,7 @@ type Info struct {
 	Busy             int64                      `json:"busy"`
 	QuorumFailures   int64                      `json:"quorum_failures"`
 	ReadFailovers    int64                      `json:"read_failovers"`
+	ScriptlessWrites int64                      `json:"scriptless_writes"`
 	Timeouts         int64                      `json:"timeouts"`
 	AsyncFailures    int64                      `json:"async_replication_failures"`
 	ProtocolErrors   int64                      `json:"protocol_errors"`
@@ -156,7 +157,8 @@ func (n *Node) Info() Info {
 		ReadConsistency: n.level(false).String(), WriteConsistency: n.level(true).String(),
 		Requests: map[string]map[string]Rate{"read": {}, "write": {}}, Commands: map[string]int64{},
 		Forwarded: s.forwarded.Load(), Busy: s.busy.Load(), QuorumFailures: s.quorumFailures.Load(), ReadFailovers: s.readFailovers.Load(),
-		Timeouts: s.timeouts.Load(), AsyncFailures: s.asyncFailures.Load(), ProtocolErrors: s.protocolErrors.Load(),
+		ScriptlessWrites: s.scriptlessWrites.Load(),
+		Timeouts:         s.timeouts.Load(), AsyncFailures: s.asyncFailures.Load(), ProtocolErrors: s.protocolErrors.Load(),
 		Connections: s.connections.Load(), Inflight: n.inflight.Load(),
 		Peers: n.peerStates(), PeersMarkedDown: s.peersMarkedDown.Load(),
 		ReadRepairs: s.readRepairs.Load(), ReadRepairsLost: s.readRepairsLost.Load(), DataDir: n.dataDir,
@@ -278,6 +280,7 @@ func (n *Node) serveMetrics(w http.ResponseWriter, r *http.Request) {
 		{"troop_busy_total", "Requests refused with -BUSY.", "counter", info.Busy},
 		{"troop_quorum_failures_total", "Requests that could not reach their consistency level.", "counter", info.QuorumFailures},
 		{"troop_read_failovers_total", "DC_ONE reads that went on to another replica after one failed.", "counter", info.ReadFailovers},
+		{"troop_scriptless_writes_total", "Versioned SETs applied as MSET of value and version, without the write script.", "counter", info.ScriptlessWrites},
 		{"troop_timeouts_total", "Replica calls that timed out.", "counter", info.Timeouts},
 		{"troop_async_replication_failures_total", "Asynchronous replica writes that failed.", "counter", info.AsyncFailures},
 		{"troop_protocol_errors_total", "Client connections closed for malformed RESP.", "counter", info.ProtocolErrors},

@@ -179,6 +179,70 @@ func TestVersionsOrderWrites(t *testing.T) {
 	}
 }
 
+// A plain SET goes to redis-server as an MSET of value and version once
+// the node knows the key's version there, and that way too an older write
+// never wins: not over a version redis held before the node saw the key,
+// and not after a write that went the fast way.
+func TestScriptlessWrites(t *testing.T) {
+	tc := startCluster(t, clusterOpts{racks: 1})
+	tn := tc.nodes[0]
+	r := dial(t, tn.redis.Addr)
+	peer := dial(t, tn.cfg.DynListen)
+	peer.must("HELLO", "1", "test", "dc1", "rack9", "", "")
+	v := func(n uint64) string { return string(encodeVersion(n<<20, 1)) }
+	fast := func() int64 { return tn.node.stats.scriptlessWrites.Load() }
+	expect := func(key, want string) {
+		t.Helper()
+		if got := r.must("GET", key); got != want {
+			t.Fatalf("redis holds %s = %q, want %q", key, got, want)
+		}
+	}
+
+	r.must("SET", "k", "from-before")
+	r.must("SET", versionPrefix+"k", v(5)) // as if written before this node started
+	if got := peer.must("WRITE", v(4), "SET", "k", "old"); got != "OK" {
+		t.Fatalf("stale write answered %q", got)
+	}
+	expect("k", "from-before")
+	peer.must("WRITE", v(6), "SET", "k", "six") // the script runs it, and the node learns version 6
+	before := fast()
+	peer.must("WRITE", v(7), "SET", "k", "seven")
+	if fast() != before+1 {
+		t.Fatalf("a newer SET of a known key ran the script (scriptless writes %d -> %d)", before, fast())
+	}
+	expect("k", "seven")
+	expect(versionPrefix+"k", v(7))
+	if got := peer.must("WRITE", v(6), "SET", "k", "late"); got != "OK" {
+		t.Fatalf("stale write answered %q", got)
+	}
+	expect("k", "seven")
+	r.must("PEXPIRE", "k", "100000")
+	r.must("PEXPIRE", versionPrefix+"k", "100000")
+	peer.must("WRITE", v(8), "SET", "k", "eight")
+	expect("k", "eight")
+	for _, key := range []string{"k", versionPrefix + "k"} {
+		if ttl := r.must("PTTL", key); ttl != "-1" {
+			t.Fatalf("after a plain SET, %s has PTTL %s, want none", key, ttl)
+		}
+	}
+	if fast() != before+2 {
+		t.Fatalf("scriptless writes %d, want %d", fast(), before+2)
+	}
+
+	// Through a client: the first SET of a key teaches its version, the
+	// second skips the script.
+	c := tc.client(0, "DC_QUORUM")
+	c.must("SET", "x", "1")
+	before = fast()
+	c.must("SET", "x", "2")
+	if fast() != before+1 {
+		t.Fatalf("a client's second SET ran the script (scriptless writes %d -> %d)", before, fast())
+	}
+	if got := c.must("GET", "x"); got != "2" {
+		t.Fatalf("GET x = %q, want 2", got)
+	}
+}
+
 // A write in one datacenter appears in the other.
 func TestTwoDatacenters(t *testing.T) {
 	tc := startCluster(t, clusterOpts{dcs: 2, racks: 2})

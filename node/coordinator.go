@@ -127,16 +127,11 @@ func (n *Node) write(tr *trace, level consistency.Level, cmd *command, keys [][]
 		reps = reps[:1]
 	}
 	w := &writeQuorum{replicated: n.newReplicated(tr, level, args[0], reps, done), replies: make([][]byte, len(reps))}
-	stale := ""
-	if cmd.isLWW(args) {
-		stale = cmd.staleReplyFor()
-	}
 	var remote []byte
 	for i, m := range reps {
 		i := i
 		if m.self {
-			req := n.storeWrite(version, keys, stale, args)
-			n.toStore(b, tr, n.storeFor(keys[0]), req, func(raw []byte, err error) { w.answer(i, raw, err) })
+			n.writeLocal(b, tr, version, cmd, keys, args, func(raw []byte, err error) { w.answer(i, raw, err) })
 			continue
 		}
 		if remote == nil {

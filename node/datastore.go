@@ -22,19 +22,18 @@ import (
 const versionPrefix = "__troop:v:"
 
 // writeScript applies a write with its version, atomically. KEYS alternate
-// key, version key; ARGV is the version, the reply to give when the write is
-// stale ("" when the write is not last-writer-wins), the tombstone grace in
-// ms, "persist" when the command leaves its key without expiry (so PTTL need
-// not be asked), then the command.
+// key, version key; ARGV is the version, "lww" when the write is
+// last-writer-wins (else ""), the tombstone grace in ms, "persist" when the
+// command leaves its key without expiry (so PTTL need not be asked), then
+// the command. A last-writer-wins write older than the key's version is not
+// run: the script answers the status STALE, which the node turns into the
+// command's own reply (writeLocal).
 const writeScript = `
 local v = ARGV[1]
 local lww = ARGV[2] ~= ''
 if lww then
   local cur = redis.call('GET', KEYS[2])
-  if cur and cur >= v then
-    if ARGV[2] == 'OK' then return redis.status_reply('OK') end
-    return tonumber(ARGV[2])
-  end
+  if cur and cur >= v then return redis.status_reply('STALE') end
 end
 local r = redis.pcall(unpack(ARGV, 5))
 if type(r) == 'table' and r.err then return r end
@@ -144,25 +143,78 @@ func loadScripts(conn net.Conn, rd *resp.Reader) error {
 	return nil
 }
 
-// storeWrite encodes a write of args for the local redis-server: versioned,
-// or the plain command when the version is empty (troop_versions: false).
-func (n *Node) storeWrite(version []byte, keys [][]byte, staleReply string, args [][]byte) []byte {
+// writeLocal applies a write of args, touching keys, to this node's
+// redis-server and passes on its reply: unversioned, the plain command
+// (troop_versions: false); a plain SET the version cache vouches for, an
+// MSET of the value and its version; any other write, the write script.
+func (n *Node) writeLocal(b *batch, tr *trace, version []byte, cmd *command, keys, args [][]byte, done func([]byte, error)) {
+	l := n.storeFor(keys[0])
 	if len(version) == 0 {
-		return resp.AppendCommand(nil, args...)
+		n.toStore(b, tr, l, resp.AppendCommand(nil, args...), done)
+		return
 	}
-	return appendWrite(nil, version, keys, staleReply, n.cfg.TombstoneGrace.Milliseconds(), args)
+	lww := cmd.isLWW(args)
+	plainSet := lww && tr == nil && len(args) == 3 && cmd.name == "SET"
+	t := n.versions.record(keys[0], version, plainSet)
+	for _, k := range keys[1:] {
+		n.versions.record(k, version, false)
+	}
+	if t.Fast {
+		err := l.TrySend(appendVersionedSet(nil, args[1], args[2], version), done)
+		t.queued()
+		if err != nil {
+			done(nil, err)
+			return
+		}
+		n.stats.scriptlessWrites.Add(1)
+		b.add(l)
+		return
+	}
+	req := appendWrite(nil, version, keys, lww, n.cfg.TombstoneGrace.Milliseconds(), args)
+	if !lww {
+		n.toStore(b, tr, l, req, done)
+		return
+	}
+	stale := cmd.staleReplyFor()
+	n.toStore(b, tr, l, req, func(raw []byte, err error) {
+		if err == nil && string(raw) == "+STALE\r\n" {
+			raw = []byte(":" + stale + "\r\n")
+			if stale == "OK" {
+				raw = []byte("+OK\r\n")
+			}
+		} else if plainSet && err == nil && string(raw) == "+OK\r\n" {
+			t.applied(version)
+		}
+		done(raw, err)
+	})
+}
+
+// appendVersionedSet encodes `MSET key value versionkey version`: a plain
+// SET and its version in one command, without the write script.
+func appendVersionedSet(dst, key, value, version []byte) []byte {
+	dst = slices.Grow(dst, 16+resp.BulkSize(len(key))+resp.BulkSize(len(value))+resp.BulkSize(len(versionPrefix)+len(key))+resp.BulkSize(len(version)))
+	dst = resp.AppendArrayHeader(dst, 5)
+	dst = resp.AppendBulkString(dst, "MSET")
+	dst = resp.AppendBulk(dst, key)
+	dst = resp.AppendBulk(dst, value)
+	dst = appendVersionKey(dst, key)
+	return resp.AppendBulk(dst, version)
 }
 
 // appendWrite encodes a versioned write of args, touching keys, for the
-// local redis-server.
-func appendWrite(dst []byte, version []byte, keys [][]byte, staleReply string, graceMS int64, args [][]byte) []byte {
+// local redis-server's write script.
+func appendWrite(dst []byte, version []byte, keys [][]byte, lww bool, graceMS int64, args [][]byte) []byte {
 	ttlHint := ""
 	if len(args) == 3 && isCommand(args[0], "SET") { // a plain SET clears any expiry
 		ttlHint = "persist"
 	}
+	lwwArg := ""
+	if lww {
+		lwwArg = "lww"
+	}
 	// The seven arguments before the command are no longer than the
-	// script's SHA, but the version and the stale reply.
-	size := resp.CommandSize(args) + 7*resp.BulkSize(len(writeSHA)) + len(version) + len(staleReply)
+	// script's SHA, but the version.
+	size := resp.CommandSize(args) + 7*resp.BulkSize(len(writeSHA)) + len(version)
 	for _, k := range keys {
 		size += resp.BulkSize(len(k)) + resp.BulkSize(len(versionPrefix)+len(k))
 	}
@@ -176,7 +228,7 @@ func appendWrite(dst []byte, version []byte, keys [][]byte, staleReply string, g
 		dst = appendVersionKey(dst, k)
 	}
 	dst = resp.AppendBulk(dst, version)
-	dst = resp.AppendBulkString(dst, staleReply)
+	dst = resp.AppendBulkString(dst, lwwArg)
 	dst = resp.AppendBulkInt(dst, max(graceMS, 1))
 	dst = resp.AppendBulkString(dst, ttlHint)
 	for _, a := range args {

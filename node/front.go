@@ -145,11 +145,20 @@ type batch struct {
 }
 
 func (b *batch) send(l *link.Link, req []byte, done func([]byte, error)) {
-	if b == nil {
-		l.Do(req, done)
+	if err := l.TrySend(req, done); err != nil {
+		done(nil, err)
 		return
 	}
-	l.Send(req, done)
+	b.add(l)
+}
+
+// add marks l, which has requests queued, for the batch's flush; without a
+// batch, it flushes l at once.
+func (b *batch) add(l *link.Link) {
+	if b == nil {
+		l.Flush()
+		return
+	}
 	for _, x := range b.links {
 		if x == l {
 			return

@@ -67,10 +67,11 @@ type rackRing struct {
 
 // Node is a running store node.
 type Node struct {
-	cfg    *topology.Config
-	log    *slog.Logger
-	clock  *clock
-	limits resp.Limits
+	cfg      *topology.Config
+	log      *slog.Logger
+	clock    *clock
+	versions *versionCache // nil when writes are unversioned
+	limits   resp.Limits
 
 	members    []*member
 	localRacks []rackRing   // own rack first, then by name
@@ -131,9 +132,18 @@ func New(cfg *topology.Config, log *slog.Logger) (*Node, error) {
 	if err := n.openLineageExport(); err != nil {
 		return nil, err
 	}
+	if cfg.Versions {
+		n.versions = newVersionCache(cfg.VersionCacheKeys)
+	}
+	// A new connection may reach a redis-server that restarted with other
+	// data: what the version cache knows of its versions no longer holds.
+	storeHandshake := func(conn net.Conn, rd *resp.Reader) error {
+		n.versions.forget()
+		return loadScripts(conn, rd)
+	}
 	conns := max(cfg.DatastoreConnections, 1)
 	for i := 0; i < conns; i++ {
-		n.store = append(n.store, link.New("redis", cfg.Servers[0].Addr, cfg.Timeout, loadScripts))
+		n.store = append(n.store, link.New("redis", cfg.Servers[0].Addr, cfg.Timeout, storeHandshake))
 	}
 	for _, m := range n.members {
 		if !m.self {

@@ -144,11 +144,7 @@ func (n *Node) handlePeer(tr *trace, op string, args [][]byte, s *slot, b *batch
 			return
 		}
 		n.clock.observe(version)
-		stale := ""
-		if c.isLWW(cmdArgs) {
-			stale = c.staleReplyFor()
-		}
-		n.toStore(b, tr, n.storeFor(keys[0]), n.storeWrite(version, keys, stale, cmdArgs), done)
+		n.writeLocal(b, tr, version, c, keys, cmdArgs, done)
 		if op == "FWD" {
 			n.fanOut(tr, keys[0], version, cmdArgs, b)
 		}
@@ -162,7 +158,7 @@ func (n *Node) handlePeer(tr *trace, op string, args [][]byte, s *slot, b *batch
 			return
 		}
 		n.clock.observe(args[2])
-		b.send(n.storeFor(args[1]), appendRepair(nil, args[1], copyOf{version: args[2], dump: args[3], pttl: pttl, vpttl: vpttl}), done)
+		n.repairLocal(b, args[1], copyOf{version: args[2], dump: args[3], pttl: pttl, vpttl: vpttl}, done)
 	case op == "TREE" || op == "TREENODES" || op == "ENTRIES":
 		n.serveAntiEntropy(op, args, s)
 	default:

@@ -88,7 +88,7 @@ func (r *repairer) install(m *member, key []byte, c copyOf, count countFunc, don
 		done(v.Int == 1, nil)
 	}
 	if m.self {
-		r.n.storeFor(key).Do(appendRepair(nil, key, c), parse)
+		r.n.repairLocal(nil, key, c, parse)
 		return
 	}
 	if m.isDown() {
@@ -205,6 +205,13 @@ func appendFetch(dst, key []byte) []byte {
 	dst = resp.AppendBulkString(dst, "2")
 	dst = resp.AppendBulk(dst, key)
 	return appendVersionKey(dst, key)
+}
+
+// repairLocal installs copy c of key on this node's redis-server, unless
+// it holds a newer version.
+func (n *Node) repairLocal(b *batch, key []byte, c copyOf, done func([]byte, error)) {
+	n.versions.record(key, c.version, false)
+	b.send(n.storeFor(key), appendRepair(nil, key, c), done)
 }
 
 func appendRepair(dst, key []byte, c copyOf) []byte {

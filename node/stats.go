@@ -18,15 +18,16 @@ type stats struct {
 	reads, writes [levels]levelStats
 	commands      []atomic.Int64 // by command id
 
-	forwarded      atomic.Int64 // requests whose local-rack replica is another node
-	busy           atomic.Int64 // requests refused with -BUSY
-	quorumFailures atomic.Int64
-	readFailovers  atomic.Int64 // DC_ONE reads that went on to another replica
-	timeouts       atomic.Int64 // replica calls that timed out
-	asyncFailures  atomic.Int64 // asynchronous replication that failed
-	protocolErrors atomic.Int64
-	connections    atomic.Int64 // client connections open
-	connsAccepted  atomic.Int64
+	forwarded        atomic.Int64 // requests whose local-rack replica is another node
+	busy             atomic.Int64 // requests refused with -BUSY
+	quorumFailures   atomic.Int64
+	readFailovers    atomic.Int64 // DC_ONE reads that went on to another replica
+	scriptlessWrites atomic.Int64 // versioned SETs sent as MSET, the version cache vouching
+	timeouts         atomic.Int64 // replica calls that timed out
+	asyncFailures    atomic.Int64 // asynchronous replication that failed
+	protocolErrors   atomic.Int64
+	connections      atomic.Int64 // client connections open
+	connsAccepted    atomic.Int64
 
 	peersMarkedDown atomic.Int64 // times the failure detector marked a peer down
 	readRepairs     atomic.Int64 // stale replicas written back after a quorum read

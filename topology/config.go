@@ -66,8 +66,12 @@ type Config struct {
 	// command, without a version, as Dynomite does: it exists to measure
 	// what versions cost (make bench), and needs hints, read repair and
 	// anti-entropy off, which order replicas by version.
-	Versions      bool
-	LineageExport string // troop_lineage_export: FILE or http(s)://OTLP endpoint for traced requests' lineage as spans; "" = off
+	Versions bool
+	// VersionCacheKeys is troop_version_cache_keys: how many keys' versions
+	// the node remembers so that a plain SET can skip the write script
+	// (docs/repair.md); 0 = every versioned write runs the script.
+	VersionCacheKeys int
+	LineageExport    string // troop_lineage_export: FILE or http(s)://OTLP endpoint for traced requests' lineage as spans; "" = off
 
 	// PlantedBug is troop_planted_bug: a deliberate defect, for testing the
 	// testers (ldfi, troop run); "" (none) by default and for any real use.
@@ -147,6 +151,7 @@ const (
 	DefaultPhiThreshold       = 8
 	DefaultMaxHintBytes       = 256 << 20
 	DefaultRepairKeysPerSec   = 1000
+	DefaultVersionCacheKeys   = 1 << 20
 
 	// DefaultAntiEntropyInterval is 0: background anti-entropy is off
 	// unless configured, because a full pass scans every key of the
