@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/troop-lab/troop/resp"
+	"github.com/troop-lab/troop/topology"
 )
 
 // benchLevel sends cmd at level over one connection, in pipelines of 16,
@@ -12,7 +13,11 @@ import (
 // where time per op on a shared machine cannot (docs/store.md, the cost of
 // failure injection: go test -run XXX -bench . -benchtime 20000x ./node).
 func benchLevel(b *testing.B, level string, setup []string, cmd ...string) {
-	tc := startCluster(b, clusterOpts{racks: 3})
+	benchCluster(b, nil, level, setup, cmd...)
+}
+
+func benchCluster(b *testing.B, configure func(*topology.Config), level string, setup []string, cmd ...string) {
+	tc := startCluster(b, clusterOpts{racks: 3, configure: configure})
 	c := tc.client(0, level)
 	if setup != nil {
 		c.must(setup...)
@@ -39,6 +44,16 @@ func benchLevel(b *testing.B, level string, setup []string, cmd ...string) {
 func BenchmarkGetQuorum(b *testing.B) { benchLevel(b, "DC_QUORUM", nil, "GET", "k") }
 func BenchmarkSetQuorum(b *testing.B) { benchLevel(b, "DC_QUORUM", nil, "SET", "k", "v") }
 func BenchmarkGetOne(b *testing.B)    { benchLevel(b, "DC_ONE", nil, "GET", "k") }
+
+// What versions cost a node, as make bench's write experiment compares
+// them: hints and read repair off in both.
+func BenchmarkSetQuorumVersioned(b *testing.B) {
+	benchCluster(b, func(c *topology.Config) { c.HintedHandoff, c.ReadRepair = false, false }, "DC_QUORUM", nil, "SET", "k", "v")
+}
+
+func BenchmarkSetQuorumUnversioned(b *testing.B) {
+	benchCluster(b, func(c *topology.Config) { c.HintedHandoff, c.ReadRepair, c.Versions = false, false, false }, "DC_QUORUM", nil, "SET", "k", "v")
+}
 
 // The same with lineage recorded: what asking for it costs.
 func BenchmarkGetQuorumLineage(b *testing.B) {
