@@ -2,10 +2,9 @@ package node
 
 import (
 	"bytes"
+	"hash/maphash"
 	"sync"
 	"sync/atomic"
-
-	"github.com/troop-lab/troop/ring"
 )
 
 // A versionCache lets most versioned writes skip the write script. The
@@ -32,34 +31,35 @@ import (
 // may arrive in any order.
 type versionCache struct {
 	perShard int           // entries each shard may hold; 0 turns the cache off
-	epoch    atomic.Uint64 // raised by forget
+	epoch    atomic.Uint32 // raised by forget
+	seeds    [2]maphash.Seed
 	shards   [cacheShards]cacheShard
 }
 
 const cacheShards = 64
 
+// Entries are found by a 128-bit hash of the key, two maphash sums with
+// random seeds, not by the key: the map then holds no pointers (the garbage
+// collector skips it) and a lookup compares 16 bytes. Two keys of one hash
+// would share an entry; at 2^-128 per pair that is no concern for any
+// keyspace redis can hold.
+type keyHash [2]uint64
+
 type cacheShard struct {
 	mu sync.Mutex
-	m  map[string]*cachedVersion
+	m  map[keyHash]cachedVersion
 }
 
 type cachedVersion struct {
 	bound      [versionLen]byte // no older than any version sent for the key since the entry was made
-	knownEpoch uint64           // bound is also no older than redis's version when this is the cache's epoch
-	learned    atomic.Pointer[learnedVersion]
-}
-
-// learnedVersion is what a reply taught: redis held exactly version when
-// the request, sent in epoch, ran.
-type learnedVersion struct {
-	version [versionLen]byte
-	epoch   uint64
+	knownEpoch uint32           // bound is also no older than redis's version when this is the cache's epoch
 }
 
 func newVersionCache(keys int) *versionCache {
 	c := &versionCache{perShard: (keys + cacheShards - 1) / cacheShards}
+	c.seeds = [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}
 	for i := range c.shards {
-		c.shards[i].m = make(map[string]*cachedVersion)
+		c.shards[i].m = make(map[keyHash]cachedVersion)
 	}
 	c.epoch.Store(1)
 	return c
@@ -67,9 +67,10 @@ func newVersionCache(keys int) *versionCache {
 
 // A cacheTicket is the cache's answer for one request about to be queued.
 type cacheTicket struct {
-	shard *cacheShard    // locked until queued is called, when fast
-	entry *cachedVersion // nil when the cache holds nothing for the key
-	epoch uint64
+	cache *versionCache // nil when the cache holds nothing for the key
+	shard *cacheShard   // locked until queued is called, when Fast
+	key   keyHash
+	epoch uint32
 	Fast  bool // the write may go unconditionally, as MSET
 }
 
@@ -82,36 +83,31 @@ func (c *versionCache) record(key, version []byte, wholeValue bool) cacheTicket 
 	if c == nil || c.perShard == 0 || len(version) != versionLen {
 		return cacheTicket{}
 	}
-	sh := &c.shards[ring.Hash(key)%cacheShards]
+	h := keyHash{maphash.Bytes(c.seeds[0], key), maphash.Bytes(c.seeds[1], key)}
+	sh := &c.shards[h[0]%cacheShards]
 	epoch := c.epoch.Load()
 	sh.mu.Lock()
-	e := sh.m[string(key)]
-	if e == nil {
+	e, ok := sh.m[h]
+	if !ok {
 		if len(sh.m) >= c.perShard {
 			sh.mu.Unlock()
 			return cacheTicket{}
 		}
-		e = &cachedVersion{}
 		copy(e.bound[:], version)
-		sh.m[string(key)] = e
+		sh.m[h] = e
 		sh.mu.Unlock()
-		return cacheTicket{entry: e, epoch: epoch}
-	}
-	if l := e.learned.Swap(nil); l != nil && l.epoch == epoch {
-		if bytes.Compare(l.version[:], e.bound[:]) > 0 {
-			e.bound = l.version
-		}
-		e.knownEpoch = epoch
+		return cacheTicket{cache: c, key: h, epoch: epoch}
 	}
 	newer := bytes.Compare(version, e.bound[:]) > 0
 	if newer {
 		copy(e.bound[:], version)
+		sh.m[h] = e
 	}
 	if wholeValue && newer && e.knownEpoch == epoch {
-		return cacheTicket{shard: sh, entry: e, epoch: epoch, Fast: true}
+		return cacheTicket{cache: c, shard: sh, key: h, epoch: epoch, Fast: true}
 	}
 	sh.mu.Unlock()
-	return cacheTicket{entry: e, epoch: epoch}
+	return cacheTicket{cache: c, key: h, epoch: epoch}
 }
 
 // queued ends a fast ticket's hold on its shard, once its request is queued.
@@ -122,14 +118,26 @@ func (t cacheTicket) queued() {
 }
 
 // applied records that redis ran a whole-value write of version sent with
-// this ticket: redis held exactly that version then.
+// this ticket: redis held exactly that version then, and the bound, which
+// covers every request sent since, is no older than what it holds now.
+// It runs on a reply, never while the node holds a shard (a request that
+// cannot be queued fails without a reply).
 func (t cacheTicket) applied(version []byte) {
-	if t.entry == nil {
+	if t.cache == nil {
 		return
 	}
-	l := &learnedVersion{epoch: t.epoch}
-	copy(l.version[:], version)
-	t.entry.learned.Store(l)
+	sh := &t.cache.shards[t.key[0]%cacheShards]
+	sh.mu.Lock()
+	// A reply from before a forget teaches an epoch already past: the
+	// entry stays unknown.
+	if e, ok := sh.m[t.key]; ok && t.epoch > e.knownEpoch {
+		if bytes.Compare(version, e.bound[:]) > 0 {
+			copy(e.bound[:], version)
+		}
+		e.knownEpoch = t.epoch
+		sh.m[t.key] = e
+	}
+	sh.mu.Unlock()
 }
 
 // forget makes every entry unknown: redis-server may have been replaced.

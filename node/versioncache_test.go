@@ -37,7 +37,7 @@ func TestVersionCacheDecisions(t *testing.T) {
 	if tk := c.record(k, testVersion(20), true); tk.Fast {
 		t.Fatal("after forget, a SET went the fast way before redis taught its version")
 	}
-	if tk := c.record(k, []byte{}, true); tk.Fast || tk.entry != nil {
+	if tk := c.record(k, []byte{}, true); tk.Fast || tk.cache != nil {
 		t.Fatal("an unversioned write touched the cache")
 	}
 }
@@ -45,18 +45,18 @@ func TestVersionCacheDecisions(t *testing.T) {
 func TestVersionCacheFull(t *testing.T) {
 	c := newVersionCache(cacheShards) // one entry per shard
 	var admitted, refused int
-	for i := 0; i < 10*cacheShards; i++ {
+	for i := 0; i < 100*cacheShards; i++ {
 		k := []byte(fmt.Sprint("k", i))
-		if c.record(k, testVersion(1), true).entry != nil {
+		if c.record(k, testVersion(1), true).cache != nil {
 			admitted++
 		} else {
 			refused++
 		}
 	}
-	if admitted != cacheShards || refused != 9*cacheShards {
-		t.Fatalf("admitted %d and refused %d keys, want %d and %d", admitted, refused, cacheShards, 9*cacheShards)
+	if admitted != cacheShards || refused != 99*cacheShards {
+		t.Fatalf("admitted %d and refused %d keys, want %d and %d", admitted, refused, cacheShards, 99*cacheShards)
 	}
-	if tk := newVersionCache(0).record([]byte("k"), testVersion(1), true); tk.entry != nil {
+	if tk := newVersionCache(0).record([]byte("k"), testVersion(1), true); tk.cache != nil {
 		t.Fatal("a cache of size 0 kept a key")
 	}
 }
