@@ -42,6 +42,7 @@ demo: build
 bench: build
 	@scripts/need redis-server redis-benchmark nutcracker
 	$(GO) run ./perf/store --troop $(BIN) --out .troop/perf-store.json
+	perf/store/rediscost.sh
 	$(BIN) ldfi bench --out .troop/ldfi-bench.json
 
 clean:
