@@ -228,6 +228,10 @@ func TestScriptlessWrites(t *testing.T) {
 	if fast() != before+2 {
 		t.Fatalf("scriptless writes %d, want %d", fast(), before+2)
 	}
+	if got := peer.must("WRITE", v(2), "DEL", "k"); got != "0" {
+		t.Fatalf("stale delete answered %q, want 0", got)
+	}
+	expect("k", "eight")
 
 	// Through a client: the first SET of a key teaches its version, the
 	// second skips the script.

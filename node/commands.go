@@ -34,7 +34,7 @@ type command struct {
 	// lww marks writes that replace the whole value: a replica ignores one
 	// that is older than what it holds, and answers staleReply instead.
 	lww        bool
-	staleReply string // "OK" or an integer
+	staleReply string // a RESP frame: "+OK\r\n" or an integer
 
 	why string // kindUnsupported: the reason
 }
@@ -179,12 +179,12 @@ func init() {
 	}
 	// Whole-value writes are last-writer-wins by version.
 	for _, n := range []string{"SETEX", "PSETEX"} {
-		commandTable[n].lww, commandTable[n].staleReply = true, "OK"
+		commandTable[n].lww, commandTable[n].staleReply = true, "+OK\r\n"
 	}
 	// A delete is a whole-value write too: an older delete must not remove a
 	// newer value (the version it leaves behind is a tombstone).
 	for _, n := range []string{"DEL", "UNLINK"} {
-		commandTable[n].lww, commandTable[n].staleReply = true, "0"
+		commandTable[n].lww, commandTable[n].staleReply = true, ":0\r\n"
 	}
 }
 
@@ -222,9 +222,11 @@ func (c *command) isLWW(args [][]byte) bool {
 	return true
 }
 
+// staleReplyFor is what a replica answers for a last-writer-wins write it
+// ignores as older than what it holds: what the command answers when it runs.
 func (c *command) staleReplyFor() string {
 	if c.name == "SET" {
-		return "OK"
+		return "+OK\r\n"
 	}
 	return c.staleReply
 }

@@ -178,10 +178,7 @@ func (n *Node) writeLocal(b *batch, tr *trace, version []byte, cmd *command, key
 	stale := cmd.staleReplyFor()
 	n.toStore(b, tr, l, req, func(raw []byte, err error) {
 		if err == nil && string(raw) == "+STALE\r\n" {
-			raw = []byte(":" + stale + "\r\n")
-			if stale == "OK" {
-				raw = []byte("+OK\r\n")
-			}
+			raw = []byte(stale)
 		} else if plainSet && err == nil && string(raw) == "+OK\r\n" {
 			t.applied(version)
 		}
