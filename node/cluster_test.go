@@ -249,12 +249,44 @@ func TestScriptlessWrites(t *testing.T) {
 }
 
 // Concurrent SETs of the same keys through every node, most of them sent as
-// MSET without the script, still leave the three replicas identical, value
-// and version: a fast write let through without being newer than what its
-// replica holds leaves an older value there.
+// MSET without the script, never lower a replica's version, and leave the
+// three replicas identical, value and version: a fast write let through
+// without being newer than what its replica holds would do either.
 func TestConcurrentWritesConverge(t *testing.T) {
 	tc := startCluster(t, clusterOpts{racks: 3})
 	const writers, perWriter, keys = 6, 300, 10
+	// Meanwhile each replica's versions may only rise: a write applied over
+	// a newer one would lower one.
+	stop := make(chan struct{})
+	var watchers sync.WaitGroup
+	lowered := make(chan string, 3)
+	for _, tn := range tc.nodes {
+		r := dial(t, tn.redis.Addr)
+		watchers.Add(1)
+		go func() {
+			defer watchers.Done()
+			seen := map[string]string{}
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				for k := 0; k < keys; k++ {
+					vk := versionPrefix + fmt.Sprint("key", k)
+					v, err := r.try("GET", vk)
+					if err != nil {
+						return
+					}
+					if string(v.Str) < seen[vk] {
+						lowered <- fmt.Sprintf("%s on %s went from %s to %s", vk, tn.redis.Addr, seen[vk], v.Str)
+						return
+					}
+					seen[vk] = string(v.Str)
+				}
+			}
+		}()
+	}
 	var wg sync.WaitGroup
 	errs := make(chan error, writers)
 	for w := 0; w < writers; w++ {
@@ -275,9 +307,15 @@ func TestConcurrentWritesConverge(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+	close(stop)
+	watchers.Wait()
 	close(errs)
 	for err := range errs {
 		t.Fatal(err)
+	}
+	close(lowered)
+	for msg := range lowered {
+		t.Fatal("a replica's version went down: ", msg)
 	}
 	var fast int64
 	for _, tn := range tc.nodes {
