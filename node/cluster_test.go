@@ -331,15 +331,19 @@ func TestConcurrentWritesConverge(t *testing.T) {
 	held := func(r *client, key string) string { // value and version
 		return r.must("GET", key) + " at " + r.must("GET", versionPrefix+key)
 	}
-	for k := 0; k < keys; k++ {
-		key := fmt.Sprint("key", k)
-		want := held(redises[0], key)
-		for i := 1; i < 3; i++ {
-			if got := held(redises[i], key); got != want {
-				t.Fatalf("%s: replica 1 holds %s, replica %d holds %s", key, want, i+1, got)
+	// The last writes reach their third replica after their reply.
+	eventually(t, 3*time.Second, func() string {
+		for k := 0; k < keys; k++ {
+			key := fmt.Sprint("key", k)
+			want := held(redises[0], key)
+			for i := 1; i < 3; i++ {
+				if got := held(redises[i], key); got != want {
+					return fmt.Sprintf("%s: replica 1 holds %s, replica %d holds %s", key, want, i+1, got)
+				}
 			}
 		}
-	}
+		return ""
+	})
 }
 
 // A write in one datacenter appears in the other.

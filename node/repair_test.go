@@ -11,6 +11,22 @@ import (
 // versionOn reads a key's version straight from a redis-server.
 func versionOn(r *client, key string) string { return r.must("GET", versionPrefix+key) }
 
+// awaitWrite waits until the replica behind r holds a version of key other
+// than before, and returns it. A quorum write returns once two replicas have
+// it: a test that changes a replica behind troop's back waits for its copy
+// first, or the copy lands after the change.
+func awaitWrite(t *testing.T, r *client, key, before string) string {
+	t.Helper()
+	var now string
+	eventually(t, 3*time.Second, func() string {
+		if now = versionOn(r, key); now == before {
+			return fmt.Sprintf("the replica did not get the write of %s", key)
+		}
+		return ""
+	})
+	return now
+}
+
 // A quorum read over replicas that disagree returns the right value, and
 // read repair writes it back to the stale replica: one changed behind
 // troop's back at the same version (the majority decides), one that lost
@@ -22,10 +38,15 @@ func TestReadRepair(t *testing.T) {
 		c.must("SET", k, "good-"+k)
 	}
 	mine := dial(t, tc.nodes[0].redis.Addr) // the coordinator's own replica: always read
+	for _, k := range []string{"same", "lost", "older", "deleted"} {
+		awaitWrite(t, mine, k, "(nil)")
+	}
 	oldVersion := versionOn(mine, "older")
 	c.must("SET", "older", "newer")
+	awaitWrite(t, mine, "older", oldVersion)
 	oldDeleted := versionOn(mine, "deleted")
 	c.must("DEL", "deleted")
+	awaitWrite(t, mine, "deleted", oldDeleted)
 
 	mine.must("SET", "same", "corrupt")                 // same version, other bytes
 	mine.must("DEL", "lost", versionPrefix+"lost")      // the key is gone
@@ -82,6 +103,10 @@ func TestAntiEntropy(t *testing.T) {
 		c.must("SET", fmt.Sprintf("ae%d", i), fmt.Sprintf("v%d", i))
 	}
 	victim := dial(t, tc.nodes[2].redis.Addr) // a replica nobody reads from here
+	applied := func(k, before string) string { t.Helper(); return awaitWrite(t, victim, k, before) }
+	for i := 0; i < 30; i++ {
+		applied(fmt.Sprintf("ae%d", i), "(nil)")
+	}
 	// 10 keys lost, 10 changed behind troop's back, 10 older.
 	for i := 0; i < 10; i++ {
 		victim.must("DEL", fmt.Sprintf("ae%d", i), versionPrefix+fmt.Sprintf("ae%d", i))
@@ -95,14 +120,16 @@ func TestAntiEntropy(t *testing.T) {
 	for i := 0; i < 5; i++ {
 		k := fmt.Sprintf("gone%d", i)
 		c.must("SET", k, "alive")
-		v := versionOn(victim, k)
+		v := applied(k, "(nil)")
 		c.must("DEL", k)
+		applied(k, v)
 		victim.must("SET", k, "alive")
 		victim.must("SET", versionPrefix+k, v)
 	}
 	c.must("SET", "expiring", "soon")
-	v := versionOn(victim, "expiring")
+	v := applied("expiring", "(nil)")
 	c.must("SET", "expiring", "soon", "PX", "200")
+	applied("expiring", v)
 	victim.must("SET", "expiring", "soon")
 	victim.must("SET", versionPrefix+"expiring", v)
 	time.Sleep(400 * time.Millisecond) // it expires on the other two
