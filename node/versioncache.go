@@ -41,8 +41,9 @@ const cacheShards = 64
 // Entries are found by a 128-bit hash of the key, two maphash sums with
 // random seeds, not by the key: the map then holds no pointers (the garbage
 // collector skips it) and a lookup compares 16 bytes. Two keys of one hash
-// would share an entry; at 2^-128 per pair that is no concern for any
-// keyspace redis can hold.
+// would share an entry, and what redis taught about one would be trusted
+// for the other; at 2^-128 per pair of keys (seeds differ per process) that
+// is far below the odds of a memory error for any keyspace redis can hold.
 type keyHash [2]uint64
 
 type cacheShard struct {
