@@ -118,6 +118,9 @@ func writePathExperiment(ctx context.Context, cfg config, ps *procSet, bins bina
 	if err := run("writes", 3); err != nil {
 		return err
 	}
+	for _, rc := range clusters[:2] {
+		noteScriptless(ctx, rc, res)
+	}
 	// The third node of each stops; the two others coordinate every write.
 	for _, rc := range clusters {
 		rc.nodes[2].stop()
@@ -143,6 +146,29 @@ func writePathExperiment(ctx context.Context, cfg config, ps *procSet, bins bina
 	}
 	res.note("writes_one_down: %d hints pending on the 'on' cluster after its windows", pending)
 	return nil
+}
+
+// noteScriptless notes how many of a versioned cluster's replica writes,
+// preload included, went as MSET without the write script: every SET is
+// written on the three replicas.
+func noteScriptless(ctx context.Context, rc *repairCluster, res *result) {
+	var scriptless, sets int64
+	for _, a := range rc.admin {
+		var info struct {
+			ScriptlessWrites int64            `json:"scriptless_writes"`
+			Commands         map[string]int64 `json:"commands"`
+		}
+		if err := getJSON(ctx, "http://"+a+"/info", &info); err != nil {
+			res.note("%s: /info: %v", a, err)
+			return
+		}
+		scriptless += info.ScriptlessWrites
+		sets += info.Commands["SET"]
+	}
+	if sets > 0 {
+		res.note("writes: %d of the '%s' cluster's %d replica writes (%.1f%%) went without the write script",
+			scriptless, rc.name, 3*sets, 100*float64(scriptless)/float64(3*sets))
+	}
 }
 
 // aeResult is the anti-entropy experiment's outcome.
