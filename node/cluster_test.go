@@ -160,8 +160,7 @@ func TestVersionsOrderWrites(t *testing.T) {
 	tc := startCluster(t, clusterOpts{racks: 1})
 	tn := tc.nodes[0]
 	r := dial(t, tn.redis.Addr)
-	peer := dial(t, tn.cfg.DynListen)
-	peer.must("HELLO", "1", "test", "dc1", "rack9", "", "")
+	peer := dialPeer(t, tn)
 	newer, older := string(encodeVersion(2<<20, 1)), string(encodeVersion(1<<20, 1))
 	peer.must("WRITE", newer, "SET", "k", "new")
 	if got := peer.must("WRITE", older, "SET", "k", "old"); got != "OK" {
@@ -188,8 +187,7 @@ func TestScriptlessWrites(t *testing.T) {
 	tc := startCluster(t, clusterOpts{racks: 1})
 	tn := tc.nodes[0]
 	r := dial(t, tn.redis.Addr)
-	peer := dial(t, tn.cfg.DynListen)
-	peer.must("HELLO", "1", "test", "dc1", "rack9", "", "")
+	peer := dialPeer(t, tn)
 	v := func(n uint64) string { return string(encodeVersion(n<<20, 1)) }
 	fast := func() int64 { return tn.node.stats.scriptlessWrites.Load() }
 	expect := func(key, want string) {
@@ -388,8 +386,7 @@ func TestUnversionedWrites(t *testing.T) {
 	}
 
 	versioned := startCluster(t, clusterOpts{racks: 1})
-	peer := dial(t, versioned.nodes[0].cfg.DynListen)
-	peer.must("HELLO", "1", "test", "dc1", "rack9", "", "")
+	peer := dialPeer(t, versioned.nodes[0])
 	if v := peer.do("WRITE", "", "SET", "k", "v"); !v.IsError() || !contains(string(v.Str), "bad version") {
 		t.Fatalf("a versioned node took a write without a version: %s", v)
 	}

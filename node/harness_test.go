@@ -211,6 +211,15 @@ func (c *client) must(args ...string) string {
 	return string(v.Str)
 }
 
+// dialPeer connects to tn's peer port as a peer would, to send it peer
+// requests (WRITE, READ ...) directly.
+func dialPeer(t testing.TB, tn *testNode) *client {
+	t.Helper()
+	peer := dial(t, tn.cfg.DynListen)
+	peer.must("HELLO", "1", "test", "dc1", "rack9", "", "")
+	return peer
+}
+
 func (tc *testCluster) client(i int, level string) *client {
 	c := dial(tc.t, tc.nodes[i].cfg.Listen)
 	if level != "" {
