@@ -244,6 +244,15 @@ func TestScriptlessWrites(t *testing.T) {
 	if got := c.must("GET", "x"); got != "2" {
 		t.Fatalf("GET x = %q, want 2", got)
 	}
+
+	// troop_version_cache_keys: 0 runs the script for every write.
+	off := startCluster(t, clusterOpts{racks: 1, configure: func(c *topology.Config) { c.VersionCacheKeys = 0 }})
+	oc := off.client(0, "DC_QUORUM")
+	oc.must("SET", "x", "1")
+	oc.must("SET", "x", "2")
+	if n := off.nodes[0].node.stats.scriptlessWrites.Load(); n != 0 {
+		t.Fatalf("with troop_version_cache_keys: 0, %d writes skipped the script", n)
+	}
 }
 
 // Concurrent SETs of the same keys through every node, most of them sent as

@@ -159,7 +159,7 @@ func (n *Node) writeLocal(b *batch, tr *trace, version []byte, cmd *command, key
 	for _, k := range keys[1:] {
 		n.versions.record(k, version, false)
 	}
-	if t.Fast {
+	if t.fast {
 		err := l.TrySend(appendVersionedSet(nil, args[1], args[2], version), done)
 		t.queued()
 		if err != nil {

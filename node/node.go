@@ -70,7 +70,7 @@ type Node struct {
 	cfg      *topology.Config
 	log      *slog.Logger
 	clock    *clock
-	versions *versionCache // nil when writes are unversioned
+	versions *versionCache // nil when writes are unversioned or troop_version_cache_keys is 0
 	limits   resp.Limits
 
 	members    []*member
@@ -132,7 +132,7 @@ func New(cfg *topology.Config, log *slog.Logger) (*Node, error) {
 	if err := n.openLineageExport(); err != nil {
 		return nil, err
 	}
-	if cfg.Versions {
+	if cfg.Versions && cfg.VersionCacheKeys > 0 {
 		n.versions = newVersionCache(cfg.VersionCacheKeys)
 	}
 	// A new connection may reach a redis-server that restarted with other

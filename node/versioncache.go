@@ -30,7 +30,7 @@ import (
 // reach redis before it, and everything else is a conditional script that
 // may arrive in any order.
 type versionCache struct {
-	perShard int           // entries each shard may hold; 0 turns the cache off
+	perShard int           // entries each shard may hold
 	epoch    atomic.Uint32 // raised by forget
 	seeds    [2]maphash.Seed
 	shards   [cacheShards]cacheShard
@@ -69,19 +69,19 @@ func newVersionCache(keys int) *versionCache {
 // A cacheTicket is the cache's answer for one request about to be queued.
 type cacheTicket struct {
 	cache *versionCache // nil when the cache holds nothing for the key
-	shard *cacheShard   // locked until queued is called, when Fast
+	shard *cacheShard   // locked until queued is called, when fast
 	key   keyHash
 	epoch uint32
-	Fast  bool // the write may go unconditionally, as MSET
+	fast  bool // the write may go unconditionally, as MSET
 }
 
 // record notes that a request writing version to key is about to be queued
 // and says whether it may skip the script: only a whole-value write
 // (wholeValue: a plain SET) newer than every version the key may hold. When
-// Fast, the caller queues the request and then calls queued, which unlocks
+// fast, the caller queues the request and then calls queued, which unlocks
 // the shard.
 func (c *versionCache) record(key, version []byte, wholeValue bool) cacheTicket {
-	if c == nil || c.perShard == 0 || len(version) != versionLen {
+	if c == nil || len(version) != versionLen {
 		return cacheTicket{}
 	}
 	h := keyHash{maphash.Bytes(c.seeds[0], key), maphash.Bytes(c.seeds[1], key)}
@@ -105,7 +105,7 @@ func (c *versionCache) record(key, version []byte, wholeValue bool) cacheTicket 
 		sh.m[h] = e
 	}
 	if wholeValue && newer && e.knownEpoch == epoch {
-		return cacheTicket{cache: c, shard: sh, key: h, epoch: epoch, Fast: true}
+		return cacheTicket{cache: c, shard: sh, key: h, epoch: epoch, fast: true}
 	}
 	sh.mu.Unlock()
 	return cacheTicket{cache: c, key: h, epoch: epoch}
@@ -113,7 +113,7 @@ func (c *versionCache) record(key, version []byte, wholeValue bool) cacheTicket 
 
 // queued ends a fast ticket's hold on its shard, once its request is queued.
 func (t cacheTicket) queued() {
-	if t.Fast {
+	if t.fast {
 		t.shard.mu.Unlock()
 	}
 }

@@ -12,32 +12,32 @@ func testVersion(n uint64) []byte { return encodeVersion(n<<16, 1) }
 func TestVersionCacheDecisions(t *testing.T) {
 	c := newVersionCache(1 << 10)
 	k := []byte("k")
-	if tk := c.record(k, testVersion(5), true); tk.Fast {
+	if tk := c.record(k, testVersion(5), true); tk.fast {
 		t.Fatal("a key the cache never saw went the fast way: redis may hold a newer version")
 	}
 	c.record(k, testVersion(6), true).applied(testVersion(6))
-	if tk := c.record(k, testVersion(7), true); !tk.Fast {
+	if tk := c.record(k, testVersion(7), true); !tk.fast {
 		t.Fatal("a newer SET after a learned version did not go the fast way")
 	} else {
 		tk.queued()
 	}
-	if tk := c.record(k, testVersion(7), true); tk.Fast {
+	if tk := c.record(k, testVersion(7), true); tk.fast {
 		t.Fatal("a SET at the version already sent went the fast way")
 	}
-	if tk := c.record(k, testVersion(3), true); tk.Fast {
+	if tk := c.record(k, testVersion(3), true); tk.fast {
 		t.Fatal("an older SET went the fast way")
 	}
-	if tk := c.record(k, testVersion(9), false); tk.Fast {
+	if tk := c.record(k, testVersion(9), false); tk.fast {
 		t.Fatal("a write that is not a plain SET went the fast way")
 	}
-	if tk := c.record(k, testVersion(8), true); tk.Fast {
+	if tk := c.record(k, testVersion(8), true); tk.fast {
 		t.Fatal("a SET older than a script write already sent went the fast way")
 	}
 	c.forget()
-	if tk := c.record(k, testVersion(20), true); tk.Fast {
+	if tk := c.record(k, testVersion(20), true); tk.fast {
 		t.Fatal("after forget, a SET went the fast way before redis taught its version")
 	}
-	if tk := c.record(k, []byte{}, true); tk.Fast || tk.cache != nil {
+	if tk := c.record(k, []byte{}, true); tk.fast || tk.cache != nil {
 		t.Fatal("an unversioned write touched the cache")
 	}
 }
@@ -97,7 +97,7 @@ func TestVersionCacheNeverLetsAnOlderWriteWin(t *testing.T) {
 				v := uint64(step/2 + rng.IntN(8)) // clocks run forward, not in step
 				set := rng.IntN(4) != 0
 				tk := c.record([]byte(k), testVersion(v), set)
-				queue = append(queue, queuedWrite{key: k, version: v, fast: tk.Fast, set: set, ticket: tk})
+				queue = append(queue, queuedWrite{key: k, version: v, fast: tk.fast, set: set, ticket: tk})
 				tk.queued()
 			case r < 8 && len(queue) > 0: // redis runs the oldest queued request
 				w := queue[0]

@@ -13,12 +13,22 @@ cd "$(dirname "$0")/../.."
 scripts/need redis-server redis-benchmark redis-cli
 rounds=${1:-3}
 dir=$(mktemp -d)
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --daemonize yes \
-  --pidfile "$dir/redis.pid" --logfile "$dir/redis.log" --dir "$dir"
-for _ in $(seq 50); do [ -s "$dir/redis.pid" ] && redis-cli -p "$port" PING >/dev/null 2>&1 && break; sleep 0.1; done
-pid=$(cat "$dir/redis.pid")
-trap 'kill "$pid" 2>/dev/null; rm -rf "$dir"' EXIT
+pid=
+trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -rf "$dir"' EXIT
+# A free loopback port: one nothing answers on, which our server then holds
+# (its pid file appears only once it listens).
+for _ in $(seq 20); do
+  port=$((20000 + RANDOM % 40000))
+  (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && continue
+  redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --daemonize yes \
+    --pidfile "$dir/redis.pid" --logfile "$dir/redis.log" --dir "$dir"
+  for _ in $(seq 50); do [ -s "$dir/redis.pid" ] && break; sleep 0.1; done
+  if [ -s "$dir/redis.pid" ] && redis-cli -p "$port" PING >/dev/null 2>&1; then
+    pid=$(cat "$dir/redis.pid")
+    break
+  fi
+done
+[ -n "$pid" ] || { echo "rediscost: could not start redis-server on a free port (log: $dir/redis.log)" >&2; exit 1; }
 
 value=$(head -c 1024 /dev/zero | tr '\0' x)
 version=0000018f0000000000a1
