@@ -65,16 +65,38 @@ func encodeVersion(hlc uint64, node uint16) []byte {
 }
 
 func decodeVersion(v []byte) (uint64, bool) {
-	if len(v) != versionLen {
-		return 0, false
-	}
-	var raw [10]byte
-	if _, err := hex.Decode(raw[:], v); err != nil {
-		return 0, false
-	}
+	raw, ok := versionBytes(v)
 	var hlc uint64
 	for i := 0; i < 8; i++ {
 		hlc = hlc<<8 | uint64(raw[i])
 	}
-	return hlc, true
+	return hlc, ok
+}
+
+// versionBytes decodes a version's 20 lowercase hex digits. Upper case is
+// refused: redis-server orders versions as strings, and only in one case
+// does the order of the strings match the order of the numbers.
+func versionBytes(v []byte) (raw [versionLen / 2]byte, ok bool) {
+	if len(v) != versionLen {
+		return raw, false
+	}
+	for i := range raw {
+		hi, ok1 := hexDigit(v[2*i])
+		lo, ok2 := hexDigit(v[2*i+1])
+		if !ok1 || !ok2 {
+			return raw, false
+		}
+		raw[i] = hi<<4 | lo
+	}
+	return raw, true
+}
+
+func hexDigit(c byte) (byte, bool) {
+	switch {
+	case '0' <= c && c <= '9':
+		return c - '0', true
+	case 'a' <= c && c <= 'f':
+		return c - 'a' + 10, true
+	}
+	return 0, false
 }

@@ -31,7 +31,9 @@ func TestClockMonotonicAndOrdered(t *testing.T) {
 	if v, ok := decodeVersion(a); !ok || v != uint64(1_700_000_000_000)<<16 {
 		t.Fatalf("decode %s = %d, %v", a, v, ok)
 	}
-	if _, ok := decodeVersion([]byte("nope")); ok {
-		t.Fatal("decoded garbage")
+	for _, bad := range []string{"nope", "0000018BCFE568000000", "0000018bcfe56800000g"} {
+		if _, ok := decodeVersion([]byte(bad)); ok {
+			t.Fatalf("decoded %q: versions are 20 lowercase hex digits", bad)
+		}
 	}
 }

@@ -36,34 +36,81 @@ type versionCache struct {
 	shards   [cacheShards]cacheShard
 }
 
-const cacheShards = 64
+const (
+	cacheShardBits = 6
+	cacheShards    = 1 << cacheShardBits
+)
 
 // Entries are found by a 128-bit hash of the key, two maphash sums with
-// random seeds, not by the key: the map then holds no pointers (the garbage
-// collector skips it) and a lookup compares 16 bytes. Two keys of one hash
-// would share an entry, and what redis taught about one would be trusted
-// for the other; at 2^-128 per pair of keys (seeds differ per process) that
-// is far below the odds of a memory error for any keyspace redis can hold.
+// random seeds, not by the key: the table then holds no pointers (the
+// garbage collector skips it) and a lookup compares 16 bytes. Two keys of
+// one hash would share an entry, and what redis taught about one would be
+// trusted for the other; at 2^-127 per pair of keys (seeds differ per
+// process; one bit marks a slot used) that is far below the odds of a
+// memory error for any keyspace redis can hold.
 type keyHash [2]uint64
 
+// A shard is an open-addressing table with linear probing, of 32-byte
+// slots: a decision mostly reads and writes one slot in place, where a Go
+// map read a group's control word and then the slot, and did it again to
+// store (docs/performance.md). Entries are never removed, so probing needs
+// no deleted marks.
 type cacheShard struct {
-	mu sync.Mutex
-	m  map[keyHash]cachedVersion
+	mu    sync.Mutex
+	slots []cacheSlot // a power of two long, at most three quarters used
+	used  int
 }
 
-type cachedVersion struct {
-	bound      [versionLen]byte // no older than any version sent for the key since the entry was made
-	knownEpoch uint32           // bound is also no older than redis's version when this is the cache's epoch
+type cacheSlot struct {
+	key        keyHash              // key[1] is never 0 but in an empty slot
+	bound      [versionLen / 2]byte // no older than any version sent for the key since the entry was made
+	knownEpoch uint32               // bound is also no older than redis's version when this is the cache's epoch
 }
 
 func newVersionCache(keys int) *versionCache {
 	c := &versionCache{perShard: (keys + cacheShards - 1) / cacheShards}
 	c.seeds = [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}
-	for i := range c.shards {
-		c.shards[i].m = make(map[keyHash]cachedVersion)
-	}
 	c.epoch.Store(1)
 	return c
+}
+
+func (c *versionCache) shard(h keyHash) *cacheShard {
+	return &c.shards[h[0]&(cacheShards-1)]
+}
+
+// find returns h's slot, or the empty slot where it would go; nil when
+// the table has no slots yet.
+func (s *cacheShard) find(h keyHash) *cacheSlot {
+	if len(s.slots) == 0 {
+		return nil
+	}
+	mask := uint64(len(s.slots) - 1)
+	for i := h[0] >> cacheShardBits & mask; ; i = (i + 1) & mask {
+		if sl := &s.slots[i]; sl.key == h || sl.key[1] == 0 {
+			return sl
+		}
+	}
+}
+
+// insert makes h's entry, growing the table first when it would be more
+// than three quarters full; nil when the shard holds its share already.
+func (s *cacheShard) insert(h keyHash, perShard int) *cacheSlot {
+	if s.used >= perShard {
+		return nil
+	}
+	if (s.used+1)*4 > len(s.slots)*3 {
+		old := s.slots
+		s.slots = make([]cacheSlot, max(2*len(old), 8))
+		for _, sl := range old {
+			if sl.key[1] != 0 {
+				*s.find(sl.key) = sl
+			}
+		}
+	}
+	s.used++
+	sl := s.find(h)
+	sl.key = h
+	return sl
 }
 
 // A cacheTicket is the cache's answer for one request about to be queued.
@@ -79,32 +126,33 @@ type cacheTicket struct {
 // and says whether it may skip the script: only a whole-value write
 // (wholeValue: a plain SET) newer than every version the key may hold. When
 // fast, the caller queues the request and then calls queued, which unlocks
-// the shard.
+// the shard. Versions are checked where they enter the node (peer.go); one
+// that is not a version is never cached.
 func (c *versionCache) record(key, version []byte, wholeValue bool) cacheTicket {
-	if c == nil || len(version) != versionLen {
+	v, ok := versionBytes(version)
+	if c == nil || !ok {
 		return cacheTicket{}
 	}
-	h := keyHash{maphash.Bytes(c.seeds[0], key), maphash.Bytes(c.seeds[1], key)}
-	sh := &c.shards[h[0]%cacheShards]
+	h := keyHash{maphash.Bytes(c.seeds[0], key), maphash.Bytes(c.seeds[1], key) | 1}
+	sh := c.shard(h)
 	epoch := c.epoch.Load()
 	sh.mu.Lock()
-	e, ok := sh.m[h]
-	if !ok {
-		if len(sh.m) >= c.perShard {
-			sh.mu.Unlock()
+	sl := sh.find(h)
+	if sl == nil || sl.key[1] == 0 {
+		if sl = sh.insert(h, c.perShard); sl != nil {
+			sl.bound = v
+		}
+		sh.mu.Unlock()
+		if sl == nil {
 			return cacheTicket{}
 		}
-		copy(e.bound[:], version)
-		sh.m[h] = e
-		sh.mu.Unlock()
 		return cacheTicket{cache: c, key: h, epoch: epoch}
 	}
-	newer := bytes.Compare(version, e.bound[:]) > 0
+	newer := bytes.Compare(v[:], sl.bound[:]) > 0
 	if newer {
-		copy(e.bound[:], version)
-		sh.m[h] = e
+		sl.bound = v
 	}
-	if wholeValue && newer && e.knownEpoch == epoch {
+	if wholeValue && newer && sl.knownEpoch == epoch {
 		return cacheTicket{cache: c, shard: sh, key: h, epoch: epoch, fast: true}
 	}
 	sh.mu.Unlock()
@@ -124,19 +172,19 @@ func (t cacheTicket) queued() {
 // It runs on a reply, never while the node holds a shard (a request that
 // cannot be queued fails without a reply).
 func (t cacheTicket) applied(version []byte) {
-	if t.cache == nil {
+	v, ok := versionBytes(version)
+	if t.cache == nil || !ok {
 		return
 	}
-	sh := &t.cache.shards[t.key[0]%cacheShards]
+	sh := t.cache.shard(t.key)
 	sh.mu.Lock()
 	// A reply from before a forget teaches an epoch already past: the
 	// entry stays unknown.
-	if e, ok := sh.m[t.key]; ok && t.epoch > e.knownEpoch {
-		if bytes.Compare(version, e.bound[:]) > 0 {
-			copy(e.bound[:], version)
+	if sl := sh.find(t.key); sl != nil && sl.key == t.key && t.epoch > sl.knownEpoch {
+		if bytes.Compare(v[:], sl.bound[:]) > 0 {
+			sl.bound = v
 		}
-		e.knownEpoch = t.epoch
-		sh.m[t.key] = e
+		sl.knownEpoch = t.epoch
 	}
 	sh.mu.Unlock()
 }

@@ -61,6 +61,39 @@ func TestVersionCacheFull(t *testing.T) {
 	}
 }
 
+// A shard's table doubles as keys arrive; every entry, and what redis
+// taught about it, must survive the moves.
+func TestVersionCacheKeepsEntriesAsItGrows(t *testing.T) {
+	const n = 20_000 // about 300 a shard: six doublings each
+	c := newVersionCache(n * 2)
+	key := func(i int) []byte { return fmt.Appendf(nil, "key:%d", i) }
+	for i := range n {
+		c.record(key(i), testVersion(1), true).applied(testVersion(1))
+	}
+	for i := range n {
+		tk := c.record(key(i), testVersion(2), true)
+		tk.queued()
+		if !tk.fast {
+			t.Fatalf("key %d of %d was forgotten as the table grew", i, n)
+		}
+	}
+	for i := range n {
+		if tk := c.record(key(i), testVersion(2), true); tk.fast {
+			t.Fatalf("key %d: a write no newer than its bound went the fast way", i)
+		}
+	}
+	used := 0
+	for i := range c.shards {
+		used += c.shards[i].used
+		if l := len(c.shards[i].slots); l&(l-1) != 0 || c.shards[i].used*4 > l*3 {
+			t.Fatalf("shard %d: %d entries in %d slots", i, c.shards[i].used, l)
+		}
+	}
+	if used != n {
+		t.Fatalf("%d entries for %d keys", used, n)
+	}
+}
+
 // The cache's promise, checked against a simulated redis-server: a write
 // sent the fast way (unconditionally) never replaces a newer version. The
 // simulation runs what the node does: writes of random versions to a few
