@@ -94,7 +94,10 @@ func testMain(m *testing.M) int {
 
 func buildImages(ctx context.Context, dir string) error {
 	bin := filepath.Join(dir, "troop")
-	build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, "github.com/troop-lab/troop/cmd/troop")
+	// The flags that change what is compiled are make test's own
+	// (CGO_ENABLED=0, no -trimpath), so this build reuses its packages and
+	// only links; -ldflags acts at the link alone.
+	build := exec.CommandContext(ctx, "go", "build", "-ldflags=-s -w", "-o", bin, "github.com/troop-lab/troop/cmd/troop")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
 		return fmt.Errorf("go build a static troop: %w\n%s", err, out)
