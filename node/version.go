@@ -74,8 +74,8 @@ func decodeVersion(v []byte) (uint64, bool) {
 }
 
 // versionBytes decodes a version's 20 lowercase hex digits. Upper case is
-// refused: redis-server orders versions as strings, and only in one case
-// does the order of the strings match the order of the numbers.
+// refused: redis-server compares versions as strings, which order as the
+// numbers do only when all digits share one case.
 func versionBytes(v []byte) (raw [versionLen / 2]byte, ok bool) {
 	if len(v) != versionLen {
 		return raw, false

@@ -129,8 +129,11 @@ type cacheTicket struct {
 // the shard. Versions are checked where they enter the node (peer.go); one
 // that is not a version is never cached.
 func (c *versionCache) record(key, version []byte, wholeValue bool) cacheTicket {
+	if c == nil {
+		return cacheTicket{}
+	}
 	v, ok := versionBytes(version)
-	if c == nil || !ok {
+	if !ok {
 		return cacheTicket{}
 	}
 	h := keyHash{maphash.Bytes(c.seeds[0], key), maphash.Bytes(c.seeds[1], key) | 1}
@@ -139,13 +142,13 @@ func (c *versionCache) record(key, version []byte, wholeValue bool) cacheTicket 
 	sh.mu.Lock()
 	sl := sh.find(h)
 	if sl == nil || sl.key[1] == 0 {
-		if sl = sh.insert(h, c.perShard); sl != nil {
-			sl.bound = v
-		}
-		sh.mu.Unlock()
+		sl = sh.insert(h, c.perShard)
 		if sl == nil {
+			sh.mu.Unlock()
 			return cacheTicket{}
 		}
+		sl.bound = v
+		sh.mu.Unlock()
 		return cacheTicket{cache: c, key: h, epoch: epoch}
 	}
 	newer := bytes.Compare(v[:], sl.bound[:]) > 0
