@@ -124,6 +124,7 @@ type Info struct {
 	HintsReplayed   int64       `json:"hints_replayed"`
 	ReadRepairs     int64       `json:"read_repairs"`
 	ReadRepairsLost int64       `json:"read_repairs_lost"`
+	ReadWriteBacks  int64       `json:"read_write_backs"`
 	DataDir         string      `json:"data_dir"`
 
 	// PlantedBug is troop_planted_bug, a deliberate defect for tests.
@@ -161,7 +162,7 @@ func (n *Node) Info() Info {
 		Timeouts:         s.timeouts.Load(), AsyncFailures: s.asyncFailures.Load(), ProtocolErrors: s.protocolErrors.Load(),
 		Connections: s.connections.Load(), Inflight: n.inflight.Load(),
 		Peers: n.peerStates(), PeersMarkedDown: s.peersMarkedDown.Load(),
-		ReadRepairs: s.readRepairs.Load(), ReadRepairsLost: s.readRepairsLost.Load(), DataDir: n.dataDir,
+		ReadRepairs: s.readRepairs.Load(), ReadRepairsLost: s.readRepairsLost.Load(), ReadWriteBacks: s.readWriteBacks.Load(), DataDir: n.dataDir,
 		PlantedBug: n.cfg.PlantedBug,
 	}
 	info.HintsPending, info.HintsDropped, info.HintsReplayed = n.hintTotals()
@@ -292,6 +293,7 @@ func (n *Node) serveMetrics(w http.ResponseWriter, r *http.Request) {
 		{"troop_hints_replayed_total", "Hinted writes delivered to their peer.", "counter", info.HintsReplayed},
 		{"troop_read_repairs_total", "Stale replicas written back after a quorum read.", "counter", info.ReadRepairs},
 		{"troop_read_repairs_lost_total", "Read repairs not done (too many under way, or failed).", "counter", info.ReadRepairsLost},
+		{"troop_read_write_backs_total", "Quorum reads that wrote their answer back to a quorum of replicas before giving it.", "counter", info.ReadWriteBacks},
 	} {
 		p("# HELP %s %s", c.name, c.help)
 		p("# TYPE %s %s", c.name, c.kind)

@@ -77,6 +77,7 @@ func (n *Node) handleClient(cmd resp.Command, s *slot, sess *session, b *batch) 
 			return
 		}
 	}
+	sess.gate.await(keys, b)
 	level := n.levelFor(sess, write)
 	var tr *trace
 	if sess.fit != nil {
@@ -87,19 +88,19 @@ func (n *Node) handleClient(cmd resp.Command, s *slot, sess *session, b *batch) 
 	case kindRead:
 		n.read(tr, level, keys, args, b, done)
 	case kindWrite:
-		n.write(tr, level, c, keys, args, b, done)
+		n.write(tr, level, c, keys, args, &sess.gate, b, done)
 	case kindMultiRead, kindMultiWrite:
 		if !n.sameReplicas(keys) {
 			done(resp.AppendError(nil, fmt.Sprintf("ERR troop: the keys of '%s' belong to different nodes, and troop does not split it", c.name)))
 			return
 		}
 		if write {
-			n.write(tr, level, c, keys, args, b, done)
+			n.write(tr, level, c, keys, args, &sess.gate, b, done)
 		} else {
 			n.read(tr, level, keys, args, b, done)
 		}
 	case kindSplit:
-		n.split(tr, c, level, keys, args, b, done)
+		n.split(tr, c, level, keys, args, &sess.gate, b, done)
 	}
 }
 
@@ -142,7 +143,7 @@ func (n *Node) refuseInState(write bool) []byte {
 // routed to its own replicas at the same level, and merges the replies. If
 // any key fails, the whole command answers an error naming it: no silent
 // partial results.
-func (n *Node) split(tr *trace, c *command, level consistency.Level, keys [][]byte, args [][]byte, b *batch, done replyFunc) {
+func (n *Node) split(tr *trace, c *command, level consistency.Level, keys [][]byte, args [][]byte, g *keyGate, b *batch, done replyFunc) {
 	results := make([][]byte, len(keys))
 	var mu sync.Mutex
 	remaining := len(keys)
@@ -160,15 +161,18 @@ func (n *Node) split(tr *trace, c *command, level consistency.Level, keys [][]by
 	}
 	set := commandTable["SET"]
 	for i, k := range keys {
+		if i > 0 {
+			g.await(keys[i:i+1], b) // the same key twice: the later part goes after
+		}
 		switch c.name {
 		case "MGET":
 			n.read(tr, level, keys[i:i+1], [][]byte{[]byte("GET"), k}, b, finish(i))
 		case "EXISTS", "TOUCH":
 			n.read(tr, level, keys[i:i+1], [][]byte{args[0], k}, b, finish(i))
 		case "MSET":
-			n.write(tr, level, set, keys[i:i+1], [][]byte{[]byte("SET"), k, args[2+2*i]}, b, finish(i))
+			n.write(tr, level, set, keys[i:i+1], [][]byte{[]byte("SET"), k, args[2+2*i]}, g, b, finish(i))
 		default: // DEL, UNLINK
-			n.write(tr, level, c, keys[i:i+1], [][]byte{args[0], k}, b, finish(i))
+			n.write(tr, level, c, keys[i:i+1], [][]byte{args[0], k}, g, b, finish(i))
 		}
 	}
 }

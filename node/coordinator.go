@@ -55,7 +55,7 @@ func (n *Node) read(tr *trace, level consistency.Level, keys [][]byte, args [][]
 		return
 	}
 	q := &readQuorum{replicated: n.newReplicated(tr, level, args[0], reps, done), keys: keys, args: args,
-		answers: make([]*consistency.Reply, len(reps)), order: askOrder(reps)}
+		answers: make([]*consistency.Reply, len(reps)), asker: asker{order: askOrder(reps)}}
 	q.mu.Lock()
 	ask := q.toAskLocked()
 	q.mu.Unlock()
@@ -111,12 +111,12 @@ func (n *Node) readOne(tr *trace, reps []*member, i int, args [][]byte, b *batch
 }
 
 // write runs a write at level on every local replica, and forwards it to
-// each remote datacenter, which applies it asynchronously.
-func (n *Node) write(tr *trace, level consistency.Level, cmd *command, keys [][]byte, args [][]byte, b *batch, done replyFunc) {
-	version := []byte{} // troop_versions: false writes unversioned
-	if n.cfg.Versions {
-		version = n.clock.next()
-	}
+// each remote datacenter, which applies it asynchronously. At the quorum
+// levels a whole-value write first asks a quorum for the key's version
+// (versionQuery), so that it is stamped newer than every write
+// acknowledged before it began, and holds its key in the connection's gate
+// meanwhile; any other write takes the next version of this node's clock.
+func (n *Node) write(tr *trace, level consistency.Level, cmd *command, keys [][]byte, args [][]byte, g *keyGate, b *batch, done replyFunc) {
 	reps := n.replicas(keys[0])
 	if !reps[0].self {
 		n.stats.forwarded.Add(1)
@@ -126,6 +126,28 @@ func (n *Node) write(tr *trace, level consistency.Level, cmd *command, keys [][]
 		// level, and nothing for the other racks and datacenters.
 		reps = reps[:1]
 	}
+	if !n.cfg.Versions { // troop_versions: false writes unversioned
+		n.writeAt(tr, level, cmd, keys, args, reps, []byte{}, b, done)
+		return
+	}
+	if level == consistency.DCOne || !cmd.isLWW(args) || n.noVersionQuery {
+		n.writeAt(tr, level, cmd, keys, args, reps, n.clock.next(), b, done)
+		return
+	}
+	q := &versionQuery{replicated: n.newReplicated(tr, level, args[0], reps, done), key: keys[0],
+		asker: asker{order: askOrder(reps)}, release: g.hold(keys[0])}
+	q.write = func(newest []byte, b *batch) {
+		n.clock.observe(newest)
+		n.writeAt(tr, level, cmd, keys, args, reps, n.clock.next(), b, done)
+	}
+	q.mu.Lock()
+	ask := q.next(consistency.Quorum(len(reps)), 0)
+	q.mu.Unlock()
+	q.ask(ask, b)
+}
+
+// writeAt runs a write with version on the replicas reps.
+func (n *Node) writeAt(tr *trace, level consistency.Level, cmd *command, keys [][]byte, args [][]byte, reps []*member, version []byte, b *batch, done replyFunc) {
 	w := &writeQuorum{replicated: n.newReplicated(tr, level, args[0], reps, done), replies: make([][]byte, len(reps))}
 	var remote []byte
 	for i, m := range reps {
@@ -142,6 +164,103 @@ func (n *Node) write(tr *trace, level consistency.Level, cmd *command, keys [][]
 	if !n.localWritesOnly {
 		n.forwardToRemoteDCs(tr, keys[0], version, args, b)
 	}
+}
+
+// versionQuery is the first phase of a quorum write of a whole value, as in
+// the ABD register algorithm: it asks a quorum of replicas which version of
+// the key they hold. Every write acknowledged before this one began is held
+// by a quorum, and any two quorums share a replica, so a version above all
+// the answers is newer than every such write: the replicas that hold a
+// newer one hold a write concurrent with this one, and may keep it. Without
+// this phase a coordinator's clock alone would stamp the write, and two
+// coordinators writing within one millisecond could order a later write
+// before an earlier one, which the replicas would then keep.
+type versionQuery struct {
+	replicated
+	asker
+	key     []byte
+	newest  []byte // the newest version answered so far
+	write   func(newest []byte, b *batch)
+	release func() // of the key in the connection's gate, once the write is queued or failed
+}
+
+func (q *versionQuery) ask(replicas []int, b *batch) {
+	for _, i := range replicas {
+		i := i
+		m := q.replicas[i]
+		switch {
+		case m.self:
+			q.n.localVersion(b, q.tr, q.key, func(version []byte, err error, b *batch) { q.answer(i, version, err, b) })
+		case m.isDown():
+			q.answer(i, nil, errMarkedDown(m), b)
+		default:
+			q.n.toPeer(b, q.tr, m, appendPeerRequest(nil, "VERSION", nil, [][]byte{q.key}), fromPeer(func(raw []byte, err error) {
+				version, err := parseVersionReply(raw, err)
+				q.answer(i, version, err, nil)
+			}))
+		}
+	}
+}
+
+// answer takes replica i's version; b is the connection's batch when the
+// answer came at once (from the version cache), else nil.
+func (q *versionQuery) answer(i int, version []byte, err error, b *batch) {
+	q.mu.Lock()
+	q.inflight--
+	if err == nil {
+		q.tally.OK++
+		if bytes.Compare(version, q.newest) > 0 {
+			q.newest = version
+		}
+		q.n.useReplica(q.tr, q.replicas[i])
+	} else {
+		q.tally.Unreachable++
+		q.reasons[i] = err.Error()
+		q.n.countFailure(err)
+	}
+	if q.decided {
+		q.mu.Unlock()
+		return
+	}
+	switch consistency.DecideRead(consistency.DCQuorum, q.tally) {
+	case consistency.Succeed:
+		q.decided = true
+		q.mu.Unlock()
+		q.write(q.newest, b)
+		q.release()
+	case consistency.Fail:
+		q.decided = true
+		q.n.stats.quorumFailures.Add(1)
+		out := resp.AppendError(nil, fmt.Sprintf("ERR troop: %s write (%s) failed and was not applied: %d of %d replicas answered its version query, %d needed (%s)",
+			q.level, q.name, q.tally.OK, q.tally.Replicas, consistency.Quorum(q.tally.Replicas), explain(q.replicas, q.reasons)))
+		q.mu.Unlock()
+		q.release()
+		q.done(out)
+	default:
+		more := q.next(consistency.Quorum(q.tally.Replicas), q.tally.OK)
+		q.mu.Unlock()
+		q.ask(more, nil) // from a link goroutine: no batch
+	}
+}
+
+// asker hands out the replicas a quorum request asks, in order, as it
+// needs them: a healthy cluster asks Q replicas, not all of them.
+type asker struct {
+	order    []int // replicas in the order to ask them
+	asked    int   // how many of order have been asked
+	inflight int
+}
+
+// next returns the replicas to ask so that the answers in hand (have) and
+// those in flight reach need, and counts them as asked.
+func (a *asker) next(need, have int) []int {
+	var out []int
+	for a.inflight+have < need && a.asked < len(a.order) {
+		out = append(out, a.order[a.asked])
+		a.asked++
+		a.inflight++
+	}
+	return out
 }
 
 // forwardToRemoteDCs sends a write to the key's owner in one rack of each
@@ -327,8 +446,16 @@ func (w *writeQuorum) failure() []byte {
 		}
 	}
 	q := consistency.Quorum(w.tally.Replicas)
-	return resp.AppendError(nil, fmt.Sprintf("ERR troop: %s write (%s) failed: %d of %d replicas acknowledged, %s (%s)",
-		w.level, w.name, w.tally.OK, w.tally.Replicas, w.needs(q), explain(w.replicas, w.reasons)))
+	outcome := "outcome unknown"
+	if w.tally.OK == 0 && w.tally.Unreachable == 0 {
+		outcome = "not applied" // every replica refused it
+	}
+	msg := fmt.Sprintf("ERR troop: %s write (%s) failed, %s: %d of %d replicas acknowledged, %s",
+		w.level, w.name, outcome, w.tally.OK, w.tally.Replicas, w.needs(q))
+	if outcome != "not applied" {
+		msg += "; it may have been applied, and hinted handoff or repair may still apply it"
+	}
+	return resp.AppendError(nil, msg+" ("+explain(w.replicas, w.reasons)+")")
 }
 
 func (w *writeQuorum) needs(q int) string {
@@ -361,27 +488,21 @@ func explain(reps []*member, reasons []string) string {
 type readQuorum struct {
 	replicated
 	keys, args [][]byte
-	answers    []*consistency.Reply // by replica, nil until answered
-	order      []int                // replicas in the order to ask them
-	asked      int                  // how many of order have been asked
-	inflight   int
-	extra      int // replicas asked beyond the quorum, to settle a conflict
+	asker
+	answers []*consistency.Reply // by replica, nil until answered
+	extra   int                  // replicas asked beyond the quorum, to settle a conflict
 }
 
 // toAskLocked returns the replicas to ask now, and counts them as asked.
 func (q *readQuorum) toAskLocked() []int {
-	need := consistency.Quorum(q.tally.Replicas) + q.extra
+	if q.decided {
+		return nil
+	}
 	have := q.tally.OK
 	if q.level == consistency.DCSafeQuorum {
 		have = q.tally.Agreeing
 	}
-	var out []int
-	for !q.decided && q.inflight+have < need && q.asked < len(q.order) {
-		out = append(out, q.order[q.asked])
-		q.asked++
-		q.inflight++
-	}
-	return out
+	return q.next(consistency.Quorum(q.tally.Replicas)+q.extra, have)
 }
 
 func (q *readQuorum) ask(replicas []int, b *batch) {
@@ -461,6 +582,12 @@ func (q *readQuorum) answer(i int, version, reply []byte, err error) {
 		}
 		out = answered[source].Raw
 		q.useAgreeing(answered, idx, -1)
+		if targets, need := q.writeBackTargets(answered, idx, source); need > 0 {
+			q.decided = true
+			q.mu.Unlock()
+			q.writeBack(answered[source].Version, q.replicas[idx[source]], targets, need, out)
+			return
+		}
 	case consistency.Fail:
 		q.n.stats.quorumFailures.Add(1)
 		need := consistency.Quorum(q.tally.Replicas)
@@ -483,6 +610,49 @@ func (q *readQuorum) answer(i int, version, reply []byte, err error) {
 	}
 }
 
+// writeBackTargets says whether a DC_QUORUM read of one key must write
+// its answer, answered[source], back before giving it (ABD's read write
+// phase): when fewer than a quorum of the replicas hold it, a later read
+// could ask only replicas that do not, and return an older value than this
+// one did. It returns the replicas that do not hold it, and how many of
+// them must; need is 0 when none must. A value troop never versioned has
+// nothing to order it by, and is not written back.
+func (q *readQuorum) writeBackTargets(answered []consistency.Reply, idx []int, source int) (targets []*member, need int) {
+	if q.level != consistency.DCQuorum || len(q.keys) != 1 || len(answered[source].Version) == 0 || q.n.noReadWriteBack {
+		return nil, 0
+	}
+	comparable := q.comparable(answered)
+	need = consistency.Quorum(q.tally.Replicas) - consistency.Holders(comparable, source)
+	if need <= 0 {
+		return nil, 0
+	}
+	holds := make([]bool, len(q.replicas))
+	for k := range answered {
+		holds[idx[k]] = comparable[k].Same(comparable[source])
+	}
+	for i, m := range q.replicas {
+		if !holds[i] {
+			targets = append(targets, m)
+		}
+	}
+	return targets, need
+}
+
+// writeBack copies the version a quorum read is about to answer, out, from
+// the replica src that holds it to the targets, and answers once need of
+// them hold it; if they cannot, the read fails.
+func (q *readQuorum) writeBack(version []byte, src *member, targets []*member, need int, out []byte) {
+	q.n.stats.readWriteBacks.Add(1)
+	q.n.repair.writeBack(q.keys[0], src, version, targets, need, func(err error) {
+		if err != nil {
+			q.n.stats.quorumFailures.Add(1)
+			out = resp.AppendError(nil, fmt.Sprintf("ERR troop: %s read (%s) failed: replicas disagree, and the newest value could not be written back to a quorum before answering (%s)",
+				q.level, q.name, err))
+		}
+		q.done(out)
+	})
+}
+
 // useAgreeing records in the lineage the replicas whose answers made the
 // reply: those that agree with answered[agreeing], or all (agreeing < 0).
 func (q *readQuorum) useAgreeing(answered []consistency.Reply, idx []int, agreeing int) {
@@ -490,7 +660,7 @@ func (q *readQuorum) useAgreeing(answered []consistency.Reply, idx []int, agreei
 		return
 	}
 	for k, a := range answered {
-		if agreeing < 0 || bytes.Equal(a.Version, answered[agreeing].Version) && bytes.Equal(a.Raw, answered[agreeing].Raw) {
+		if agreeing < 0 || a.Same(answered[agreeing]) {
 			q.n.useReplica(q.tr, q.replicas[idx[k]])
 		}
 	}

@@ -298,6 +298,48 @@ func (n *Node) readLocal(tr *trace, keys, args [][]byte, b *batch, done func(ver
 	})
 }
 
+// localVersion answers a version query (ABD's first phase) for key from
+// this node's replica: the version cache's bound when it is known and the
+// request is not traced (a traced request passes the datastore's injection
+// point), else the version key as redis-server holds it. done gets b when
+// it runs at once, nil when it runs on a reply.
+func (n *Node) localVersion(b *batch, tr *trace, key []byte, done func(version []byte, err error, b *batch)) {
+	if tr == nil {
+		if v, ok := n.versions.known(key); ok {
+			done(v, nil, b)
+			return
+		}
+	}
+	req := resp.AppendArrayHeader(nil, 2)
+	req = resp.AppendBulkString(req, "GET")
+	req = appendVersionKey(req, key)
+	n.toStore(b, tr, n.storeFor(key), req, func(raw []byte, err error) {
+		v, err := parseVersionReply(raw, err)
+		done(v, err, nil)
+	})
+}
+
+// parseVersionReply reads the answer to a version query: a version, or
+// nothing (an empty version) for a key that has none.
+func parseVersionReply(raw []byte, err error) ([]byte, error) {
+	if err != nil {
+		return nil, err
+	}
+	v, err := resp.Parse(raw)
+	switch {
+	case err != nil:
+		return nil, err
+	case v.IsError():
+		return nil, fmt.Errorf("version query: %s", v.Str)
+	case v.IsNull || len(v.Str) == 0:
+		return []byte{}, nil
+	}
+	if _, ok := decodeVersion(v.Str); !ok {
+		return nil, fmt.Errorf("version query: %q is not a version", printableArg(v.Str))
+	}
+	return v.Str, nil
+}
+
 func isCommand(name []byte, want string) bool {
 	return len(name) == len(want) && strings.EqualFold(string(name), want)
 }

@@ -45,6 +45,7 @@ type session struct {
 	readLevel, writeLevel consistency.Level
 	quit                  bool
 	fit                   *connFit // nil until TROOP FIT or TROOP LINEAGE ON
+	gate                  keyGate  // keeps the connection's requests on a key in order
 }
 
 // requestHandler answers one request, now or later, by completing its slot;

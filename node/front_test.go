@@ -330,7 +330,7 @@ func TestPeerPortWithArbitraryRequests(t *testing.T) {
 		t.Fatalf("request before HELLO: %s", v)
 	}
 	p := dial(t, tc.nodes[0].cfg.DynListen)
-	p.must("HELLO", "1", "fuzz", "dc1", "rack9", "", "")
+	p.must("HELLO", "2", "fuzz", "dc1", "rack9", "", "")
 	words := []string{"", "GET", "SET", "DEL", "MGET", "HSET", "k", "v", "1", "01a201f9e332000034ad", "zz", "PING", "MULTI"}
 	rnd := rand.New(rand.NewPCG(8, 8))
 	for i := 0; i < 500; i++ {

@@ -216,7 +216,7 @@ func (c *client) must(args ...string) string {
 func dialPeer(t testing.TB, tn *testNode) *client {
 	t.Helper()
 	peer := dial(t, tn.cfg.DynListen)
-	peer.must("HELLO", "1", "test", "dc1", "rack9", "", "")
+	peer.must("HELLO", "2", "test", "dc1", "rack9", "", "")
 	return peer
 }
 

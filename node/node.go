@@ -81,7 +81,7 @@ type Node struct {
 	repair     *repairer    // read repair and anti-entropy
 
 	// Planted bugs (troop_planted_bug), for testing the testers.
-	noReadFailover, localWritesOnly bool
+	noReadFailover, localWritesOnly, noVersionQuery, noReadWriteBack bool
 
 	readLevel, writeLevel atomic.Int32
 	state                 atomic.Int32
@@ -122,6 +122,8 @@ func New(cfg *topology.Config, log *slog.Logger) (*Node, error) {
 	}
 	n.noReadFailover = cfg.PlantedBug == topology.BugNoReadFailover
 	n.localWritesOnly = cfg.PlantedBug == topology.BugLocalWritesOnly
+	n.noVersionQuery = cfg.PlantedBug == topology.BugNoVersionQuery
+	n.noReadWriteBack = cfg.PlantedBug == topology.BugNoReadWriteBack
 	n.readLevel.Store(int32(cfg.ReadConsistency))
 	n.writeLevel.Store(int32(cfg.WriteConsistency))
 	if err := n.buildTopology(); err != nil {

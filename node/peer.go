@@ -11,7 +11,7 @@ import (
 	"github.com/troop-lab/troop/resp"
 )
 
-// Peer protocol, version 1 (docs/peer-protocol.md). Peers speak RESP over a
+// Peer protocol, version 2 (docs/peer-protocol.md). Peers speak RESP over a
 // persistent connection: requests are arrays of bulk strings, replies come in
 // request order.
 //
@@ -20,12 +20,13 @@ import (
 //	PING                                -> +PONG
 //	LOCAL cmd args...                   run cmd on the peer's redis-server as is
 //	READ cmd args...                    run cmd; reply [version, reply]
+//	VERSION key                         the key's version, "" for none
 //	WRITE version cmd args...           apply cmd with that version
 //	FWD version cmd args...             WRITE, then replicate to the other
 //	                                    racks of the peer's datacenter
 //	FIT scope request...                the request, failing the peer's
 //	                                    injection points that scope names
-const peerProtocol = "1"
+const peerProtocol = "2"
 
 // peerHandshake introduces this node to peer m and checks that the node at
 // the seed's address is the one the seed describes.
@@ -93,8 +94,8 @@ func (n *Node) servePeer(c net.Conn) {
 			}
 			args = args[2:]
 			op = strings.ToUpper(string(args[0]))
-			if op != "LOCAL" && op != "READ" && op != "WRITE" && op != "FWD" {
-				s.complete(resp.AppendError(nil, fmt.Sprintf("ERR troop peer protocol: FIT carries LOCAL, READ, WRITE or FWD, not '%s'", printableArg(args[0]))))
+			if op != "LOCAL" && op != "READ" && op != "VERSION" && op != "WRITE" && op != "FWD" {
+				s.complete(resp.AppendError(nil, fmt.Sprintf("ERR troop peer protocol: FIT carries LOCAL, READ, VERSION, WRITE or FWD, not '%s'", printableArg(args[0]))))
 				return
 			}
 		}
@@ -130,6 +131,14 @@ func (n *Node) handlePeer(tr *trace, op string, args [][]byte, s *slot, b *batch
 			out := resp.AppendArrayHeader(nil, 2)
 			out = resp.AppendBulk(out, version)
 			done(append(out, reply...), nil)
+		})
+	case op == "VERSION" && len(args) == 2:
+		n.localVersion(b, tr, args[1], func(version []byte, err error, _ *batch) {
+			if err != nil {
+				done(nil, err)
+				return
+			}
+			s.complete(resp.AppendBulk(nil, version))
 		})
 	case (op == "WRITE" || op == "FWD") && len(args) >= 4:
 		version := args[1]

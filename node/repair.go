@@ -1,9 +1,13 @@
 package node
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/troop-lab/troop/node/consistency"
@@ -136,6 +140,48 @@ func (r *repairer) copyKey(key []byte, src *member, targets []*member, count cou
 			}
 			done(n, first)
 		}()
+	})
+}
+
+// writeBack copies key, at version or newer, from replica src to the
+// targets before a quorum read answers, and calls done once need of them
+// hold it (or a newer version), or with the reason they cannot. It is the
+// second phase of an ABD read: the answer must be on a quorum before it is
+// given, or a later read could miss it. src's copy is fetched anew; one
+// older than version means src lost the value since it answered.
+func (r *repairer) writeBack(key []byte, src *member, version []byte, targets []*member, need int, done func(error)) {
+	r.fetch(src, key, nil, func(c copyOf, err error) {
+		if err == nil && bytes.Compare(c.version, version) < 0 {
+			err = fmt.Errorf("%s no longer holds version %s", replicaName(src), version)
+		}
+		if err != nil {
+			done(err)
+			return
+		}
+		var mu sync.Mutex
+		held, failed := 0, 0
+		var reasons []string
+		for _, t := range targets {
+			r.install(t, key, c, nil, func(changed bool, err error) {
+				if changed {
+					r.n.stats.readRepairs.Add(1)
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					failed++
+					reasons = append(reasons, replicaName(t)+": "+err.Error())
+				} else {
+					held++
+				}
+				switch {
+				case err == nil && held == need:
+					done(nil)
+				case err != nil && failed == len(targets)-need+1:
+					done(errors.New(strings.Join(reasons, "; ")))
+				}
+			})
+		}
 	})
 }
 

@@ -30,7 +30,8 @@ type stats struct {
 	connsAccepted    atomic.Int64
 
 	peersMarkedDown atomic.Int64 // times the failure detector marked a peer down
-	readRepairs     atomic.Int64 // stale replicas written back after a quorum read
+	readRepairs     atomic.Int64 // stale replicas a quorum read wrote its answer to, before or after answering
+	readWriteBacks  atomic.Int64 // quorum reads that wrote their answer back to a quorum before giving it
 	readRepairsLost atomic.Int64 // read repairs not done: too many under way, or they failed
 }
 

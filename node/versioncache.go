@@ -2,6 +2,7 @@ package node
 
 import (
 	"bytes"
+	"encoding/hex"
 	"hash/maphash"
 	"sync"
 	"sync/atomic"
@@ -74,6 +75,10 @@ func newVersionCache(keys int) *versionCache {
 	return c
 }
 
+func (c *versionCache) hash(key []byte) keyHash {
+	return keyHash{maphash.Bytes(c.seeds[0], key), maphash.Bytes(c.seeds[1], key) | 1}
+}
+
 func (c *versionCache) shard(h keyHash) *cacheShard {
 	return &c.shards[h[0]&(cacheShards-1)]
 }
@@ -136,7 +141,7 @@ func (c *versionCache) record(key, version []byte, wholeValue bool) cacheTicket 
 	if !ok {
 		return cacheTicket{}
 	}
-	h := keyHash{maphash.Bytes(c.seeds[0], key), maphash.Bytes(c.seeds[1], key) | 1}
+	h := c.hash(key)
 	sh := c.shard(h)
 	epoch := c.epoch.Load()
 	sh.mu.Lock()
@@ -160,6 +165,29 @@ func (c *versionCache) record(key, version []byte, wholeValue bool) cacheTicket 
 	}
 	sh.mu.Unlock()
 	return cacheTicket{cache: c, key: h, epoch: epoch}
+}
+
+// known returns the key's bound when it is also no older than the version
+// redis-server holds (the entry's epoch is the cache's): an answer to a
+// version query (ABD's first phase) that needs no request to redis.
+func (c *versionCache) known(key []byte) ([]byte, bool) {
+	if c == nil {
+		return nil, false
+	}
+	h := c.hash(key)
+	sh := c.shard(h)
+	epoch := c.epoch.Load()
+	sh.mu.Lock()
+	sl := sh.find(h)
+	if sl == nil || sl.key != h || sl.knownEpoch != epoch {
+		sh.mu.Unlock()
+		return nil, false
+	}
+	bound := sl.bound
+	sh.mu.Unlock()
+	out := make([]byte, versionLen)
+	hex.Encode(out, bound[:])
+	return out, true
 }
 
 // queued ends a fast ticket's hold on its shard, once its request is queued.

@@ -129,10 +129,20 @@ const (
 	// BugLocalWritesOnly: the coordinator applies a write on its own rack's
 	// replica only and acknowledges it at any level.
 	BugLocalWritesOnly = "local-writes-only"
+	// BugNoVersionQuery: a quorum write takes its version from the
+	// coordinator's clock alone, without first asking a quorum of replicas
+	// for theirs. Two coordinators writing one key within a millisecond can
+	// then give the later write the lower version, and replicas keep the
+	// earlier one: an acknowledged write is lost.
+	BugNoVersionQuery = "no-version-query"
+	// BugNoReadWriteBack: a quorum read answers the newest value it found at
+	// once, and copies it to the replicas that lack it only afterwards, so a
+	// later read may still miss a value an earlier read returned.
+	BugNoReadWriteBack = "no-read-write-back"
 )
 
 // PlantedBugs lists the values troop_planted_bug accepts besides none.
-var PlantedBugs = []string{BugNoReadFailover, BugLocalWritesOnly}
+var PlantedBugs = []string{BugNoReadFailover, BugLocalWritesOnly, BugNoVersionQuery, BugNoReadWriteBack}
 
 // Defaults of the keys troop honours. Dynomite's own defaults where the key
 // is Dynomite's.

@@ -145,13 +145,7 @@ func Newest(replies []Reply) int {
 // (same version and same bytes), and the index of one of its members.
 func LargestAgreement(replies []Reply) (size, index int) {
 	for i := range replies {
-		n := 0
-		for j := range replies {
-			if bytes.Equal(replies[i].Version, replies[j].Version) && bytes.Equal(replies[i].Raw, replies[j].Raw) {
-				n++
-			}
-		}
-		if n > size {
+		if n := Holders(replies, i); n > size {
 			size, index = n, i
 		}
 	}

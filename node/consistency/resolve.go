@@ -26,20 +26,35 @@ func Resolve(replies []Reply) (source int, stale []int, conflict bool) {
 		if !bytes.Equal(replies[i].Raw, replies[newest].Raw) {
 			conflict = true
 		}
-		size := 0
-		for j := range replies {
-			if bytes.Equal(replies[j].Version, v) && bytes.Equal(replies[j].Raw, replies[i].Raw) {
-				size++
-			}
-		}
-		if size > best {
+		if size := Holders(replies, i); size > best {
 			source, best = i, size
 		}
 	}
 	for i := range replies {
-		if !bytes.Equal(replies[i].Version, v) || !bytes.Equal(replies[i].Raw, replies[source].Raw) {
+		if !replies[i].Same(replies[source]) {
 			stale = append(stale, i)
 		}
 	}
 	return source, stale, conflict
+}
+
+// Holders counts the replies identical to replies[source] (the same version
+// and, when compared, the same bytes): the replicas known to hold the value
+// a quorum read is about to return. With fewer than a quorum of them, the
+// read must first write the value back to a quorum, or a later read could
+// miss what this one returned.
+func Holders(replies []Reply, source int) int {
+	n := 0
+	for _, r := range replies {
+		if r.Same(replies[source]) {
+			n++
+		}
+	}
+	return n
+}
+
+// Same reports whether two replies are identical: the same version and the
+// same bytes.
+func (r Reply) Same(o Reply) bool {
+	return bytes.Equal(r.Version, o.Version) && bytes.Equal(r.Raw, o.Raw)
 }
