@@ -72,7 +72,9 @@ func (v Verdict) Linearizable() bool { return v.Result == string(porcupine.Ok) }
 // that has no linearization, ending with the operation that made it so.
 type Counterexample struct {
 	Key string `json:"key"`
-	Ops []Op   `json:"ops"` // the last operations of that prefix, in call order
+	// Ops are the last operations of that prefix in call order, then the
+	// writes, called later, of values they read.
+	Ops []Op `json:"ops"`
 }
 
 const maxStaleSamples = 10
@@ -164,9 +166,27 @@ const counterexampleOps = 8
 
 // counterexample finds the shortest prefix, in call order, of a key's
 // illegal history that is itself illegal, and returns its last operations.
+// A prefix keeps, besides the operations called in it, the write of every
+// value its reads returned: a read may return a write called after it
+// (they overlap), and without that write the prefix would be illegal for
+// no fault of the store. Dropping any other write keeps a linearizable
+// history linearizable, so the prefix is illegal only where the store was.
 func counterexample(key string, ops []Op, timeout time.Duration) *Counterexample {
+	writes := writers(ops)
+	// prefix returns ops[:n] and the writes, called later, that its reads read.
+	prefix := func(n int) []Op {
+		out := slices.Clone(ops[:n])
+		added := map[int]bool{}
+		for _, o := range ops[:n] {
+			if i, ok := writes[o.Value]; !o.Write && ok && i >= n && !added[i] {
+				added[i] = true
+				out = append(out, ops[i])
+			}
+		}
+		return out
+	}
 	illegal := func(n int) bool {
-		return porcupine.CheckOperationsTimeout(registerModel, operations(ops[:n]), timeout) == porcupine.Illegal
+		return porcupine.CheckOperationsTimeout(registerModel, operations(prefix(n)), timeout) == porcupine.Illegal
 	}
 	n := len(ops)
 	lo, hi := 1, n // the shortest illegal prefix is in [lo, hi]
@@ -181,7 +201,26 @@ func counterexample(key string, ops []Op, timeout time.Duration) *Counterexample
 			lo = mid + 1
 		}
 	}
-	return &Counterexample{Key: key, Ops: slices.Clone(ops[max(0, hi-counterexampleOps):hi])}
+	shown := slices.Clone(ops[max(0, hi-counterexampleOps):hi])
+	// The writes, called later, of values read in what is shown go last:
+	// they are part of the story.
+	for _, o := range shown[:len(shown):len(shown)] {
+		if i, ok := writes[o.Value]; !o.Write && ok && i >= hi && !slices.Contains(shown, ops[i]) {
+			shown = append(shown, ops[i])
+		}
+	}
+	return &Counterexample{Key: key, Ops: shown}
+}
+
+// writers maps each written value of ops to the index of its write.
+func writers(ops []Op) map[int]int {
+	out := map[int]int{}
+	for i, o := range ops {
+		if o.Write {
+			out[o.Value] = i
+		}
+	}
+	return out
 }
 
 // staleReads lists the reads of one key's ops that returned a value an
@@ -191,12 +230,16 @@ func counterexample(key string, ops []Op, timeout time.Duration) *Counterexample
 // may land at any time, so their values are never stale; a value no write
 // wrote is porcupine's business, not a stale read.
 func staleReads(ops []Op) []string {
+	writes := writers(ops)
 	var out []string
 	for _, r := range ops {
 		if r.Write {
 			continue
 		}
-		src := writerOf(ops, r.Value)
+		var src *Op
+		if i, ok := writes[r.Value]; ok {
+			src = &ops[i]
+		}
 		if r.Value != Missing && (src == nil || src.Failed) {
 			continue
 		}
@@ -209,13 +252,4 @@ func staleReads(ops []Op) []string {
 		}
 	}
 	return out
-}
-
-func writerOf(ops []Op, value int) *Op {
-	for i := range ops {
-		if ops[i].Write && ops[i].Value == value {
-			return &ops[i]
-		}
-	}
-	return nil
 }

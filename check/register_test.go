@@ -73,3 +73,25 @@ func TestKeysAreCheckedSeparately(t *testing.T) {
 		t.Fatalf("%+v", v)
 	}
 }
+
+// A read may return a write called after it began (they overlap): the
+// prefix that ends with the read keeps that write, so the counterexample
+// is the real violation, later in the history, not that read.
+func TestCounterexampleKeepsTheWritesItsReadsRead(t *testing.T) {
+	ops := []Op{
+		w(0, 1, 0, 10),
+		r(1, 2, 20, 60), // reads the write below, called while it runs
+		r(3, 1, 25, 26),
+		w(2, 2, 30, 50),  // ...
+		w(0, 3, 70, 80),  // then 3 is acknowledged,
+		r(1, 2, 90, 100), // and a read after it returns 2: that is the violation
+	}
+	ce := CheckRegisters(ops, 5*time.Second).Counterexample
+	if ce == nil {
+		t.Fatal("no counterexample")
+	}
+	last := ce.Ops[len(ce.Ops)-1]
+	if last.Write || last.Value != 2 || last.Call != 90 {
+		t.Fatalf("counterexample %v, want it to end with the read at 90", ce.Ops)
+	}
+}
