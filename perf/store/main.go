@@ -32,6 +32,7 @@ import (
 type config struct {
 	Troop     string  `json:"troop"` // the troop binary; "" builds ./cmd/troop
 	Rev       string  `json:"rev"`   // build troop from this git revision, not the working tree
+	Base      string  `json:"base"`  // also run the cluster experiment on troop built from this revision
 	Conns     int     `json:"conns"`
 	Pipelines []int   `json:"pipelines"`
 	Keys      int     `json:"keys"`
@@ -134,6 +135,9 @@ func (c *config) validate() error {
 	if c.Troop != "" && c.Rev != "" {
 		bad = append(bad, "--troop and --rev exclude each other")
 	}
+	if c.Base != "" && !c.Cluster {
+		bad = append(bad, "--base compares the three-rack experiment: it needs --cluster")
+	}
 	if c.Duration <= 0 || c.Warmup < 0 {
 		bad = append(bad, "--duration must be positive and --warmup not negative")
 	}
@@ -186,6 +190,7 @@ Flags:
 	}
 	fs.StringVar(&c.Troop, "troop", c.Troop, "troop binary to benchmark (default: go build ./cmd/troop into a temporary directory)")
 	fs.StringVar(&c.Rev, "rev", c.Rev, "build troop from this git revision (git archive REV) instead of the working tree, e.g. HEAD")
+	fs.StringVar(&c.Base, "base", c.Base, "also run the three-rack experiment on troop built from this git revision, interleaved round by round with this build's, for the cost of a change (e.g. --base HEAD~1)")
 	fs.IntVar(&c.Conns, "conns", c.Conns, "client connections (C)")
 	pipes := intList(c.Pipelines)
 	fs.Var(&pipes, "pipelines", "pipeline depths (P) to run, comma-separated")

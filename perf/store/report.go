@@ -44,9 +44,10 @@ type env struct {
 	RedisServer    string  `json:"redis_server"`
 	Nutcracker     string  `json:"nutcracker"`
 	RedisBenchmark string  `json:"redis_benchmark"`
-	Troop          string  `json:"troop"`          // troop --version
-	TroopGo        string  `json:"troop_go"`       // the Go that built the troop binary
-	TroopRevision  string  `json:"troop_revision"` // its VCS revision, "+dirty" when the tree had changes
+	Troop          string  `json:"troop"`                   // troop --version
+	TroopGo        string  `json:"troop_go"`                // the Go that built the troop binary
+	TroopRevision  string  `json:"troop_revision"`          // its VCS revision, "+dirty" when the tree had changes
+	BaseRevision   string  `json:"base_revision,omitempty"` // the revision --base built, for the base_ targets
 	// WorkingTree is the revision of the tree the harness ran in. With
 	// --troop the binary may come from elsewhere; this is the best hint.
 	WorkingTree string `json:"working_tree"`
@@ -280,6 +281,17 @@ func evaluate(ss []summary) []check {
 				Measured: q.Ratio, Limit: 0.7, Pass: q.Ratio >= 0.7,
 				Text: fmt.Sprintf("DC_QUORUM at %.2f of DC_ONE (Dynomite's figure: 0.45)", q.Ratio),
 			})
+			// The base build's targets have ratios to this build's DC_ONE in
+			// the same rounds: quotients of them compare the two builds.
+			bq, bo := find(ss, "cluster", p, "base_dc_quorum"), find(ss, "cluster", p, "base_dc_one")
+			if bq != nil && bo != nil && bq.Ratio > 0 && bo.Ratio > 0 {
+				out = append(out, check{
+					Name: fmt.Sprintf("cluster DC_QUORUM/DC_ONE of this build >= the base build's, P=%d", p), Kind: "target",
+					Measured: q.Ratio, Limit: bq.Ratio / bo.Ratio, Pass: q.Ratio >= bq.Ratio/bo.Ratio,
+					Text: fmt.Sprintf("this build %.2f, base %.2f; DC_QUORUM at %.2f of the base's, DC_ONE at %.2f (nodes %.1f vs %.1f µs/op at DC_QUORUM)",
+						q.Ratio, bq.Ratio/bo.Ratio, q.Ratio/bq.Ratio, 1/bo.Ratio, q.ProxyUsPerOp, bq.ProxyUsPerOp),
+				})
+			}
 		}
 	}
 	for _, s := range ss {
@@ -300,6 +312,9 @@ func printHeader(w io.Writer, r *result) {
 	fmt.Fprintf(w, "machine: %d CPUs (%s), Linux %s\n", e.CPUs, e.CPUModel, e.Kernel)
 	fmt.Fprintf(w, "versions: redis-server %s, nutcracker %s, redis-benchmark %s, troop %s (%s, %s), harness %s\n",
 		e.RedisServer, e.Nutcracker, e.RedisBenchmark, e.Troop, e.TroopGo, e.TroopRevision, e.Go)
+	if e.BaseRevision != "" {
+		fmt.Fprintf(w, "base: troop built from %s (%s), the cluster's base_ targets, interleaved with this build's\n", c.Base, e.BaseRevision)
+	}
 	fmt.Fprintf(w, "workload: %d connections, %d:%d GET:SET, %d-byte values, %d keys preloaded, seed %d\n",
 		c.Conns, readPercent, 100-readPercent, valueSize, c.Keys, c.Seed)
 	fmt.Fprintf(w, "rounds: %d per depth, targets interleaved; %v warmup + %v measured per window\n\n",
@@ -315,7 +330,7 @@ func printSummary(w io.Writer, r *result) {
 		proxyCol := "proxy"
 		switch exp {
 		case "cluster":
-			title = "Three-rack troop cluster, load spread over the 3 nodes; nodes and redis summed over all 3"
+			title = "Three-rack troop cluster, load spread over the 3 nodes; nodes and redis summed over all 3; base_: the same of the --base build, ratios to this build's dc_one"
 			proxyCol = "nodes"
 		case "writes":
 			title = "DC_QUORUM SETs only, three racks: hints, read repair and versions on vs off (troop_hinted_handoff, troop_read_repair, troop_versions); versioned: versions only"

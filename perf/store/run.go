@@ -75,44 +75,19 @@ func proxyExperiment(ctx context.Context, cfg config, ps *procSet, bins binaries
 
 // clusterExperiment is experiment 2: three racks, one node and one
 // redis-server each, the load spread over the three nodes, at DC_ONE and
-// DC_QUORUM, interleaved.
+// DC_QUORUM, interleaved. With a base build, the same cluster of it runs
+// beside, its targets (base_dc_one, base_dc_quorum) interleaved with these.
 func clusterExperiment(ctx context.Context, cfg config, ps *procSet, bins binaries, res *result, log io.Writer) error {
-	const racks = 3
-	var cfgs []*topology.Config
-	var redises, nodes []*proc
-	var addrs, admin []string
-	for i := 1; i <= racks; i++ {
-		redis, redisAddr, err := startRedis(ctx, ps, bins.redisServer, fmt.Sprintf("redis%d", i))
-		if err != nil {
-			return err
-		}
-		c, err := nodeConfig(fmt.Sprintf("node%d", i), fmt.Sprintf("rack%d", i), redisAddr)
-		if err != nil {
-			return err
-		}
-		redises, cfgs = append(redises, redis), append(cfgs, c)
-		addrs, admin = append(addrs, c.Listen), append(admin, c.StatsListen)
-	}
-	linkSeeds(cfgs)
-	for _, c := range cfgs {
-		node, err := startNode(ctx, ps, bins.troop, c)
-		if err != nil {
-			return err
-		}
-		nodes = append(nodes, node)
-	}
-	if err := waitPeers(ctx, nodes, admin); err != nil {
+	targets, err := startCluster(ctx, cfg, ps, bins.redisServer, bins.troop, "")
+	if err != nil {
 		return err
 	}
-	// Preload through the nodes at DC_QUORUM, so that every rack holds the
-	// keys, with their versions, before the first window.
-	quorum := [][]string{{"TROOP", "CONSISTENCY", "DC_QUORUM"}}
-	if err := preload(ctx, addrs, cfg.Keys, quorum); err != nil {
-		return err
-	}
-	targets := []*target{
-		{name: "dc_one", addrs: addrs, setup: [][]string{{"TROOP", "CONSISTENCY", "DC_ONE"}}, proxies: nodes, redis: redises, admin: admin},
-		{name: "dc_quorum", addrs: addrs, setup: quorum, proxies: nodes, redis: redises, admin: admin},
+	if bins.base != "" {
+		base, err := startCluster(ctx, cfg, ps, bins.redisServer, bins.base, "base_")
+		if err != nil {
+			return err
+		}
+		targets = append(targets, base...)
 	}
 	for _, p := range cfg.Pipelines {
 		for n := 1; n <= cfg.Rounds; n++ {
@@ -134,17 +109,60 @@ func clusterExperiment(ctx context.Context, cfg config, ps *procSet, bins binari
 	return ctx.Err()
 }
 
+// startCluster starts three racks of troop, a node and a redis-server
+// each, preloads the keys, and returns its targets at DC_ONE and
+// DC_QUORUM, named with prefix.
+func startCluster(ctx context.Context, cfg config, ps *procSet, redisServer, troop, prefix string) ([]*target, error) {
+	const racks = 3
+	var cfgs []*topology.Config
+	var redises, nodes []*proc
+	var addrs, admin []string
+	for i := 1; i <= racks; i++ {
+		redis, redisAddr, err := startRedis(ctx, ps, redisServer, fmt.Sprintf("%sredis%d", prefix, i))
+		if err != nil {
+			return nil, err
+		}
+		c, err := nodeConfig(fmt.Sprintf("%snode%d", prefix, i), fmt.Sprintf("rack%d", i), redisAddr)
+		if err != nil {
+			return nil, err
+		}
+		redises, cfgs = append(redises, redis), append(cfgs, c)
+		addrs, admin = append(addrs, c.Listen), append(admin, c.StatsListen)
+	}
+	linkSeeds(cfgs)
+	for _, c := range cfgs {
+		node, err := startNode(ctx, ps, troop, c)
+		if err != nil {
+			return nil, err
+		}
+		nodes = append(nodes, node)
+	}
+	if err := waitPeers(ctx, nodes, admin); err != nil {
+		return nil, err
+	}
+	// Preload through the nodes at DC_QUORUM, so that every rack holds the
+	// keys, with their versions, before the first window.
+	quorum := [][]string{{"TROOP", "CONSISTENCY", "DC_QUORUM"}}
+	if err := preload(ctx, addrs, cfg.Keys, quorum); err != nil {
+		return nil, err
+	}
+	return []*target{
+		{name: prefix + "dc_one", addrs: addrs, setup: [][]string{{"TROOP", "CONSISTENCY", "DC_ONE"}}, proxies: nodes, redis: redises, admin: admin},
+		{name: prefix + "dc_quorum", addrs: addrs, setup: quorum, proxies: nodes, redis: redises, admin: admin},
+	}, nil
+}
+
 // prepareTroop builds the troop binary from the working tree, or from the
-// git revision --rev names, and says which source it was.
-func prepareTroop(ctx context.Context, cfg config, dir string, out io.Writer) (bin, revision string, err error) {
+// git revision rev when it is not "", in dir, and says which source it was.
+func prepareTroop(ctx context.Context, rev, dir string, out io.Writer) (bin, revision string, err error) {
 	root, err := moduleRoot(ctx)
 	if err != nil {
 		return "", "", err
 	}
 	src := root
-	if cfg.Rev != "" {
-		fmt.Fprintf(out, "exporting %s ...\n", cfg.Rev)
-		if src, revision, err = exportRev(ctx, root, cfg.Rev, filepath.Join(dir, "src")); err != nil {
+	if rev != "" {
+		fmt.Fprintf(out, "exporting %s ...\n", rev)
+		if src, revision, err = exportRev(ctx, root, rev, filepath.Join(dir, "src")); err != nil {
 			return "", "", err
 		}
 	} else {
@@ -177,11 +195,22 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 	}
 	revision := "" // the source the harness built troop from
 	if bins.troop = cfg.Troop; bins.troop == "" {
-		if bins.troop, revision, err = prepareTroop(ctx, cfg, dir, out); err != nil {
+		if bins.troop, revision, err = prepareTroop(ctx, cfg.Rev, dir, out); err != nil {
+			return err
+		}
+	}
+	baseRevision := ""
+	if cfg.Base != "" {
+		baseDir := filepath.Join(dir, "base")
+		if err := os.Mkdir(baseDir, 0o755); err != nil {
+			return err
+		}
+		if bins.base, baseRevision, err = prepareTroop(ctx, cfg.Base, baseDir, out); err != nil {
 			return err
 		}
 	}
 	res := &result{Tool: "perf/store", Started: time.Now().UTC(), Config: cfg, Env: environment(ctx, bins, revision), Notes: []string{}}
+	res.Env.BaseRevision = baseRevision
 	printHeader(out, res)
 
 	if cfg.Proxy {

@@ -23,6 +23,7 @@ import (
 // binaries are the programs the harness runs.
 type binaries struct {
 	troop          string
+	base           string // troop built from --base, or ""
 	redisServer    string
 	nutcracker     string
 	redisBenchmark string // "" when not installed and the anchor is skipped
