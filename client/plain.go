@@ -23,6 +23,9 @@ type PlainOptions struct {
 	// requests stay in order (and, over several nutcracker or redis
 	// addresses, one key always meets the same server).
 	RoundRobin bool
+	// ReadLevel and WriteLevel, if set, are sent to troop nodes on every
+	// new connection, as Options' are.
+	ReadLevel, WriteLevel string
 }
 
 // Plain is a pooled, pipelined client for plain RESP servers: redis-server,
@@ -65,12 +68,13 @@ func NewPlain(addrs []string, opts PlainOptions) (*Plain, error) {
 		return nil, err
 	}
 	p := &Plain{roundRobin: opts.RoundRobin, perAddr: opts.ConnsPerAddr}
+	handshake := consistencyHandshake(opts.ReadLevel, opts.WriteLevel)
 	for _, a := range addrs {
 		if a == "" {
 			return nil, errors.New("client: empty address")
 		}
 		for range opts.ConnsPerAddr {
-			p.conns = append(p.conns, &conn{l: link.New("server", a, opts.Timeout, nil)})
+			p.conns = append(p.conns, &conn{l: link.New("server", a, opts.Timeout, handshake)})
 		}
 	}
 	return p, nil

@@ -24,6 +24,7 @@ type Node struct {
 	Rack   string
 	Tokens []uint32
 	Addr   string // client (RESP) address, host:port
+	Admin  string // admin HTTP address, host:port; "" when not known
 }
 
 // String names a node for errors: its name and place, "dc1-rack2-1 (dc1/rack2)".
@@ -42,6 +43,7 @@ type describedNode struct {
 	Rack       string   `json:"rack"`
 	Tokens     []uint32 `json:"tokens"`
 	Listen     string   `json:"listen"`
+	Stats      string   `json:"stats_listen"`
 }
 
 // describeWait bounds how long FromClusterDescribe waits for a node to learn
@@ -120,7 +122,7 @@ func parseDescribed(r io.Reader, source, host string) (nodes []Node, missing []s
 			continue
 		}
 		nodes = append(nodes, Node{Name: d.Name, DC: d.Datacenter, Rack: d.Rack, Tokens: d.Tokens,
-			Addr: reachable(d.Listen, host)})
+			Addr: reachable(d.Listen, host), Admin: reachable(d.Stats, host)})
 	}
 	return nodes, missing, nil
 }
@@ -169,7 +171,7 @@ func FromLab(dir string) ([]Node, error) {
 	}
 	nodes := make([]Node, len(st.Nodes))
 	for i, n := range st.Nodes {
-		nodes[i] = Node{Name: n.Name, DC: n.DC, Rack: n.Rack, Tokens: []uint32{n.Token}, Addr: n.Listen}
+		nodes[i] = Node{Name: n.Name, DC: n.DC, Rack: n.Rack, Tokens: []uint32{n.Token}, Addr: n.Listen, Admin: n.StatsListen}
 	}
 	return nodes, nil
 }

@@ -50,14 +50,18 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("kill_at %s must be inside the failure phase (fault %s)", c.KillAt, c.Fault)
 	case c.ReplaceAfter < 0:
 		return errors.New("replace_after must not be negative")
+	case c.ContendedKeys != 0 && c.ContendedKeys >= c.Keys:
+		return fmt.Errorf("contended_keys %d must be fewer than keys %d (0: none)", c.ContendedKeys, c.Keys)
 	case c.FaultRate < 0:
 		return errors.New("fault_rate must not be negative (0 means 60% of the baseline's DC_QUORUM throughput)")
 	case c.LDFIMaxFaults < 0 || c.LDFIMaxFaults > 3:
 		return fmt.Errorf("ldfi_max_faults %d: want 0 (skip the phase) to 3", c.LDFIMaxFaults)
 	case len(c.Levels) == 0:
 		return errors.New("levels must name at least one consistency level")
-	case r.Keys < 1 || r.Clients < 1 || r.Ops < 1 || r.Duration <= 0 || r.Timeout <= 0:
-		return errors.New("register: keys, clients, ops, duration and timeout must be positive")
+	case r.Keys < 1 || r.Clients < 1 || r.Duration <= 0 || r.Timeout <= 0:
+		return errors.New("register: keys, clients, duration and timeout must be positive")
+	case r.Ops < 0:
+		return errors.New("register: ops must not be negative (0: no bound but the duration)")
 	case r.Writes < 0 || r.Writes > 1:
 		return fmt.Errorf("register: writes %v must be a share between 0 and 1", r.Writes)
 	}

@@ -30,13 +30,15 @@ func TestLoadConfig(t *testing.T) {
 		t.Fatalf("an empty file is the base: %v", err)
 	}
 	for body, want := range map[string]string{
-		"seed: 1\nfualt: 3s\n":              "line 2: field fualt not found",
-		"baseline: soon\n":                  "line 1",
-		"kill_at: 50s\n":                    "kill_at 50s must be inside the failure phase",
-		"levels: [DC_TWO]\n":                `"DC_TWO" is not one of`,
-		"register: {writes: 2}\n":           "writes 2 must be a share",
-		"value_size: 10\n":                  "value_size 10 is below 64 bytes",
-		"register: {clients: 0}\nkeys: 5\n": "register: keys, clients",
+		"seed: 1\nfualt: 3s\n":                 "line 2: field fualt not found",
+		"baseline: soon\n":                     "line 1",
+		"kill_at: 50s\n":                       "kill_at 50s must be inside the failure phase",
+		"levels: [DC_TWO]\n":                   `"DC_TWO" is not one of`,
+		"register: {writes: 2}\n":              "writes 2 must be a share",
+		"value_size: 10\n":                     "value_size 10 is below 64 bytes",
+		"register: {clients: 0}\nkeys: 5000\n": "register: keys, clients",
+		"register: {ops: -1}\n":                "register: ops must not be negative",
+		"keys: 50\ncontended_keys: 50\n":       "contended_keys 50 must be fewer than keys 50",
 	} {
 		_, err := LoadConfig(write(body), DefaultConfig())
 		if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "run.yml") {

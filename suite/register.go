@@ -4,54 +4,104 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/troop-lab/troop/check"
 	"github.com/troop-lab/troop/client"
+	"github.com/troop-lab/troop/node/consistency"
 	"github.com/troop-lab/troop/resp"
 )
 
 // RegisterConfig is one run of the register workload of the consistency
-// phase: a few clients read and write a few keys, each waiting for its
-// answer, so that check.CheckRegisters can judge every key's history.
+// phase: clients read and write a few keys through every node of the first
+// datacenter, each sending its next request as soon as it has the answer to
+// the last (no think time), so that writes through different coordinators
+// meet within a millisecond; check.CheckRegisters then judges every key's
+// history.
 type RegisterConfig struct {
 	Keys     int           `json:"keys" yaml:"keys"`         // registers, each its own key
-	Clients  int           `json:"clients" yaml:"clients"`   // spread over the racks of the first datacenter
-	Ops      int           `json:"ops" yaml:"ops"`           // per client, at most
+	Clients  int           `json:"clients" yaml:"clients"`   // each on its own connection, to the nodes of the first datacenter in turn
+	Ops      int           `json:"ops" yaml:"ops"`           // per client, at most; 0 for no bound but the duration
 	Duration time.Duration `json:"duration" yaml:"duration"` // at most
 	Level    string        `json:"level" yaml:"-"`           // read and write consistency level
 	Writes   float64       `json:"writes" yaml:"writes"`     // share of writes, 0..1
 	Timeout  time.Duration `json:"timeout" yaml:"timeout"`   // per request
-	Seed     uint64        `json:"seed" yaml:"-"`
-	Prefix   string        `json:"prefix" yaml:"-"` // of the keys; a fresh one per run keeps the initial state empty
+	// Delay, if set, slows some requests between nodes, as a slow network
+	// would (request-scoped failure injection, TROOP FIT): before each
+	// operation a client draws one of three ways, and its coordinator's
+	// calls to other nodes wait that way. Each of them leaves a write in
+	// flight visible on some replicas and not on others, for longer than
+	// on a quiet loopback:
+	//   - none: no delay;
+	//   - quorum first: the calls to enough nodes for a quorum go at once,
+	//     those to the rest wait Delay (a write is acknowledged while some
+	//     replicas have not seen it);
+	//   - alone first: every call waits Delay (for that long, only the
+	//     coordinator's own replica holds the write).
+	Delay time.Duration `json:"delay" yaml:"delay"`
+	// Skew, if set, sets the clock of the first node this far ahead while
+	// the workload runs (POST /clock/skew on its admin address), as clocks
+	// of different machines disagree: a store that orders writes by its
+	// coordinators' clocks alone then orders some of them against real time.
+	Skew   time.Duration `json:"skew" yaml:"skew"`
+	Seed   uint64        `json:"seed" yaml:"-"`
+	Prefix string        `json:"prefix" yaml:"-"` // of the keys; a fresh one per run keeps the initial state empty
 }
 
-// DefaultRegisterConfig is a small, contended workload: 6 clients on 3 keys.
+// DefaultRegisterConfig is a contended workload: 6 clients, two through each
+// node of a three-rack lab, on one key for 20 s, with delays of 5 ms
+// between nodes and one clock 20 ms ahead.
 func DefaultRegisterConfig() RegisterConfig {
-	return RegisterConfig{Keys: 3, Clients: 6, Ops: 2000, Duration: 10 * time.Second, Level: "DC_QUORUM",
-		Writes: 0.5, Timeout: time.Second, Seed: 1, Prefix: "troop:register"}
+	return RegisterConfig{Keys: 1, Clients: 6, Duration: 20 * time.Second, Level: "DC_QUORUM",
+		Writes: 0.5, Timeout: time.Second, Delay: 5 * time.Millisecond, Skew: 20 * time.Millisecond,
+		Seed: 1, Prefix: "troop:register"}
 }
 
-// RunRegisters runs the workload against the cluster and returns its history. Each
-// client waits for every answer before its next request, so a client's
+// RunRegisters runs the workload against the cluster and returns its
+// history. Client i talks to node i (mod the number of nodes) of the first
+// datacenter over one connection of its own, so every node coordinates;
+// each client waits for every answer before its next request, so a client's
 // operations never overlap. Values are unique per write: client*1e6+seq.
-func RunRegisters(ctx context.Context, nodes []client.Node, cfg RegisterConfig) ([]check.Op, error) {
-	if cfg.Keys < 1 || cfg.Clients < 1 || cfg.Ops < 1 || cfg.Duration <= 0 || cfg.Writes < 0 || cfg.Writes > 1 {
-		return nil, fmt.Errorf("register workload: keys, clients, ops and duration must be positive and writes within 0..1: %+v", cfg)
+func RunRegisters(ctx context.Context, nodes []client.Node, cfg RegisterConfig) (history []check.Op, runErr error) {
+	if cfg.Keys < 1 || cfg.Clients < 1 || cfg.Ops < 0 || cfg.Duration <= 0 || cfg.Writes < 0 || cfg.Writes > 1 {
+		return nil, fmt.Errorf("register workload: keys, clients and duration must be positive, ops not negative and writes within 0..1: %+v", cfg)
 	}
 	if len(nodes) == 0 {
 		return nil, errors.New("register workload: the cluster has no nodes")
 	}
-	racks := client.Racks(nodes, nodes[0].DC)
-	clients := make([]*client.Cluster, cfg.Clients)
+	var coordinators []client.Node
+	for _, n := range nodes {
+		if n.DC == nodes[0].DC {
+			coordinators = append(coordinators, n)
+		}
+	}
+	if cfg.Skew != 0 {
+		skewed := coordinators[0]
+		if err := setSkew(ctx, skewed, cfg.Skew); err != nil {
+			return nil, err
+		}
+		defer func() {
+			// The run's own context may be over; setting the clock right
+			// gets a few seconds of its own.
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			if err := setSkew(ctx, skewed, 0); err != nil && runErr == nil {
+				runErr = err
+			}
+		}()
+	}
+	clients := make([]*client.Plain, cfg.Clients)
 	for i := range clients {
-		c, err := client.NewCluster(nodes, client.Options{
-			DC: nodes[0].DC, Rack: racks[i%len(racks)], Timeout: cfg.Timeout,
-			ReadLevel: cfg.Level, WriteLevel: cfg.Level,
+		c, err := client.NewPlain([]string{coordinators[i%len(coordinators)].Addr}, client.PlainOptions{
+			Timeout: cfg.Timeout, ReadLevel: cfg.Level, WriteLevel: cfg.Level,
 		})
 		if err != nil {
 			return nil, err
@@ -64,12 +114,27 @@ func RunRegisters(ctx context.Context, nodes []client.Node, cfg RegisterConfig) 
 	start := time.Now()
 	histories := make([][]check.Op, cfg.Clients)
 	var wg sync.WaitGroup
+	var fitErr atomic.Pointer[error] // a TROOP FIT that failed: the run is void
 	for i, c := range clients {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			rng := rand.New(rand.NewPCG(cfg.Seed, uint64(i)))
-			for seq := 1; seq <= cfg.Ops && ctx.Err() == nil; seq++ {
+			ways := slowWays(coordinators, i%len(coordinators), cfg.Delay)
+			way := 0 // no scope yet: no delay
+			for seq := 1; (cfg.Ops == 0 || seq <= cfg.Ops) && ctx.Err() == nil; seq++ {
+				if next := rng.IntN(len(ways)); next != way {
+					way = next
+					c.Send([][]byte{[]byte("TROOP"), []byte("FIT"), []byte(ways[way])}, func(raw []byte, err error) {
+						if err == nil && (len(raw) == 0 || raw[0] == '-') {
+							err = fmt.Errorf("%q", raw)
+						}
+						if err != nil {
+							err = fmt.Errorf("register workload: TROOP FIT %s: %w", ways[way], err)
+							fitErr.CompareAndSwap(nil, &err)
+						}
+					})
+				}
 				op := check.Op{Client: i, Key: cfg.Prefix + ":" + strconv.Itoa(rng.IntN(cfg.Keys))}
 				op.Write = rng.Float64() < cfg.Writes
 				if op.Write {
@@ -78,25 +143,72 @@ func RunRegisters(ctx context.Context, nodes []client.Node, cfg RegisterConfig) 
 				op.Call = int64(time.Since(start))
 				err := do(ctx, c, &op)
 				op.Return = int64(time.Since(start))
-				if ctx.Err() != nil && err != nil {
-					break // the run's time is up: the cut-off op says nothing
-				}
 				switch {
 				case err != nil && op.Write:
+					// Also when the run's time cut it off: it was sent, and
+					// other clients may read it.
 					op.Failed, op.Error = true, err.Error()
 				case err != nil:
-					continue // a read that got no answer did nothing
+					continue // a read that got no answer said nothing
 				}
 				histories[i] = append(histories[i], op)
 			}
 		}()
 	}
 	wg.Wait()
+	if err := fitErr.Load(); err != nil {
+		return nil, *err
+	}
 	return slices.Concat(histories...), nil
 }
 
+// setSkew sets the clock of node n off by offset (0: a true clock again).
+func setSkew(ctx context.Context, n client.Node, offset time.Duration) error {
+	if n.Admin == "" {
+		return fmt.Errorf("register workload: skewing the clock of %s needs its admin address, which is not known", n)
+	}
+	url := fmt.Sprintf("http://%s/clock/skew?offset=%s", n.Admin, offset)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, nil)
+	if err != nil {
+		return err
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("register workload: skewing the clock of %s: %w", n, err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(io.LimitReader(res.Body, 512))
+		return fmt.Errorf("register workload: skewing the clock of %s: %s: %s", n, res.Status, strings.TrimSpace(string(body)))
+	}
+	return nil
+}
+
+// slowWays are the failure scopes a client of coordinators[coord] draws
+// from before each operation when delay is set (RegisterConfig.Delay):
+// none (RESET), quorum first, and alone first. Without a delay, only none.
+func slowWays(coordinators []client.Node, coord int, delay time.Duration) []string {
+	if delay <= 0 || len(coordinators) < 2 {
+		return []string{"RESET"}
+	}
+	self := coordinators[coord].Name
+	var quorumFirst, aloneFirst []string
+	for j := 1; j < len(coordinators); j++ {
+		fault := fmt.Sprintf("%s->%s=delay:%s", self, coordinators[(coord+j)%len(coordinators)].Name, delay)
+		aloneFirst = append(aloneFirst, fault)
+		if j >= consistency.Quorum(len(coordinators)) { // this node and j-1 peers make a quorum
+			quorumFirst = append(quorumFirst, fault)
+		}
+	}
+	ways := []string{"RESET", strings.Join(aloneFirst, ",")}
+	if len(quorumFirst) > 0 {
+		ways = append(ways, strings.Join(quorumFirst, ","))
+	}
+	return ways
+}
+
 // do runs one operation and fills in what a read returned.
-func do(ctx context.Context, c *client.Cluster, op *check.Op) error {
+func do(ctx context.Context, c *client.Plain, op *check.Op) error {
 	if op.Write {
 		raw, err := c.Do(ctx, []byte("SET"), []byte(op.Key), strconv.AppendInt(nil, int64(op.Value), 10))
 		if err != nil {

@@ -7,8 +7,10 @@
 //     monkey terminates one node and the lab replaces it;
 //  3. durability audit: every key the failure phase wrote, read back at
 //     DC_QUORUM against the model of acknowledged writes;
-//  4. consistency: a register workload per level, each key's history checked
-//     for linearizability, stale reads counted;
+//  4. consistency: a contended register workload per level (clients
+//     through every node, no think time, delays between nodes, one clock
+//     ahead), each key's history checked for linearizability, stale reads
+//     counted;
 //  5. lineage-driven fault injection on the store's GET and SET.
 //
 // Run returns a Report; package report renders it as HTML.
@@ -47,18 +49,23 @@ type Config struct {
 	// run starts (lab.Spec.NodeCommand): tests plant bugs with it.
 	NodeCommand func(n lab.Node) []string `json:"-" yaml:"-"`
 
-	Keys           uint64         `json:"keys" yaml:"keys"`
-	ValueSize      int            `json:"value_size" yaml:"value_size"`
-	ReadersPerNode int            `json:"readers_per_node" yaml:"readers_per_node"`
-	WritersPerNode int            `json:"writers_per_node" yaml:"writers_per_node"`
-	Baseline       time.Duration  `json:"baseline" yaml:"baseline"`           // per level
-	Fault          time.Duration  `json:"fault" yaml:"fault"`                 // the failure phase's whole run
-	KillAt         time.Duration  `json:"kill_at" yaml:"kill_at"`             // into the failure phase
-	ReplaceAfter   time.Duration  `json:"replace_after" yaml:"replace_after"` // the lab's replacement delay
-	FaultRate      float64        `json:"fault_rate" yaml:"fault_rate"`       // open-loop ops/s of the failure phase; 0 = 60% of baseline DC_QUORUM
-	Register       RegisterConfig `json:"register" yaml:"register"`
-	Levels         []string       `json:"levels" yaml:"levels"`                   // of the baseline and the consistency phase
-	LDFIMaxFaults  int            `json:"ldfi_max_faults" yaml:"ldfi_max_faults"` // k of the LDFI phase; 0 skips it
+	Keys           uint64        `json:"keys" yaml:"keys"`
+	ValueSize      int           `json:"value_size" yaml:"value_size"`
+	ReadersPerNode int           `json:"readers_per_node" yaml:"readers_per_node"`
+	WritersPerNode int           `json:"writers_per_node" yaml:"writers_per_node"`
+	Baseline       time.Duration `json:"baseline" yaml:"baseline"`           // per level
+	Fault          time.Duration `json:"fault" yaml:"fault"`                 // the failure phase's whole run
+	KillAt         time.Duration `json:"kill_at" yaml:"kill_at"`             // into the failure phase
+	ReplaceAfter   time.Duration `json:"replace_after" yaml:"replace_after"` // the lab's replacement delay
+	FaultRate      float64       `json:"fault_rate" yaml:"fault_rate"`       // open-loop ops/s of the failure phase; 0 = 60% of baseline DC_QUORUM
+	// ContendedKeys is how many keys get half of the failure phase's
+	// operations, so that each is written by many writers through every
+	// coordinator and the audit judges keys whose writes raced; 0 spreads
+	// the operations evenly.
+	ContendedKeys uint64         `json:"contended_keys" yaml:"contended_keys"`
+	Register      RegisterConfig `json:"register" yaml:"register"`
+	Levels        []string       `json:"levels" yaml:"levels"`                   // of the baseline and the consistency phase
+	LDFIMaxFaults int            `json:"ldfi_max_faults" yaml:"ldfi_max_faults"` // k of the LDFI phase; 0 skips it
 	// Out is where the run writes what it produces beside the report (the
 	// LDFI phase's reports and scenario files).
 	Out string `json:"out" yaml:"-"`
@@ -74,7 +81,7 @@ func DefaultConfig() Config {
 		Seed: 1, Dir: ".troop/run/lab", Out: ".troop/run", Keys: 100_000, ValueSize: 1024,
 		ReadersPerNode: 32, WritersPerNode: 8,
 		Baseline: 20 * time.Second, Fault: 40 * time.Second, KillAt: 10 * time.Second,
-		ReplaceAfter: 5 * time.Second, Register: reg,
+		ReplaceAfter: 5 * time.Second, ContendedKeys: 100, Register: reg,
 		Levels: []string{"DC_ONE", "DC_QUORUM"}, LDFIMaxFaults: 2,
 	}
 }
@@ -86,7 +93,7 @@ func QuickConfig() Config {
 	c.Keys = 10_000
 	c.ReadersPerNode, c.WritersPerNode = 8, 2
 	c.Baseline, c.Fault, c.KillAt, c.ReplaceAfter = 5*time.Second, 15*time.Second, 4*time.Second, 2*time.Second
-	c.Register.Duration, c.Register.Ops = 4*time.Second, 500
+	c.Register.Duration = 5 * time.Second
 	return c
 }
 
@@ -198,7 +205,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Report, error) {
 
 	for _, level := range cfg.Levels {
 		step(1, "baseline: mixed 80:20, %d B values, %s at %s", cfg.ValueSize, cfg.Baseline, level)
-		res, _, err := cl.bench(ctx, cfg, level, cfg.Baseline, 0, nil)
+		res, _, err := cl.bench(ctx, cfg, level, cfg.Baseline, 0, false)
 		if err != nil {
 			return nil, fmt.Errorf("baseline at %s: %w", level, err)
 		}
@@ -233,7 +240,8 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Report, error) {
 		rc := cfg.Register
 		rc.Level, rc.Seed = level, cfg.Seed+uint64(i)
 		rc.Prefix = fmt.Sprintf("troop:register:%d:%s", time.Now().UnixNano(), level)
-		step(4, "consistency: %d clients on %d registers at %s", rc.Clients, rc.Keys, level)
+		step(4, "consistency: %d clients through every node on %d register(s) at %s for %s, delays of %s between nodes, one clock %s ahead",
+			rc.Clients, rc.Keys, level, rc.Duration, rc.Delay, rc.Skew)
 		hist, err := RunRegisters(ctx, cl.nodes, rc)
 		if err != nil {
 			return nil, fmt.Errorf("consistency at %s: %w", level, err)
@@ -326,10 +334,15 @@ func (c *cluster) target(level string) (*bench.ClusterTarget, error) {
 		ReadLevel: level, WriteLevel: level, Retry: client.Retry{Attempts: 1, CrossRack: true}})
 }
 
-// bench runs the mixed job at level; rate 0 is closed loop.
-func (c *cluster) bench(ctx context.Context, cfg Config, level string, d time.Duration, rate float64, model *bench.Model) (*bench.Result, *bench.Model, error) {
+// bench runs the mixed job at level; rate 0 is closed loop. contended
+// sends half the operations to cfg.ContendedKeys keys.
+func (c *cluster) bench(ctx context.Context, cfg Config, level string, d time.Duration, rate float64, contended bool) (*bench.Result, *bench.Model, error) {
 	bc := bench.DefaultConfig()
 	bc.Job, bc.Keys, bc.ValueSize = bench.JobMixed, cfg.Keys, bench.Range{Min: cfg.ValueSize, Max: cfg.ValueSize}
+	if contended && cfg.ContendedKeys > 0 && cfg.ContendedKeys < cfg.Keys {
+		bc.Distribution = bench.Hotspot
+		bc.Hotspot = bench.HotspotSpec{KeyFraction: float64(cfg.ContendedKeys) / float64(cfg.Keys), OpFraction: 0.5}
+	}
 	bc.Readers, bc.Writers = cfg.ReadersPerNode, cfg.WritersPerNode
 	bc.Duration, bc.Rate, bc.Seed, bc.Consistency = d, rate, cfg.Seed, level
 	bc.Timeout, bc.Version, bc.Progress = 2*time.Second, cfg.Version, cfg.Progress
@@ -341,9 +354,7 @@ func (c *cluster) bench(ctx context.Context, cfg Config, level string, d time.Du
 		return nil, nil, err
 	}
 	defer t.Close()
-	if model == nil {
-		model = bench.NewModel(bc.Staleness)
-	}
+	model := bench.NewModel(bc.Staleness)
 	res, err := bench.RunModel(ctx, bc, t, nil, model)
 	return res, model, err
 }
@@ -391,7 +402,7 @@ func (c *cluster) failurePhase(ctx context.Context, cfg Config, rate float64) (*
 		out.recovered = time.Since(start).Seconds()
 		out.events = append(out.events, Event{out.recovered, fmt.Sprintf("lab replaced %s after its %s delay; it answers PING", victim.ID, cfg.ReplaceAfter)})
 	}()
-	res, model, err := c.bench(ctx, cfg, "DC_QUORUM", cfg.Fault, rate, nil)
+	res, model, err := c.bench(ctx, cfg, "DC_QUORUM", cfg.Fault, rate, true)
 	co := <-chaosDone
 	if err != nil {
 		return nil, nil, err

@@ -53,11 +53,11 @@ func judge(rep *Report) Verdict {
 		cv := c.Verdict
 		switch {
 		case c.Level != "DC_ONE" && cv.Result == "Illegal":
-			broke("consistency at %s: not linearizable (%d operations on %d registers; counterexample on %s)", c.Level, cv.Ops, c.Config.Keys, cv.Counterexample.Key)
+			broke("consistency at %s: not linearizable (%d operations on %d register(s); counterexample on %s)", c.Level, cv.Ops, c.Config.Keys, cv.Counterexample.Key)
 		case c.Level != "DC_ONE" && cv.Result == "Unknown":
 			note("consistency at %s: the linearizability check ran out of time", c.Level)
 		case c.Level != "DC_ONE":
-			held("consistency at %s: %d operations on %d registers, linearizable", c.Level, cv.Ops, c.Config.Keys)
+			held("consistency at %s: %d operations of %d clients through every node on %d register(s), linearizable", c.Level, cv.Ops, c.Config.Clients, c.Config.Keys)
 		default:
 			note("consistency at DC_ONE: %s, %d stale reads in %d reads (the level allows both)", strings.ToLower(linearizability(cv.Result)), cv.StaleReads, cv.Reads)
 		}

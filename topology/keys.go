@@ -284,7 +284,8 @@ func checkPlantedBug(s string) error {
 	if s == "" || slices.Contains(PlantedBugs, s) {
 		return nil
 	}
-	return fmt.Errorf("%q is not a planted bug troop knows (want none, %s)", s, strings.Join(PlantedBugs, " or "))
+	return fmt.Errorf("%q is not a planted bug troop knows (want none, %s or %s)", s,
+		strings.Join(PlantedBugs[:len(PlantedBugs)-1], ", "), PlantedBugs[len(PlantedBugs)-1])
 }
 
 // keyIndex finds a spec by name.

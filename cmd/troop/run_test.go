@@ -155,9 +155,11 @@ func openInBrowser(t *testing.T, path string, charts int) {
 	t.Logf("screenshot of the report: %s", png)
 }
 
-// A store with a planted bug (its nodes apply writes on their own replica
-// only, and acknowledge them at any level) fails the suite, and the report
-// says so at the top.
+// The store as it was before its quorum writes asked a quorum for versions
+// (the planted bug no-version-query: two coordinators writing one key
+// within a millisecond could lose the later write) fails the suite: its
+// register workload finds the history not linearizable, the report says so
+// at the top and shows a counterexample.
 func TestRunFindsPlantedBug(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -173,7 +175,7 @@ func TestRunFindsPlantedBug(t *testing.T) {
 			t.Error(err)
 		}
 		planted := filepath.Join(n.Dir, "planted.yml")
-		conf = append(conf, "  troop_planted_bug: local-writes-only\n"...)
+		conf = append(conf, "  troop_planted_bug: no-version-query\n"...)
 		if err := os.WriteFile(planted, conf, 0o644); err != nil {
 			t.Error(err)
 		}
@@ -190,10 +192,10 @@ func TestRunFindsPlantedBug(t *testing.T) {
 	}
 	caught := false
 	for _, b := range rep.Verdict.Broke {
-		caught = caught || strings.HasPrefix(b, "consistency at DC_QUORUM") || strings.HasPrefix(b, "durability")
+		caught = caught || strings.HasPrefix(b, "consistency at DC_QUORUM: not linearizable")
 	}
 	if !caught {
-		t.Errorf("neither the linearizability check nor the audit broke: %v", rep.Verdict.Broke)
+		t.Errorf("the linearizability check did not break: %v", rep.Verdict.Broke)
 	}
 	html, err := os.ReadFile(filepath.Join(out, "report.html"))
 	if err != nil {

@@ -1,0 +1,153 @@
+package suite
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/troop-lab/troop/check"
+	"github.com/troop-lab/troop/client"
+	"github.com/troop-lab/troop/internal/testlab"
+	"github.com/troop-lab/troop/internal/testredis"
+	"github.com/troop-lab/troop/lab"
+	"github.com/troop-lab/troop/topology"
+)
+
+func TestMain(m *testing.M) { testlab.Main(m) }
+
+// startLab starts a lab of one datacenter of racks racks, one node each,
+// whose nodes run with the planted bug ("" for none), and returns its nodes.
+func startLab(t *testing.T, racks int, bug string) []client.Node {
+	t.Helper()
+	dir := t.TempDir()
+	spec := lab.Spec{Dir: dir, Shape: lab.Shape{DCs: 1, Racks: racks, NodesPerRack: 1}}
+	if bug != "" {
+		troop := testlab.Troop(t)
+		spec.NodeCommand = func(n lab.Node) []string {
+			conf, err := os.ReadFile(n.Config)
+			if err != nil {
+				t.Error(err)
+			}
+			planted := filepath.Join(n.Dir, "planted.yml")
+			conf = append(conf, "  troop_planted_bug: "+bug+"\n"...)
+			if err := os.WriteFile(planted, conf, 0o644); err != nil {
+				t.Error(err)
+			}
+			return []string{troop, "node", "--config", planted}
+		}
+	}
+	testlab.Start(t, spec)
+	nodes, err := client.FromLab(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nodes
+}
+
+func runRegisters(t *testing.T, nodes []client.Node, cfg RegisterConfig) check.Verdict {
+	t.Helper()
+	hist, err := RunRegisters(context.Background(), nodes, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := check.CheckRegisters(hist, time.Minute)
+	t.Logf("%s: %d operations (%d reads, %d writes, %d of unknown outcome): %s, %d stale reads",
+		cfg.Prefix, v.Ops, v.Reads, v.Writes, v.Failed, v.Result, v.StaleReads)
+	return v
+}
+
+// holds fails the test unless v is linearizable with no stale read, and
+// had enough operations to have met writes colliding within a millisecond.
+func holds(t *testing.T, v check.Verdict) {
+	t.Helper()
+	if !v.Linearizable() || v.StaleReads > 0 {
+		t.Errorf("not linearizable at DC_QUORUM: %s, %d stale reads", v.Result, v.StaleReads)
+		if v.Counterexample != nil {
+			for _, o := range v.Counterexample.Ops {
+				t.Log(o)
+			}
+		}
+	}
+	if v.Writes < 1000 || v.Reads < 1000 {
+		t.Errorf("only %d reads and %d writes", v.Reads, v.Writes)
+	}
+}
+
+// The minimal case, the smallest workload that met lost writes on the
+// store before its writes asked a quorum for versions: one client per
+// node of three, one key, reads and writes at DC_QUORUM with no pause, 20 s.
+func TestMinimalRegistersLinearizable(t *testing.T) {
+	nodes := startLab(t, 3, "")
+	holds(t, runRegisters(t, nodes, RegisterConfig{Keys: 1, Clients: 3, Duration: 20 * time.Second,
+		Level: "DC_QUORUM", Writes: 0.5, Timeout: time.Second, Seed: 1, Prefix: "minimal"}))
+}
+
+// contended is the register workload of troop run (six clients, delays
+// between nodes, one clock ahead) on one key, for d.
+func contended(d time.Duration, round int) RegisterConfig {
+	cfg := DefaultRegisterConfig()
+	cfg.Duration = d
+	cfg.Seed, cfg.Prefix = uint64(round), fmt.Sprintf("contended:%d", round)
+	return cfg
+}
+
+// troop run's register workload on three and on five racks: linearizable.
+func TestContendedRegistersLinearizable(t *testing.T) {
+	for _, racks := range []int{3, 5} {
+		t.Run(fmt.Sprintf("%d racks", racks), func(t *testing.T) {
+			nodes := startLab(t, racks, "")
+			holds(t, runRegisters(t, nodes, contended(10*time.Second, 1)))
+		})
+	}
+}
+
+// The same workload finds each planted anomaly, on three and on five
+// racks: in rounds of 5 s, at most six, it must end with a history that is
+// not linearizable, and a counterexample.
+func TestContendedRegistersFindPlantedBugs(t *testing.T) {
+	for _, bug := range []string{topology.BugNoVersionQuery, topology.BugNoReadWriteBack} {
+		for _, racks := range []int{3, 5} {
+			t.Run(fmt.Sprintf("%s on %d racks", bug, racks), func(t *testing.T) {
+				nodes := startLab(t, racks, bug)
+				for round := 1; round <= 6; round++ {
+					v := runRegisters(t, nodes, contended(5*time.Second, round))
+					if v.Result == "Illegal" {
+						if v.Counterexample == nil || len(v.Counterexample.Ops) == 0 {
+							t.Fatal("not linearizable, but no counterexample")
+						}
+						for _, o := range v.Counterexample.Ops {
+							t.Log(o)
+						}
+						return
+					}
+				}
+				t.Errorf("30 s of the workload did not find %s", bug)
+			})
+		}
+	}
+}
+
+// A write the run's end cuts off was sent, and may have been applied: the
+// history keeps it as a write of unknown outcome, for other clients may
+// have read it. Against a redis-server that stops answering, the one
+// write in flight at the end is in the history, failed.
+func TestCutOffWriteIsKept(t *testing.T) {
+	srv := testredis.Start(t)
+	p := srv.Cmd.Process
+	if err := p.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer p.Signal(syscall.SIGCONT)
+	hist, err := RunRegisters(context.Background(), []client.Node{{Name: "redis", DC: "dc1", Addr: srv.Addr}},
+		RegisterConfig{Keys: 1, Clients: 1, Duration: 300 * time.Millisecond, Writes: 1, Timeout: 5 * time.Second, Prefix: "cut"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hist) != 1 || !hist[0].Write || !hist[0].Failed {
+		t.Fatalf("history %v, want the one write, of unknown outcome", hist)
+	}
+}
