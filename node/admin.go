@@ -2,10 +2,14 @@ package node
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"net/http/pprof"
+	"net/url"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -22,6 +26,7 @@ import (
 //	POST /set_consistency/{read|write}/{level}
 //	POST /state/{normal|standby|writes_only}, GET /state
 //	POST /repair                        an anti-entropy pass now; its report, JSON
+//	POST /clock/skew?offset=D&rate=R    skew the clock versions come from; 0 and 0 clear it
 //	GET  /ping
 //	GET  /debug/pprof/...               Go's profiler
 //
@@ -79,11 +84,72 @@ func (n *Node) adminHandler() http.Handler {
 		n.log.Info("anti-entropy pass on request", "keys_compared", rep.KeysCompared, "differing", rep.Differing, "repaired", rep.Repaired, "bytes", rep.Bytes, "took", rep.Took)
 		writeJSON(w, rep)
 	})
+	mux.HandleFunc("/clock/skew", func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			w.Header().Set("Allow", http.MethodPost)
+			http.Error(w, "POST /clock/skew?offset=DURATION&rate=R skews the node's clock; offset=0&rate=0 clears it", http.StatusMethodNotAllowed)
+			return
+		}
+		offset, rate, err := parseSkew(r.URL.Query())
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		n.clock.setSkew(offset, rate)
+		n.log.Warn("clock skew set", "offset", offset.String(), "rate", rate)
+		writeJSON(w, n.clockInfo())
+	})
 	mux.HandleFunc("/ping", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "pong") })
 	// Go's profiler, for finding where a node spends its time under load.
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	return mux
+}
+
+// parseSkew reads offset (a Go duration, signed) and rate (seconds of
+// drift per second); a missing one is 0, but one must be given.
+func parseSkew(q url.Values) (time.Duration, float64, error) {
+	var (
+		offset time.Duration
+		rate   float64
+		err    error
+	)
+	for k := range q {
+		if k != "offset" && k != "rate" {
+			return 0, 0, fmt.Errorf("unknown parameter %q: want offset and rate", k)
+		}
+	}
+	if !q.Has("offset") && !q.Has("rate") {
+		return 0, 0, errors.New("want offset=DURATION (e.g. 2s, -500ms) and/or rate=R (seconds of drift per second, e.g. 0.01); offset=0&rate=0 clears the skew")
+	}
+	if q.Has("offset") {
+		if offset, err = time.ParseDuration(q.Get("offset")); err != nil || offset < -MaxSkewOffset || offset > MaxSkewOffset {
+			return 0, 0, fmt.Errorf("offset %q: want a duration from -%v to %v", q.Get("offset"), MaxSkewOffset, MaxSkewOffset)
+		}
+	}
+	if q.Has("rate") {
+		if rate, err = strconv.ParseFloat(q.Get("rate"), 64); err != nil || math.IsNaN(rate) || rate <= -MaxSkewRate || rate > MaxSkewRate {
+			return 0, 0, fmt.Errorf("rate %q: want a number above -%g and at most %g (seconds of drift per second)", q.Get("rate"), MaxSkewRate, MaxSkewRate)
+		}
+	}
+	return offset, rate, nil
+}
+
+// ClockInfo is the clock's skew in /info; all zero for a true clock.
+type ClockInfo struct {
+	OffsetMS float64 `json:"offset_ms"` // the jump set
+	Rate     float64 `json:"rate"`      // the drift set, seconds per second
+	SkewMS   float64 `json:"skew_ms"`   // how far off the clock is now: the jump plus the drift so far
+	Since    string  `json:"since,omitempty"`
+}
+
+func (n *Node) clockInfo() ClockInfo {
+	s, off := n.clock.skewNow()
+	ci := ClockInfo{OffsetMS: ms(s.Offset), Rate: s.Rate, SkewMS: ms(off)}
+	if s.Offset != 0 || s.Rate != 0 {
+		ci.Since = s.Since.UTC().Format(time.RFC3339Nano)
+	}
+	return ci
 }
 
 func writeJSON(w http.ResponseWriter, v any) {
@@ -115,6 +181,7 @@ type Info struct {
 	Connections      int64                      `json:"client_connections"`
 	Inflight         int64                      `json:"inflight"`
 	Links            []LinkInfo                 `json:"links"`
+	Clock            ClockInfo                  `json:"clock"`
 
 	// Failure detection and repair (docs/repair.md).
 	Peers           []PeerState `json:"peers"`
@@ -162,7 +229,7 @@ func (n *Node) Info() Info {
 		Connections: s.connections.Load(), Inflight: n.inflight.Load(),
 		Peers: n.peerStates(), PeersMarkedDown: s.peersMarkedDown.Load(),
 		ReadRepairs: s.readRepairs.Load(), ReadRepairsLost: s.readRepairsLost.Load(), DataDir: n.dataDir,
-		PlantedBug: n.cfg.PlantedBug,
+		PlantedBug: n.cfg.PlantedBug, Clock: n.clockInfo(),
 	}
 	info.HintsPending, info.HintsDropped, info.HintsReplayed = n.hintTotals()
 	for l := consistency.Level(0); l < levels; l++ {

@@ -18,17 +18,62 @@ type clock struct {
 	last uint64 // ms<<16 | counter
 	node uint16
 	now  func() time.Time
+	skew Skew
+}
+
+// Skew is a fault in the node's clock, set at run time through the admin
+// API (troop chaos clock-skew): the clock reads Offset ahead (behind when
+// negative) and drifts Rate seconds per second from Since on, as a clock
+// that jumped or runs fast would. The zero Skew is a true clock.
+type Skew struct {
+	Offset time.Duration
+	Rate   float64
+	Since  time.Time
+}
+
+// MaxSkewOffset and MaxSkewRate bound what the admin API accepts: a
+// clock a day off, or twice as fast, is already far past any NTP fault.
+const (
+	MaxSkewOffset = 24 * time.Hour
+	MaxSkewRate   = 1.0
+)
+
+// at is the skewed reading of the true time t.
+func (s Skew) at(t time.Time) time.Time {
+	if s.Rate == 0 {
+		return t.Add(s.Offset)
+	}
+	return t.Add(s.Offset + time.Duration(s.Rate*float64(t.Sub(s.Since))))
 }
 
 func newClock(node uint16, now func() time.Time) *clock {
 	return &clock{node: node, now: now}
 }
 
+// setSkew replaces the clock's skew (offset 0 and rate 0 clear it); the
+// drift counts from now. Versions never go back: after a negative skew
+// the clock's counter moves until the skewed time passes the last
+// version, as after any clock step back.
+func (c *clock) setSkew(offset time.Duration, rate float64) Skew {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.skew = Skew{Offset: offset, Rate: rate, Since: c.now()}
+	return c.skew
+}
+
+// skewNow returns the skew and how far it puts the clock off now.
+func (c *clock) skewNow() (Skew, time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := c.now()
+	return c.skew, c.skew.at(t).Sub(t)
+}
+
 // next returns a version greater than every version this clock issued or
 // observed.
 func (c *clock) next() []byte {
 	c.mu.Lock()
-	t := uint64(c.now().UnixMilli()) << 16
+	t := uint64(c.skew.at(c.now()).UnixMilli()) << 16
 	if t > c.last {
 		c.last = t
 	} else {
