@@ -13,11 +13,13 @@ package netns
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -39,18 +41,27 @@ func New() (*os.File, error) {
 	return created, err
 }
 
+// ErrGone is what Open's error wraps when the namespace no longer exists
+// where it was recorded: its holder has ended.
+var ErrGone = errors.New("the namespace is gone")
+
 // Open opens the network namespace at path: /proc/PID/ns/net of a process
 // in it, or /proc/PID/fd/N of a process holding it open. With ino not 0 it
 // checks that the file is that namespace (Inode), so that a PID or file
 // descriptor reused since it was recorded is not taken for it.
 func Open(path string, ino uint64) (*os.File, error) {
 	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ESRCH) {
+		return nil, fmt.Errorf("network namespace %s: %w", path, ErrGone)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("network namespace %s: %w", path, err)
 	}
 	got, err := Inode(f)
-	if err == nil && ino != 0 && got != ino {
-		err = fmt.Errorf("network namespace %s: is namespace %d, not %d (its holder is gone)", path, got, ino)
+	if err != nil && ino != 0 {
+		err = fmt.Errorf("network namespace %s: %w", path, ErrGone) // the descriptor now holds another file
+	} else if err == nil && ino != 0 && got != ino {
+		err = fmt.Errorf("network namespace %s is namespace %d, not %d: %w", path, got, ino, ErrGone)
 	}
 	if err != nil {
 		f.Close()
@@ -139,7 +150,7 @@ func Tool(name string) (string, error) {
 	return "", fmt.Errorf("%s not found on PATH, in /usr/sbin or in /sbin (Debian: apt-get install %s)", name, packageOf[name])
 }
 
-var packageOf = map[string]string{"ip": "iproute2", "tc": "iproute2", "iptables": "iptables"}
+var packageOf = map[string]string{"ip": "iproute2", "tc": "iproute2", "iptables": "iptables", "iptables-restore": "iptables"}
 
 // Run runs the tool argv[0] with argv[1:] inside ns (nil: where the caller
 // is), with stdin as its input and files as its descriptors 3, 4, ...

@@ -1,6 +1,7 @@
 package netns
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -90,7 +91,7 @@ func TestNamespace(t *testing.T) {
 		t.Fatal(err)
 	}
 	again.Close()
-	if _, err := Open(path, ino+1); err == nil || !strings.Contains(err.Error(), "not") {
+	if _, err := Open(path, ino+1); !errors.Is(err, ErrGone) {
 		t.Errorf("Open with another inode: %v, want an error", err)
 	}
 	if _, err := Open("/proc/self/status", 0); err == nil {

@@ -1,0 +1,153 @@
+package labchaos
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/netip"
+	"time"
+
+	"github.com/troop-lab/troop/chaos"
+	"github.com/troop-lab/troop/chaos/fault"
+	"github.com/troop-lab/troop/lab"
+)
+
+// The network faults (partition, loss, delay) and clock-skew are package
+// fault's; the lab backend says where its instances are: each position's
+// address and network namespace (a lab in address mode), its admin API,
+// the lab's troop binary, and its supervisor, whose end ends a fault's
+// own processes as it ends the namespaces.
+
+// target is the lease's instance and peers as the lab has them now.
+func (t *Terminator) target(ctx context.Context, l chaos.Lease) (fault.Target, error) {
+	st, n, err := t.node(ctx, l.Instance.ID)
+	if err != nil {
+		return fault.Target{}, err
+	}
+	k := l.Action.Kind
+	if fault.Network(k) && st.Network == nil {
+		return fault.Target{}, fmt.Errorf("lab backend: %s of %s needs a lab in address mode (troop lab up --netns): on loopback its nodes share one network, so nothing can come between them", k, n.Name)
+	}
+	tg := fault.Target{Lease: l, Node: faultNode(n.Node), Troop: st.Troop,
+		Watch: fault.Watch{PID: st.SupervisorPID, Ticks: st.SupervisorTicks}}
+	for _, p := range l.Peers {
+		pn, err := st.Node(p.ID)
+		if err != nil {
+			return fault.Target{}, fmt.Errorf("lab backend: a peer of %s: %w", n.Name, err)
+		}
+		tg.Peers = append(tg.Peers, faultNode(pn.Node))
+	}
+	return tg, nil
+}
+
+func faultNode(n lab.Node) fault.Node {
+	ip, _ := netip.ParseAddr(n.IP) // the zero Addr on loopback, where no network fault goes
+	return fault.Node{ID: n.Name, IP: ip, Netns: n.Netns, NetnsInode: n.NetnsInode, Admin: n.StatsListen}
+}
+
+// beginFault puts a network or clock fault in place (fault.Apply reverts
+// what it did if it fails), and remembers until when it lasts, for
+// AwaitRecovery.
+func (t *Terminator) beginFault(ctx context.Context, l chaos.Lease) (map[string]string, error) {
+	tg, err := t.target(ctx, l)
+	if err != nil {
+		return nil, err
+	}
+	t.remember(l.Instance.ID, memory{fault: &l})
+	undo, err := fault.Apply(ctx, tg)
+	if err != nil {
+		return nil, fmt.Errorf("lab backend: %w", err)
+	}
+	return undo, nil
+}
+
+// revertFault takes a network or clock fault away. With the lab down, its
+// namespaces and nodes are gone, and so are the fault's rules and the
+// skew; what is left to end is the fault's own processes.
+func (t *Terminator) revertFault(ctx context.Context, l chaos.Lease) error {
+	if t.labDown(ctx) {
+		return fault.Orphans(l.ID)
+	}
+	tg, err := t.target(ctx, l)
+	if err != nil {
+		return err
+	}
+	return fault.Revert(ctx, tg, l.Undo)
+}
+
+// labDown reports whether the lab has stopped (or was never started in
+// its directory), as opposed to not answering for a moment.
+func (t *Terminator) labDown(ctx context.Context) bool {
+	t.mu.Lock()
+	sup, dir := t.sup, t.dir
+	t.mu.Unlock()
+	if dir == "" {
+		st, err := sup.Status(ctx)
+		return err == nil && !st.SupervisorRunning
+	}
+	st, err := lab.Inspect(ctx, dir)
+	return errors.Is(err, lab.ErrNoLab) || (err == nil && !st.SupervisorRunning)
+}
+
+// faultRecovered returns nil once the lease is over, the fault is gone,
+// and the node's peers hold it up again, and it them; or what is still
+// missing.
+func (t *Terminator) faultRecovered(ctx context.Context, st *lab.Status, n *lab.NodeStatus, l chaos.Lease) error {
+	if time.Now().Before(l.Until) {
+		return fmt.Errorf("the %s lasts until %s", l.Action.Kind, l.Until.Format(time.RFC3339Nano))
+	}
+	tg, err := t.target(ctx, l)
+	if err != nil {
+		return err
+	}
+	if present, err := fault.Present(ctx, tg); err != nil || present {
+		return fmt.Errorf("the %s is still in place (%v)", l.Action.Kind, err)
+	}
+	for _, p := range st.Nodes {
+		if p.Name == n.Name || p.NodeP.State != lab.Running {
+			continue
+		}
+		if err := holdsUp(ctx, p.Node, n.Node); err != nil {
+			return err
+		}
+		if err := holdsUp(ctx, n.Node, p.Node); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// holdsUp returns nil when from's failure detector holds peer up.
+func holdsUp(ctx context.Context, from, peer lab.Node) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+from.StatsListen+"/info", nil)
+	if err != nil {
+		return err
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("%s /info: %w", from.Name, err)
+	}
+	defer res.Body.Close()
+	var info struct {
+		Peers []struct {
+			Addr  string `json:"dyn_listen"`
+			State string `json:"state"`
+		} `json:"peers"`
+	}
+	if err := json.NewDecoder(res.Body).Decode(&info); err != nil {
+		return fmt.Errorf("%s /info: %w", from.Name, err)
+	}
+	for _, p := range info.Peers {
+		if p.Addr == peer.DynListen {
+			if p.State != "up" {
+				return fmt.Errorf("%s holds %s %s", from.Name, peer.Name, p.State)
+			}
+			return nil
+		}
+	}
+	return fmt.Errorf("%s has no peer %s", from.Name, peer.Name)
+}
