@@ -26,7 +26,8 @@ import (
 // qdisc on the interface toward the peers whose fourth band, chosen by
 // u32 filters on the peers' addresses, is a netem), else with a user-space
 // queue (queue.go) held by a troop chaos delay process, started in its own
-// session, that ends by itself at the lease's end.
+// session, that ends by itself at the lease's end, or when the namespace
+// has lost its network.
 type delay struct{}
 
 func init() { register(chaos.Delay, delay{}) }
@@ -113,8 +114,7 @@ func queueAdd(ctx context.Context, t Target) error {
 	argv := []string{t.Troop, "chaos", "delay",
 		"--netns", t.Node.Netns, "--netns-inode", strconv.FormatUint(t.Node.NetnsInode, 10),
 		"--queue", strconv.Itoa(int(q)), "--delay", a.Delay.String(), "--jitter", a.Jitter.String(),
-		"--until", t.Lease.Until.UTC().Format(time.RFC3339Nano), "--tag", name,
-		"--watch-pid", strconv.Itoa(t.Watch.PID), "--watch-ticks", strconv.FormatUint(t.Watch.Ticks, 10)}
+		"--until", t.Lease.Until.UTC().Format(time.RFC3339Nano), "--tag", name}
 	pid, err := lease.Spawn(argv, queueLog(name))
 	if err != nil {
 		return fmt.Errorf("delay: %w", err)

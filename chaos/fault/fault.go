@@ -47,14 +47,6 @@ type Node struct {
 	Admin      string // host:port of its troop node's admin API, for clock-skew
 }
 
-// Watch is a process (a PID and its /proc start time) whose end ends the
-// processes a fault started: the lab's supervisor, a container's first
-// process. Zero: none.
-type Watch struct {
-	PID   int
-	Ticks uint64
-}
-
 // Target is what a fault acts on.
 type Target struct {
 	// Lease is the fault's: its ID names the fault's rules and processes,
@@ -64,7 +56,6 @@ type Target struct {
 	Node  Node   // the instance
 	Peers []Node // the rest of its group
 	Troop string // the troop binary that runs a delay's queue
-	Watch Watch
 }
 
 // Fault is one kind's mechanism.

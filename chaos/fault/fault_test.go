@@ -5,8 +5,6 @@ import (
 	"context"
 	"net"
 	"net/netip"
-	"os"
-	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -41,7 +39,7 @@ func target(t *testing.T, l *lab.Lab, x int, a chaos.Action) Target {
 	t.Helper()
 	now := time.Now()
 	tg := Target{Lease: chaos.Lease{ID: lease.NewID(now), Group: "g", Backend: chaos.Lab, Action: a, Start: now, Until: now.Add(time.Minute)},
-		Troop: testlab.Troop(t), Watch: Watch{PID: os.Getpid()}}
+		Troop: testlab.Troop(t)}
 	for i, n := range l.Nodes() {
 		if i == x {
 			tg.Node = node(n)
@@ -310,22 +308,18 @@ func TestNothingHalfApplied(t *testing.T) {
 	}
 }
 
-// A delay's queue process ends by itself when the process it watches
-// does, and Orphans ends it when its namespace is gone.
+// A delay's queue process ends by itself when its namespace loses its
+// network (the lab stops), and Orphans ends it when asked.
 func TestQueueProcessEnds(t *testing.T) {
 	l := startLab(t)
-	watched := startSleep(t)
 	tg := target(t, l, 0, chaos.Action{Kind: chaos.Delay, Duration: time.Minute, Delay: 10 * time.Millisecond})
-	tg.Watch = Watch{PID: watched.Process.Pid}
 	mustApply(t, tg)
-	if n := len(queueProcesses(tag(tg.Lease.ID))); n != 1 {
-		t.Fatalf("%d queue processes, want 1", n)
+	if err := Orphans(tg.Lease.ID); err != nil {
+		t.Fatal(err)
 	}
-	watched.Process.Kill()
-	watched.Wait()
-	waitFor(t, 5*time.Second, "the queue process to end with the process it watches", func() bool {
-		return len(queueProcesses(tag(tg.Lease.ID))) == 0
-	})
+	if n := len(queueProcesses(tag(tg.Lease.ID))); n != 0 {
+		t.Errorf("%d queue processes after Orphans", n)
+	}
 	// With no process holding the queue, packets pass (--queue-bypass).
 	if rt := median(roundTrips(t, l.Nodes()[0], l.Nodes()[1].Redis, 10)); rt > 20*time.Millisecond {
 		t.Errorf("round trip %v with the queue's process gone", rt)
@@ -334,22 +328,15 @@ func TestQueueProcessEnds(t *testing.T) {
 
 	tg = target(t, l, 0, chaos.Action{Kind: chaos.Delay, Duration: time.Minute, Delay: 10 * time.Millisecond})
 	mustApply(t, tg)
-	if err := Orphans(tg.Lease.ID); err != nil {
+	if n := len(queueProcesses(tag(tg.Lease.ID))); n != 1 {
+		t.Fatalf("%d queue processes, want 1", n)
+	}
+	if err := l.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	if n := len(queueProcesses(tag(tg.Lease.ID))); n != 0 {
-		t.Errorf("%d queue processes after Orphans", n)
-	}
-}
-
-func startSleep(t *testing.T) *exec.Cmd {
-	t.Helper()
-	c := exec.Command("sleep", "60")
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Process.Kill(); c.Wait() })
-	return c
+	waitFor(t, 5*time.Second, "the queue process to end with its lab", func() bool {
+		return len(queueProcesses(tag(tg.Lease.ID))) == 0
+	})
 }
 
 func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {

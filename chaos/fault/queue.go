@@ -7,13 +7,15 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net"
+	"os"
+	"slices"
 	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/troop-lab/troop/internal/netns"
-	"github.com/troop-lab/troop/lab"
 )
 
 // A delay without netem: iptables sends the packets to delay to an
@@ -58,7 +60,6 @@ type QueueConfig struct {
 	Delay      time.Duration
 	Jitter     time.Duration
 	Until      time.Time // the queue lets everything go and ends at Until
-	Watch      Watch     // and when this process ends
 	Seed       uint64    // of the jitter
 }
 
@@ -70,8 +71,10 @@ const queueBoundMsg = "delay queue bound"
 const maxQueueTime = 2 * time.Hour
 
 // RunQueue binds the queue in its namespace and delays its packets until
-// ctx ends, Until comes or the watched process ends; then it lets every
-// packet it holds go, and returns.
+// ctx ends, Until comes, or the namespace loses its network (its lab or
+// container is gone: only loopback is left); then it lets every packet it
+// holds go, and returns. Its socket keeps the namespace alive: it must not
+// outlive the network it delays.
 func RunQueue(ctx context.Context, cfg QueueConfig, log *slog.Logger) error {
 	if time.Until(cfg.Until) > maxQueueTime {
 		return fmt.Errorf("delay queue: until %s is more than %v away", cfg.Until.Format(time.RFC3339), maxQueueTime)
@@ -80,27 +83,24 @@ func RunQueue(ctx context.Context, cfg QueueConfig, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	defer ns.Close()
 	var q *nfqueue
-	err = netns.Do(ns, func() error {
+	if err := netns.Do(ns, func() error {
 		var err error
 		q, err = openQueue(cfg.Queue)
 		return err
-	})
-	ns.Close()
-	if err != nil {
+	}); err != nil {
 		return fmt.Errorf("delay queue %d: %w", cfg.Queue, err)
 	}
 	defer q.close()
 	ctx, cancel := context.WithDeadline(ctx, cfg.Until)
 	defer cancel()
-	if cfg.Watch.PID > 0 {
-		go func() {
-			for ctx.Err() == nil && watched(cfg.Watch) {
-				time.Sleep(200 * time.Millisecond)
-			}
-			cancel()
-		}()
-	}
+	go func() {
+		for ctx.Err() == nil && networked(ns) {
+			time.Sleep(200 * time.Millisecond)
+		}
+		cancel()
+	}()
 	log.Info(queueBoundMsg, "queue", cfg.Queue, "delay", cfg.Delay.String(), "jitter", cfg.Jitter.String(), "until", cfg.Until.Format(time.RFC3339Nano))
 	arrivals := make(chan uint32, queueMaxLen)
 	go q.read(ctx, arrivals, log)
@@ -109,8 +109,21 @@ func RunQueue(ctx context.Context, cfg QueueConfig, log *slog.Logger) error {
 	return nil
 }
 
-// watched reports whether the watched process still runs.
-func watched(w Watch) bool { return lab.Ours(w.PID, w.Ticks) }
+// networked reports whether the namespace has an interface besides
+// loopback. An error counts as yes: only a namespace seen without a
+// network ends the queue.
+func networked(ns *os.File) bool {
+	up := true
+	netns.Do(ns, func() error {
+		ifs, err := net.Interfaces()
+		if err != nil {
+			return err
+		}
+		up = slices.ContainsFunc(ifs, func(i net.Interface) bool { return i.Flags&net.FlagLoopback == 0 })
+		return nil
+	})
+	return up
+}
 
 // nfqueue is a netlink socket bound to one queue.
 type nfqueue struct {

@@ -17,8 +17,7 @@ import (
 // The network faults (partition, loss, delay) and clock-skew are package
 // fault's; the lab backend says where its instances are: each position's
 // address and network namespace (a lab in address mode), its admin API,
-// the lab's troop binary, and its supervisor, whose end ends a fault's
-// own processes as it ends the namespaces.
+// and the lab's troop binary.
 
 // target is the lease's instance and peers as the lab has them now.
 func (t *Terminator) target(ctx context.Context, l chaos.Lease) (fault.Target, error) {
@@ -30,8 +29,7 @@ func (t *Terminator) target(ctx context.Context, l chaos.Lease) (fault.Target, e
 	if fault.Network(k) && st.Network == nil {
 		return fault.Target{}, fmt.Errorf("lab backend: %s of %s needs a lab in address mode (troop lab up --netns): on loopback its nodes share one network, so nothing can come between them", k, n.Name)
 	}
-	tg := fault.Target{Lease: l, Node: faultNode(n.Node), Troop: st.Troop,
-		Watch: fault.Watch{PID: st.SupervisorPID, Ticks: st.SupervisorTicks}}
+	tg := fault.Target{Lease: l, Node: faultNode(n.Node), Troop: st.Troop}
 	for _, p := range l.Peers {
 		pn, err := st.Node(p.ID)
 		if err != nil {

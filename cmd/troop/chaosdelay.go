@@ -16,8 +16,9 @@ import (
 
 // newChaosDelayCmd is the user-space queue of the delay chaos type on a
 // kernel without netem: started by the fault in its own session, it holds
-// the packets iptables queues for it until the lease's end, the end of the
-// process it watches, or SIGTERM, and then lets them all go.
+// the packets iptables queues for it until the lease's end, SIGTERM, or its
+// namespace losing its network (the lab or container gone), and then lets
+// them all go.
 func newChaosDelayCmd() *cobra.Command {
 	var (
 		cfg        fault.QueueConfig
@@ -52,7 +53,5 @@ func newChaosDelayCmd() *cobra.Command {
 	f.DurationVar(&cfg.Jitter, "jitter", 0, "each packet's delay varies by up to this much either way")
 	f.StringVar(&until, "until", "", "when to let everything go and exit, RFC 3339")
 	f.StringVar(&tag, "tag", "", "the fault's tag, by which its revert finds this process")
-	f.IntVar(&cfg.Watch.PID, "watch-pid", 0, "exit when this process ends (0: none)")
-	f.Uint64Var(&cfg.Watch.Ticks, "watch-ticks", 0, "the watched process's start time in clock ticks, checked when not 0")
 	return cmd
 }
