@@ -89,18 +89,21 @@ func (t *Terminator) labDown(ctx context.Context) bool {
 	return errors.Is(err, lab.ErrNoLab) || (err == nil && !st.SupervisorRunning)
 }
 
-// faultRecovered returns nil once the lease is over, the fault is gone,
-// and the node's peers hold it up again, and it them; or what is still
-// missing.
-func (t *Terminator) faultRecovered(ctx context.Context, st *lab.Status, n *lab.NodeStatus, l chaos.Lease) error {
-	if time.Now().Before(l.Until) {
-		return fmt.Errorf("the %s lasts until %s", l.Action.Kind, l.Until.Format(time.RFC3339Nano))
-	}
+// Present reports whether any part of the network or clock fault of l is
+// in place in the lab.
+func (t *Terminator) Present(ctx context.Context, l chaos.Lease) (bool, error) {
 	tg, err := t.target(ctx, l)
 	if err != nil {
-		return err
+		return false, err
 	}
-	if present, err := fault.Present(ctx, tg); err != nil || present {
+	return fault.Present(ctx, tg)
+}
+
+// faultRecovered returns nil once the fault is gone (reverted at the
+// lease's end, or sooner by the global stop) and the node's peers hold it
+// up again, and it them; or what is still missing.
+func (t *Terminator) faultRecovered(ctx context.Context, st *lab.Status, n *lab.NodeStatus, l chaos.Lease) error {
+	if present, err := t.Present(ctx, l); err != nil || present {
 		return fmt.Errorf("the %s is still in place (%v)", l.Action.Kind, err)
 	}
 	for _, p := range st.Nodes {
