@@ -1,10 +1,9 @@
 package fault
 
 import (
-	"bufio"
 	"context"
-	"net"
 	"net/netip"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -12,7 +11,7 @@ import (
 
 	"github.com/troop-lab/troop/chaos"
 	"github.com/troop-lab/troop/chaos/lease"
-	"github.com/troop-lab/troop/internal/netns"
+	"github.com/troop-lab/troop/internal/netprobe"
 	"github.com/troop-lab/troop/internal/testlab"
 	"github.com/troop-lab/troop/lab"
 )
@@ -53,87 +52,37 @@ func target(t *testing.T, l *lab.Lab, x int, a chaos.Action) Target {
 	return tg
 }
 
-// in runs f inside n's namespace.
-func in(t *testing.T, n lab.Node, f func() error) {
+// ns opens n's namespace for the test.
+func ns(t *testing.T, n lab.Node) *os.File {
 	t.Helper()
-	ns, err := lab.OpenNetns(n)
+	f, err := lab.OpenNetns(n)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ns.Close()
-	if err := netns.Do(ns, f); err != nil {
-		t.Fatal(err)
-	}
+	t.Cleanup(func() { f.Close() })
+	return f
 }
 
-// datagrams sends count UDP datagrams from from's namespace to a socket in
-// to's namespace, a few at a time, and returns how many arrived.
+// datagrams sends count UDP datagrams from from's namespace to to's and
+// returns how many arrived.
 func datagrams(t *testing.T, from, to lab.Node, count int) int {
 	t.Helper()
-	var rx *net.UDPConn
-	in(t, to, func() (err error) {
-		rx, err = net.ListenUDP("udp", &net.UDPAddr{IP: net.ParseIP(to.IP)})
-		return err
-	})
-	defer rx.Close()
-	rx.SetReadBuffer(4 << 20)
-	var tx *net.UDPConn
-	in(t, from, func() (err error) {
-		tx, err = net.DialUDP("udp", nil, rx.LocalAddr().(*net.UDPAddr))
-		return err
-	})
-	defer tx.Close()
-	got := make(chan int)
-	go func() {
-		n, buf := 0, make([]byte, 64)
-		for {
-			rx.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
-			if _, err := rx.Read(buf); err != nil {
-				got <- n
-				return
-			}
-			n++
-		}
-	}()
-	for i := range count {
-		tx.Write([]byte("troop fault test"))
-		if i%50 == 49 {
-			time.Sleep(2 * time.Millisecond) // no burst the receiver's buffer cannot take
-		}
+	n, err := netprobe.Datagrams(ns(t, from), ns(t, to), to.IP, count)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return <-got
+	return n
 }
 
-// roundTrips times count PINGs, one at a time, from n's namespace to the
-// redis-server at addr.
+// roundTrips times count TCP connects, one round trip each, from n's
+// namespace to addr.
 func roundTrips(t *testing.T, n lab.Node, addr string, count int) []time.Duration {
 	t.Helper()
-	var c net.Conn
-	in(t, n, func() (err error) {
-		c, err = net.DialTimeout("tcp", addr, 5*time.Second)
-		return err
-	})
-	defer c.Close()
-	r := bufio.NewReader(c)
-	var out []time.Duration
-	for range count {
-		c.SetDeadline(time.Now().Add(5 * time.Second))
-		start := time.Now()
-		if _, err := c.Write([]byte("PING\r\n")); err != nil {
-			t.Fatal(err)
-		}
-		if line, err := r.ReadString('\n'); err != nil || line != "+PONG\r\n" {
-			t.Fatalf("PING %s from %s: %q, %v", addr, n.Name, line, err)
-		}
-		out = append(out, time.Since(start))
+	ds, err := netprobe.ConnectTimes(ns(t, n), addr, count)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return out
-}
-
-func median(ds []time.Duration) time.Duration {
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	return s[len(s)/2]
+	return ds
 }
 
 func mustApply(t *testing.T, tg Target) {
@@ -231,24 +180,24 @@ func TestLoss(t *testing.T) {
 	}
 }
 
-// A delay of 50 ms adds 50 ± 10 ms to a round trip to a peer; a jitter
-// spreads it.
+// A delay of 50 ms adds 50 ± 10 ms to a round trip to a peer (a TCP
+// connect to its redis-server's address); a jitter spreads it.
 func TestDelay(t *testing.T) {
 	l := startLab(t)
 	nodes := l.Nodes()
 	peer := nodes[1].Redis
 	t.Logf("delay mechanism here: %s", Mechanism())
 	const pings = 40
-	before := median(roundTrips(t, nodes[0], peer, pings))
+	before := netprobe.Median(roundTrips(t, nodes[0], peer, pings))
 	tg := target(t, l, 0, chaos.Action{Kind: chaos.Delay, Duration: time.Minute, Delay: 50 * time.Millisecond})
 	mustApply(t, tg)
 	during := roundTrips(t, nodes[0], peer, pings)
-	other := median(roundTrips(t, nodes[2], nodes[1].Redis, pings)) // between two other nodes: no delay
+	other := netprobe.Median(roundTrips(t, nodes[2], nodes[1].Redis, pings)) // between two other nodes: no delay
 	mustRevert(t, tg)
-	after := median(roundTrips(t, nodes[0], peer, pings))
-	added := median(during) - before
+	after := netprobe.Median(roundTrips(t, nodes[0], peer, pings))
+	added := netprobe.Median(during) - before
 	t.Logf("delay 50ms: median round trip %s -> %s %v before, %v during (+%v), %v after; %s -> %s %v during",
-		nodes[0].Name, nodes[1].Name, before, median(during), added, after, nodes[2].Name, nodes[1].Name, other)
+		nodes[0].Name, nodes[1].Name, before, netprobe.Median(during), added, after, nodes[2].Name, nodes[1].Name, other)
 	if added < 40*time.Millisecond || added > 60*time.Millisecond {
 		t.Errorf("delay 50ms added %v to the median round trip; want 50 ± 10 ms", added)
 	}
@@ -321,7 +270,7 @@ func TestQueueProcessEnds(t *testing.T) {
 		t.Errorf("%d queue processes after Orphans", n)
 	}
 	// With no process holding the queue, packets pass (--queue-bypass).
-	if rt := median(roundTrips(t, l.Nodes()[0], l.Nodes()[1].Redis, 10)); rt > 20*time.Millisecond {
+	if rt := netprobe.Median(roundTrips(t, l.Nodes()[0], l.Nodes()[1].Redis, 10)); rt > 20*time.Millisecond {
 		t.Errorf("round trip %v with the queue's process gone", rt)
 	}
 	mustRevert(t, tg)

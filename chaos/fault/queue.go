@@ -1,6 +1,7 @@
 package fault
 
 import (
+	"container/heap"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -21,17 +22,17 @@ import (
 // A delay without netem: iptables sends the packets to delay to an
 // NFQUEUE, and a troop process bound to that queue (RunQueue, troop chaos
 // delay) lets each go after its delay. Only the packets' metadata comes to
-// user space. Packets leave in the order they came, each at the later of
-// its own time (arrival + delay ± jitter) and its predecessor's: one
-// verdict then lets every packet up to it go. The rule carries
-// --queue-bypass, so that packets pass undelayed whenever no process
-// holds the queue, and the queue fails open when full: a delay never
-// turns into a loss.
+// user space. As with netem, each packet gets its own delay, uniform
+// within delay ± jitter, so with a jitter a packet may overtake an earlier
+// one. The rule carries --queue-bypass, so that packets pass undelayed
+// whenever no process holds the queue, and the queue fails open when
+// full: a delay never turns into a loss.
 
 // The NFQUEUE protocol (linux/netfilter/nfnetlink_queue.h), which
 // golang.org/x/sys/unix does not define.
 const (
 	nfqnlMsgPacket       = 0
+	nfqnlMsgVerdict      = 1
 	nfqnlMsgConfig       = 2
 	nfqnlMsgVerdictBatch = 3
 
@@ -270,31 +271,48 @@ func parseAttrs(b []byte) (map[uint16][]byte, error) {
 	return out, nil
 }
 
-// release lets every packet up to and including id go.
-func (q *nfqueue) release(id uint32) error {
+// accept lets packet id go: with nfqnlMsgVerdict that packet alone, with
+// nfqnlMsgVerdictBatch every packet up to it (IDs compare modulo 2^32).
+func (q *nfqueue) accept(typ uint16, id uint32) error {
 	hdr := binary.BigEndian.AppendUint32(nil, nfAccept)
 	hdr = binary.BigEndian.AppendUint32(hdr, id)
-	return unix.Sendto(q.fd, q.message(nfqnlMsgVerdictBatch, 0, attr(nfqaVerdictHdr, hdr)), 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK})
+	return unix.Sendto(q.fd, q.message(typ, 0, attr(nfqaVerdictHdr, hdr)), 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK})
 }
 
-// delay holds the packets of arrivals, in order, each until its time;
-// when ctx ends it lets every packet the kernel holds go, those it has not
-// heard of yet too. It returns how many packets it delayed.
+// held is a packet held until at.
+type held struct {
+	id uint32
+	at time.Time
+}
+
+// heldHeap orders held packets by their time.
+type heldHeap []held
+
+func (h heldHeap) Len() int           { return len(h) }
+func (h heldHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
+func (h heldHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *heldHeap) Push(x any)        { *h = append(*h, x.(held)) }
+func (h *heldHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+// delay holds each packet of arrivals until its time, arrival + d ±
+// jitter; when ctx ends it lets every packet the kernel holds go, those
+// it has not heard of yet too. It returns how many packets it delayed.
 func (q *nfqueue) delay(ctx context.Context, arrivals <-chan uint32, d, jitter time.Duration, rng *rand.Rand) int {
-	type held struct {
-		id uint32
-		at time.Time
-	}
 	var (
-		fifo  []held
-		last  time.Time
+		h     heldHeap
+		last  uint32 // the last ID heard of
 		count int
 		timer = time.NewTimer(time.Hour)
 	)
 	defer timer.Stop()
 	for {
-		if len(fifo) > 0 {
-			timer.Reset(time.Until(fifo[0].at))
+		if len(h) > 0 {
+			timer.Reset(time.Until(h[0].at))
 		}
 		select {
 		case id := <-arrivals:
@@ -302,30 +320,18 @@ func (q *nfqueue) delay(ctx context.Context, arrivals <-chan uint32, d, jitter t
 			if jitter > 0 {
 				at = at.Add(time.Duration((2*rng.Float64() - 1) * float64(jitter)))
 			}
-			if at.Before(last) {
-				at = last
-			}
-			last = at
-			fifo = append(fifo, held{id, at})
+			heap.Push(&h, held{id, at})
+			last = id
 			count++
 		case <-timer.C:
 			now := time.Now()
-			i := 0
-			for i < len(fifo) && !fifo[i].at.After(now) {
-				i++
-			}
-			if i > 0 {
-				q.release(fifo[i-1].id)
-				fifo = fifo[i:]
+			for len(h) > 0 && !h[0].at.After(now) {
+				q.accept(nfqnlMsgVerdict, heap.Pop(&h).(held).id)
 			}
 		case <-ctx.Done():
-			// IDs compare modulo 2^32, so an ID far past the last one
-			// seen covers every packet queued until now.
-			var lastID uint32
-			if len(fifo) > 0 {
-				lastID = fifo[len(fifo)-1].id
-			}
-			q.release(lastID + 1<<30)
+			// An ID far past the last one heard of covers every packet
+			// queued until now.
+			q.accept(nfqnlMsgVerdictBatch, last+1<<30)
 			return count
 		}
 	}

@@ -14,7 +14,7 @@ import (
 
 	"github.com/troop-lab/troop/chaos"
 	"github.com/troop-lab/troop/chaos/lease"
-	"github.com/troop-lab/troop/internal/netns"
+	"github.com/troop-lab/troop/internal/netprobe"
 	"github.com/troop-lab/troop/internal/testlab"
 	"github.com/troop-lab/troop/lab"
 )
@@ -82,18 +82,7 @@ func dialFrom(t *testing.T, n lab.Node, addr string) error {
 		t.Fatal(err)
 	}
 	defer ns.Close()
-	var dial error
-	if err := netns.Do(ns, func() error {
-		c, err := net.DialTimeout("tcp", addr, 500*time.Millisecond)
-		if err == nil {
-			c.Close()
-		}
-		dial = err
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	return dial
+	return netprobe.Reach(ns, addr, 500*time.Millisecond)
 }
 
 func TestPartitionSeenByFailureDetectors(t *testing.T) {
