@@ -44,6 +44,10 @@ type Terminator struct {
 	// stopped through its API, so the monkey must. Default DefaultStoppedFor.
 	StoppedFor time.Duration
 
+	// Troop is the troop binary that runs a delay's queue where the kernel
+	// has no netem; default os.Executable(), the monkey's own.
+	Troop string
+
 	// hostSignals lets terminate signal the container's main process from
 	// this host when it is visible here; tests turn it off to exercise the
 	// API path.

@@ -31,9 +31,13 @@ const defaultStatsPort = "22222"
 // For a revert, peers that are gone are left out: their namespaces, and
 // the fault's rules in them, went with them.
 func (t *Terminator) target(ctx context.Context, l chaos.Lease, revert bool) (fault.Target, error) {
-	troop, err := os.Executable()
-	if err != nil {
-		return fault.Target{}, fmt.Errorf("docker backend: %w", err)
+	troop := t.Troop
+	if troop == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return fault.Target{}, fmt.Errorf("docker backend: %w", err)
+		}
+		troop = exe
 	}
 	c, err := t.inspect(ctx, l.Instance.ID)
 	if err != nil {
