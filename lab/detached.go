@@ -68,6 +68,10 @@ func Up(ctx context.Context, spec Spec) (st *Status, already bool, err error) {
 				return nil, false, fmt.Errorf("a lab of shape %s already runs in %s, asked for %s: run troop lab down --dir %s first",
 					old.Shape, dir, spec.Shape, dir)
 			}
+			if addressed := old.Network != nil; addressed != spec.Netns {
+				return nil, false, fmt.Errorf("a lab %s already runs in %s, asked for one %s: run troop lab down --dir %s first",
+					modeName(addressed), dir, modeName(spec.Netns), dir)
+			}
 			old.SupervisorRunning = true
 			return old, true, nil
 		}
@@ -94,6 +98,14 @@ func Up(ctx context.Context, spec Spec) (st *Status, already bool, err error) {
 	}
 	st.SupervisorRunning = true
 	return st, false, nil
+}
+
+// modeName says where a lab's nodes listen.
+func modeName(netns bool) string {
+	if netns {
+		return "in address mode (--netns)"
+	}
+	return "on loopback"
 }
 
 // spawnSupervisor starts `troop lab supervise` in its own session and waits

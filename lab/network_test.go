@@ -238,6 +238,10 @@ func TestAddressModeSupervisorKilled(t *testing.T) {
 	if st.Network == nil || !pingOK(st.Nodes[1].Listen) {
 		t.Fatalf("up: network %+v", st.Network)
 	}
+	_, _, err = Up(t.Context(), Spec{Dir: dir, Shape: Shape{1, 2, 1}, Troop: exe})
+	if want := "a lab in address mode (--netns) already runs in " + dir + ", asked for one on loopback"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("up on loopback over a lab in address mode: %v", err)
+	}
 	if err := syscall.Kill(st.SupervisorPID, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}

@@ -44,14 +44,6 @@ var netemAvailable = sync.OnceValue(func() bool {
 	return err == nil
 })
 
-// Mechanism names how delay works on this machine, for the docs and logs.
-func Mechanism() string {
-	if netemAvailable() {
-		return "netem"
-	}
-	return "NFQUEUE user-space queue"
-}
-
 func (delay) Apply(ctx context.Context, t Target) (map[string]string, error) {
 	if netemAvailable() {
 		_, err := inNetns(t.Node, func(ns *os.File) error { return netemAdd(ns, t) })

@@ -186,7 +186,7 @@ func TestDelay(t *testing.T) {
 	l := startLab(t)
 	nodes := l.Nodes()
 	peer := nodes[1].Redis
-	t.Logf("delay mechanism here: %s", Mechanism())
+	t.Logf("netem on this kernel: %v (without it, the user-space queue)", netemAvailable())
 	const pings = 40
 	before := netprobe.Median(roundTrips(t, nodes[0], peer, pings))
 	tg := target(t, l, 0, chaos.Action{Kind: chaos.Delay, Duration: time.Minute, Delay: 50 * time.Millisecond})

@@ -123,13 +123,11 @@ func onThread(f func() error) error {
 	return <-done
 }
 
-// Root is the sentence every caller gives a user who is not root.
-const Root = "network namespaces need root: run troop as root"
-
-// CheckRoot returns an error saying that root is needed, unless it is root.
+// CheckRoot returns an error saying, in one sentence, that what needs
+// root, unless this process is root.
 func CheckRoot(what string) error {
 	if os.Geteuid() != 0 {
-		return fmt.Errorf("%s: %s", what, Root)
+		return fmt.Errorf("%s: network namespaces need root: run troop as root", what)
 	}
 	return nil
 }
