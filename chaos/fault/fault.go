@@ -132,6 +132,10 @@ func Present(ctx context.Context, t Target) (bool, error) {
 	return f.Present(ctx, t)
 }
 
+// Processes lists the processes a fault of lease leaseID runs (a delay's
+// queue), found by its tag on their command lines.
+func Processes(leaseID string) []int { return queueProcesses(tag(leaseID)) }
+
 // Orphans ends what a fault of lease leaseID put outside its instances'
 // namespaces (a delay's queue process), for a revert whose instances are
 // gone, and their namespaces and rules with them.

@@ -266,7 +266,7 @@ func TestQueueProcessEnds(t *testing.T) {
 	if err := Orphans(tg.Lease.ID); err != nil {
 		t.Fatal(err)
 	}
-	if n := len(queueProcesses(tag(tg.Lease.ID))); n != 0 {
+	if n := len(Processes(tg.Lease.ID)); n != 0 {
 		t.Errorf("%d queue processes after Orphans", n)
 	}
 	// With no process holding the queue, packets pass (--queue-bypass).
@@ -277,14 +277,14 @@ func TestQueueProcessEnds(t *testing.T) {
 
 	tg = target(t, l, 0, chaos.Action{Kind: chaos.Delay, Duration: time.Minute, Delay: 10 * time.Millisecond})
 	mustApply(t, tg)
-	if n := len(queueProcesses(tag(tg.Lease.ID))); n != 1 {
+	if n := len(Processes(tg.Lease.ID)); n != 1 {
 		t.Fatalf("%d queue processes, want 1", n)
 	}
 	if err := l.Stop(); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 5*time.Second, "the queue process to end with its lab", func() bool {
-		return len(queueProcesses(tag(tg.Lease.ID))) == 0
+		return len(Processes(tg.Lease.ID)) == 0
 	})
 }
 

@@ -122,15 +122,25 @@ func (t *Terminator) faultRecovered(ctx context.Context, st *lab.Status, n *lab.
 
 // holdsUp returns nil when from's failure detector holds peer up.
 func holdsUp(ctx context.Context, from, peer lab.Node) error {
+	state, err := peerState(ctx, from, peer)
+	if err == nil && state != "up" {
+		err = fmt.Errorf("%s holds %s %s", from.Name, peer.Name, state)
+	}
+	return err
+}
+
+// peerState is what from's failure detector says of peer in its /info:
+// "up" or "down".
+func peerState(ctx context.Context, from, peer lab.Node) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+from.StatsListen+"/info", nil)
 	if err != nil {
-		return err
+		return "", err
 	}
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return fmt.Errorf("%s /info: %w", from.Name, err)
+		return "", fmt.Errorf("%s /info: %w", from.Name, err)
 	}
 	defer res.Body.Close()
 	var info struct {
@@ -140,15 +150,12 @@ func holdsUp(ctx context.Context, from, peer lab.Node) error {
 		} `json:"peers"`
 	}
 	if err := json.NewDecoder(res.Body).Decode(&info); err != nil {
-		return fmt.Errorf("%s /info: %w", from.Name, err)
+		return "", fmt.Errorf("%s /info: %w", from.Name, err)
 	}
 	for _, p := range info.Peers {
 		if p.Addr == peer.DynListen {
-			if p.State != "up" {
-				return fmt.Errorf("%s holds %s %s", from.Name, peer.Name, p.State)
-			}
-			return nil
+			return p.State, nil
 		}
 	}
-	return fmt.Errorf("%s has no peer %s", from.Name, peer.Name)
+	return "", fmt.Errorf("%s has no peer %s", from.Name, peer.Name)
 }

@@ -48,30 +48,14 @@ func leaseOn(t *testing.T, term *Terminator, x string, a chaos.Action, d time.Du
 	return l
 }
 
-// peerState is the state x's failure detector gives peer, from x's /info.
-func peerState(t *testing.T, x, peer lab.Node) string {
+// stateOf is what x's failure detector says of peer.
+func stateOf(t *testing.T, x, peer lab.Node) string {
 	t.Helper()
-	res, err := http.Get("http://" + x.StatsListen + "/info")
+	state, err := peerState(t.Context(), x, peer)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer res.Body.Close()
-	var info struct {
-		Peers []struct {
-			Addr  string `json:"dyn_listen"`
-			State string `json:"state"`
-		} `json:"peers"`
-	}
-	if err := json.NewDecoder(res.Body).Decode(&info); err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range info.Peers {
-		if p.Addr == peer.DynListen {
-			return p.State
-		}
-	}
-	t.Fatalf("%s has no peer %s", x.Name, peer.Name)
-	return ""
+	return state
 }
 
 // dialFrom dials addr from inside n's namespace.
@@ -112,7 +96,7 @@ func TestPartitionSeenByFailureDetectors(t *testing.T) {
 	// Both sides' failure detectors mark the other down.
 	down := func() bool {
 		for _, p := range peers {
-			if peerState(t, p, x) != "down" || peerState(t, x, p) != "down" {
+			if stateOf(t, p, x) != "down" || stateOf(t, x, p) != "down" {
 				return false
 			}
 		}
@@ -134,7 +118,7 @@ func TestPartitionSeenByFailureDetectors(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, p := range peers {
-		if peerState(t, p, x) != "up" || peerState(t, x, p) != "up" {
+		if stateOf(t, p, x) != "up" || stateOf(t, x, p) != "up" {
 			t.Errorf("recovered, yet %s and %s do not hold each other up", p.Name, x.Name)
 		}
 	}

@@ -3,8 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +12,7 @@ import (
 	"time"
 
 	"github.com/troop-lab/troop/chaos"
+	"github.com/troop-lab/troop/chaos/fault"
 	"github.com/troop-lab/troop/chaos/labchaos"
 	"github.com/troop-lab/troop/chaos/lease"
 	"github.com/troop-lab/troop/internal/testlab"
@@ -111,48 +110,17 @@ func TestChaosNetworkFaultsLab(t *testing.T) {
 
 	t.Run("stop reverts an active partition", func(t *testing.T) {
 		cmd, out, ls := kill(t, "--type", "partition", "--duration", "1m")
-		stop := newChaosStopCmd()
-		stop.SetArgs([]string{"--config", config, "--db", db, "--lab", l.Dir()})
-		stop.SetOut(io.Discard)
-		if err := stop.Execute(); err != nil {
-			t.Fatal(err)
-		}
+		chaosSwitch(t, "stop", "--config", config, "--db", db, "--lab", l.Dir())
 		if present(t, ls) {
 			t.Fatal("the partition outlived the global stop")
 		}
-		// The monkey sees its group recovered and exits long before the
-		// minute is over, its recovery recorded.
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		select {
-		case err := <-done:
-			if err != nil || !strings.Contains(out.String(), "recovered in") {
-				t.Errorf("troop chaos kill: %v\n%s", err, out.String())
-			}
-		case <-time.After(30 * time.Second):
-			t.Fatalf("troop chaos kill still waits 30s after the stop\n%s", out.String())
-		}
-		resume := newChaosResumeCmd()
-		resume.SetArgs([]string{"--config", config, "--db", db})
-		resume.SetOut(io.Discard)
-		if err := resume.Execute(); err != nil {
-			t.Fatal(err)
-		}
+		awaitRecovered(t, cmd, out, 30*time.Second)
+		chaosSwitch(t, "resume", "--config", config, "--db", db)
 	})
 
 	t.Run("lab down takes a delay away", func(t *testing.T) {
-		kill(t, "--type", "delay", "--delay", "50ms", "--duration", "1m")
-		// The queue processes of this test's lab enter namespaces this
-		// process holds.
-		queues := func() int {
-			n := 0
-			for _, pid := range procsNamed("chaos", "delay") {
-				if strings.Contains(cmdline(pid), fmt.Sprintf("--netns /proc/%d/fd/", os.Getpid())) {
-					n++
-				}
-			}
-			return n
-		}
+		_, _, ls := kill(t, "--type", "delay", "--delay", "50ms", "--duration", "1m")
+		queues := func() int { return len(fault.Processes(ls.ID)) }
 		if queues() == 0 {
 			t.Fatal("no delay queue process")
 		}
@@ -166,40 +134,10 @@ func TestChaosNetworkFaultsLab(t *testing.T) {
 		if n := queues(); n > 0 {
 			t.Errorf("%d delay queue processes left 5s after lab down", n)
 		}
-		// The watchdog finds the lab down and ends the lease without error.
-		stop := newChaosStopCmd()
-		stop.SetArgs([]string{"--config", config, "--db", db, "--lab", l.Dir()})
-		stop.SetOut(io.Discard)
-		if err := stop.Execute(); err != nil {
-			t.Fatalf("stop after lab down: %v", err)
-		}
+		// A revert finds the lab down and ends the lease without error.
+		chaosSwitch(t, "stop", "--config", config, "--db", db, "--lab", l.Dir())
 		if left, _ := leases.List(); len(left) != 0 {
 			t.Errorf("leases left: %v", left)
 		}
 	})
-}
-
-// procsNamed lists the processes whose command line has args after the
-// program's name.
-func procsNamed(args ...string) []int {
-	dirs, _ := filepath.Glob("/proc/[0-9]*")
-	var pids []int
-	for _, d := range dirs {
-		b, err := os.ReadFile(d + "/cmdline")
-		if err != nil {
-			continue
-		}
-		argv := strings.Split(string(b), "\x00")
-		if len(argv) > len(args) && strings.Join(argv[1:1+len(args)], " ") == strings.Join(args, " ") {
-			var pid int
-			fmt.Sscan(filepath.Base(d), &pid)
-			pids = append(pids, pid)
-		}
-	}
-	return pids
-}
-
-func cmdline(pid int) string {
-	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-	return string(bytes.ReplaceAll(b, []byte{0}, []byte{' '}))
 }
