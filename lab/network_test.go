@@ -51,7 +51,8 @@ func netnsInode(pid int) uint64 {
 
 // leftovers lists what is left on this machine of a lab in address mode:
 // host interfaces marked with its directory or named after its network,
-// and processes in, or descriptors of, its namespaces.
+// host firewall rules naming its network, and processes in, or
+// descriptors of, its namespaces.
 func leftovers(t *testing.T, dir string, st *Status) []string {
 	t.Helper()
 	var left []string
@@ -62,6 +63,19 @@ func leftovers(t *testing.T, dir string, st *Status) []string {
 	for name, alias := range links {
 		if alias == aliasOf(dir) || (st.Network != nil && name == st.Network.Interface) {
 			left = append(left, "interface "+name)
+		}
+	}
+	// No firewall rule of the host's names the lab's network.
+	if st.Network != nil {
+		rules, err := netns.Run(nil, "", nil, "iptables", "-S")
+		if err != nil {
+			t.Fatal(err)
+		}
+		prefix := strings.TrimSuffix(st.Network.Subnet, "0/24")
+		for _, r := range strings.Split(rules, "\n") {
+			if strings.Contains(r, prefix) || strings.Contains(r, st.Network.Interface) {
+				left = append(left, "host rule "+r)
+			}
 		}
 	}
 	ours := map[string]bool{}
