@@ -30,7 +30,9 @@ func newChaosKillCmd() *cobra.Command {
 		Short: "Act once, now, on one instance of a group",
 		Long: `kill picks one running instance of GROUP (outside its exceptions), acts on
 it with --type (default: terminate) and waits for the group to recover: for a
-lab, until the node runs again with a new PID and answers PING. The calendar
+lab, until the node runs again with a new PID and answers PING, and after a
+network or clock fault until the fault is gone and the node's peers hold it
+up again. The calendar
 and the group's gap and daily maximum do not apply: an operator asked for
 this kill, now. The global stop (troop chaos stop) and the outage source do.
 When the config is leashed (the default), it only says what it would do.
