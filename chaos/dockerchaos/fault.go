@@ -119,11 +119,10 @@ func (t *Terminator) beginFault(ctx context.Context, l chaos.Lease) (map[string]
 	if err != nil {
 		return nil, err
 	}
-	undo, err := fault.Apply(ctx, tg)
-	if err != nil {
+	if err := fault.Apply(ctx, tg); err != nil {
 		return nil, fmt.Errorf("docker backend: %w", err)
 	}
-	return undo, nil
+	return nil, nil
 }
 
 // revertFault takes a network or clock fault away. A container removed or
@@ -141,7 +140,7 @@ func (t *Terminator) revertFault(ctx context.Context, l chaos.Lease) error {
 	if err != nil {
 		return err
 	}
-	return fault.Revert(ctx, tg, l.Undo)
+	return fault.Revert(ctx, tg)
 }
 
 // Present reports whether any part of the network or clock fault of l is

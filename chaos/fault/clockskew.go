@@ -22,12 +22,12 @@ type clockSkew struct{}
 
 func init() { register(chaos.ClockSkew, clockSkew{}) }
 
-func (clockSkew) Apply(ctx context.Context, t Target) (map[string]string, error) {
+func (clockSkew) Apply(ctx context.Context, t Target) error {
 	a := t.Lease.Action
-	return nil, postSkew(ctx, t.Node, a.Offset, a.Rate)
+	return postSkew(ctx, t.Node, a.Offset, a.Rate)
 }
 
-func (clockSkew) Revert(ctx context.Context, t Target, _ map[string]string) error {
+func (clockSkew) Revert(ctx context.Context, t Target) error {
 	return postSkew(ctx, t.Node, 0, 0)
 }
 

@@ -44,15 +44,15 @@ var netemAvailable = sync.OnceValue(func() bool {
 	return err == nil
 })
 
-func (delay) Apply(ctx context.Context, t Target) (map[string]string, error) {
+func (delay) Apply(ctx context.Context, t Target) error {
 	if netemAvailable() {
 		_, err := inNetns(t.Node, func(ns *os.File) error { return netemAdd(ns, t) })
-		return nil, err
+		return err
 	}
-	return nil, queueAdd(ctx, t)
+	return queueAdd(ctx, t)
 }
 
-func (delay) Revert(_ context.Context, t Target, _ map[string]string) error {
+func (delay) Revert(_ context.Context, t Target) error {
 	name := tag(t.Lease.ID)
 	err := eachNetns([]Node{t.Node}, true, func(_ Node, ns *os.File) error {
 		err := deleteChain(ns, name)

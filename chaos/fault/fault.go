@@ -19,7 +19,7 @@
 // instances' own namespaces: never on the host, so nothing here can match
 // anyone else's traffic. A backend builds a Target and calls Apply, which
 // reverts whatever it did when it fails, and Revert, which is idempotent
-// and works without the undo data.
+// and needs no undo data.
 package fault
 
 import (
@@ -60,13 +60,12 @@ type Target struct {
 
 // Fault is one kind's mechanism.
 type Fault interface {
-	// Apply puts the fault in place and returns the undo data for Revert.
-	// It may leave part of the fault in place when it fails: the package's
-	// Apply reverts it.
-	Apply(ctx context.Context, t Target) (undo map[string]string, err error)
-	// Revert takes the fault away; what is already gone is no error. undo
-	// may be nil.
-	Revert(ctx context.Context, t Target, undo map[string]string) error
+	// Apply puts the fault in place. It may leave part of the fault in
+	// place when it fails: the package's Apply reverts it.
+	Apply(ctx context.Context, t Target) error
+	// Revert takes the fault away; what is already gone is no error. It
+	// needs nothing but t: what a fault makes is named after its lease.
+	Revert(ctx context.Context, t Target) error
 	// Present reports whether any part of the fault is in place.
 	Present(ctx context.Context, t Target) (bool, error)
 }
@@ -95,31 +94,30 @@ func lookup(k chaos.Kind) (Fault, error) {
 
 // Apply puts t's fault in place. When it fails, it reverts what it did
 // before returning the error: nothing is left half applied.
-func Apply(ctx context.Context, t Target) (map[string]string, error) {
-	f, err := lookup(t.Lease.Action.Kind)
-	if err != nil {
-		return nil, err
-	}
-	if Network(t.Lease.Action.Kind) && len(t.Peers) == 0 {
-		return nil, fmt.Errorf("%s of %s: its group has no other live instance to come between", t.Lease.Action.Kind, t.Node.ID)
-	}
-	undo, err := f.Apply(ctx, t)
-	if err != nil {
-		if rerr := f.Revert(context.WithoutCancel(ctx), t, undo); rerr != nil {
-			err = errors.Join(err, fmt.Errorf("and reverting what was done failed: %w", rerr))
-		}
-		return nil, err
-	}
-	return undo, nil
-}
-
-// Revert takes t's fault away; see Fault.Revert.
-func Revert(ctx context.Context, t Target, undo map[string]string) error {
+func Apply(ctx context.Context, t Target) error {
 	f, err := lookup(t.Lease.Action.Kind)
 	if err != nil {
 		return err
 	}
-	return f.Revert(ctx, t, undo)
+	if Network(t.Lease.Action.Kind) && len(t.Peers) == 0 {
+		return fmt.Errorf("%s of %s: its group has no other live instance to come between", t.Lease.Action.Kind, t.Node.ID)
+	}
+	if err := f.Apply(ctx, t); err != nil {
+		if rerr := f.Revert(context.WithoutCancel(ctx), t); rerr != nil {
+			err = errors.Join(err, fmt.Errorf("and reverting what was done failed: %w", rerr))
+		}
+		return err
+	}
+	return nil
+}
+
+// Revert takes t's fault away; see Fault.Revert.
+func Revert(ctx context.Context, t Target) error {
+	f, err := lookup(t.Lease.Action.Kind)
+	if err != nil {
+		return err
+	}
+	return f.Revert(ctx, t)
 }
 
 // Present reports whether any part of t's fault is in place: a recovery

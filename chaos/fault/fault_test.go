@@ -48,7 +48,7 @@ func target(t *testing.T, l *lab.Lab, x int, a chaos.Action) Target {
 	}
 	tg.Lease.Instance = chaos.Instance{ID: tg.Node.ID}
 	// Whatever the test does, the fault does not outlive it.
-	t.Cleanup(func() { Revert(context.Background(), tg, nil) })
+	t.Cleanup(func() { Revert(context.Background(), tg) })
 	return tg
 }
 
@@ -87,7 +87,7 @@ func roundTrips(t *testing.T, n lab.Node, addr string, count int) []time.Duratio
 
 func mustApply(t *testing.T, tg Target) {
 	t.Helper()
-	if _, err := Apply(context.Background(), tg); err != nil {
+	if err := Apply(context.Background(), tg); err != nil {
 		t.Fatal(err)
 	}
 	if on, err := Present(context.Background(), tg); err != nil || !on {
@@ -98,7 +98,7 @@ func mustApply(t *testing.T, tg Target) {
 func mustRevert(t *testing.T, tg Target) {
 	t.Helper()
 	for range 2 { // a second revert finds nothing to do
-		if err := Revert(context.Background(), tg, nil); err != nil {
+		if err := Revert(context.Background(), tg); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -226,7 +226,7 @@ func TestNothingHalfApplied(t *testing.T) {
 	bad := tg
 	bad.Peers = append(slices.Clone(tg.Peers[:1]), tg.Peers[1])
 	bad.Peers[1].Netns = "/proc/self/fd/999999"
-	if _, err := Apply(context.Background(), bad); err == nil || !strings.Contains(err.Error(), tg.Peers[1].ID) {
+	if err := Apply(context.Background(), bad); err == nil || !strings.Contains(err.Error(), tg.Peers[1].ID) {
 		t.Fatalf("apply with an unreachable peer: %v", err)
 	}
 	if on, err := Present(context.Background(), tg); err != nil || on {
@@ -236,7 +236,7 @@ func TestNothingHalfApplied(t *testing.T) {
 	// A delay whose queue cannot start leaves no rule and no process.
 	d := target(t, l, 0, chaos.Action{Kind: chaos.Delay, Duration: time.Minute, Delay: 10 * time.Millisecond})
 	d.Troop = "/bin/false"
-	if _, err := Apply(context.Background(), d); err == nil {
+	if err := Apply(context.Background(), d); err == nil {
 		t.Fatal("a delay without its queue applied")
 	}
 	if on, err := Present(context.Background(), d); err != nil || on {
@@ -251,7 +251,7 @@ func TestNothingHalfApplied(t *testing.T) {
 		{func() Target { x := tg; x.Lease.Action.Partition = chaos.Bridge; x.Peers = x.Peers[:1]; return x }(), "a bridge needs one on each side of it"},
 		{target(t, l, 0, chaos.Action{Kind: chaos.Pause, Duration: time.Minute}), "pause is not a network or clock fault"},
 	} {
-		if _, err := Apply(context.Background(), tc.tg); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if err := Apply(context.Background(), tc.tg); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want %q", tc.tg.Lease.Action, err, tc.want)
 		}
 	}

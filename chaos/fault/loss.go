@@ -17,19 +17,19 @@ type loss struct{}
 
 func init() { register(chaos.Loss, loss{}) }
 
-func (loss) Apply(_ context.Context, t Target) (map[string]string, error) {
+func (loss) Apply(_ context.Context, t Target) error {
 	p := strconv.FormatFloat(t.Lease.Action.Percent/100, 'f', -1, 64)
 	var rules []string
 	for _, peer := range t.Peers {
 		rules = append(rules, fmt.Sprintf("-d %s -m statistic --mode random --probability %s -j DROP", peer.IP, p))
 	}
 	if _, err := inNetns(t.Node, func(ns *os.File) error { return addChain(ns, tag(t.Lease.ID), []string{"OUTPUT"}, rules) }); err != nil {
-		return nil, fmt.Errorf("loss: %s: %w", t.Node.ID, err)
+		return fmt.Errorf("loss: %s: %w", t.Node.ID, err)
 	}
-	return nil, nil
+	return nil
 }
 
-func (loss) Revert(_ context.Context, t Target, _ map[string]string) error {
+func (loss) Revert(_ context.Context, t Target) error {
 	name := tag(t.Lease.ID)
 	return eachNetns([]Node{t.Node}, true, func(_ Node, ns *os.File) error { return deleteChain(ns, name) })
 }

@@ -17,7 +17,7 @@ type partition struct{}
 
 func init() { register(chaos.Partition, partition{}) }
 
-func (partition) Apply(_ context.Context, t Target) (map[string]string, error) {
+func (partition) Apply(_ context.Context, t Target) error {
 	nodes := append([]Node{t.Node}, t.Peers...)
 	byID := map[string]Node{}
 	var ids []string
@@ -27,7 +27,7 @@ func (partition) Apply(_ context.Context, t Target) (map[string]string, error) {
 	}
 	cuts, err := chaos.PartitionCuts(t.Lease.Action.Partition, t.Node.ID, ids)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	drops := map[string][]string{} // receiver -> its rules
 	for _, c := range cuts {
@@ -39,13 +39,13 @@ func (partition) Apply(_ context.Context, t Target) (map[string]string, error) {
 			continue
 		}
 		if _, err := inNetns(n, func(ns *os.File) error { return addChain(ns, name, []string{"INPUT"}, drops[n.ID]) }); err != nil {
-			return nil, fmt.Errorf("partition: %s: %w", n.ID, err)
+			return fmt.Errorf("partition: %s: %w", n.ID, err)
 		}
 	}
-	return nil, nil
+	return nil
 }
 
-func (partition) Revert(_ context.Context, t Target, _ map[string]string) error {
+func (partition) Revert(_ context.Context, t Target) error {
 	name := tag(t.Lease.ID)
 	return eachNetns(append([]Node{t.Node}, t.Peers...), true, func(_ Node, ns *os.File) error { return deleteChain(ns, name) })
 }

@@ -46,19 +46,18 @@ func faultNode(n lab.Node) fault.Node {
 }
 
 // beginFault puts a network or clock fault in place (fault.Apply reverts
-// what it did if it fails), and remembers until when it lasts, for
-// AwaitRecovery.
+// what it did if it fails), and remembers it for AwaitRecovery. It needs
+// no undo data.
 func (t *Terminator) beginFault(ctx context.Context, l chaos.Lease) (map[string]string, error) {
 	tg, err := t.target(ctx, l)
 	if err != nil {
 		return nil, err
 	}
 	t.remember(l.Instance.ID, memory{fault: &l})
-	undo, err := fault.Apply(ctx, tg)
-	if err != nil {
+	if err := fault.Apply(ctx, tg); err != nil {
 		return nil, fmt.Errorf("lab backend: %w", err)
 	}
-	return undo, nil
+	return nil, nil
 }
 
 // revertFault takes a network or clock fault away. With the lab down, its
@@ -72,7 +71,7 @@ func (t *Terminator) revertFault(ctx context.Context, l chaos.Lease) error {
 	if err != nil {
 		return err
 	}
-	return fault.Revert(ctx, tg, l.Undo)
+	return fault.Revert(ctx, tg)
 }
 
 // labDown reports whether the lab has stopped (or was never started in
