@@ -75,7 +75,8 @@ func aliasOf(dir string) string { return "troop-lab " + dir }
 func interfaceName(id string) string { return "troop" + id }
 
 // createNetwork makes the namespaces of n positions, the bridge and the
-// host's interface, and gives position i (from 0) the address .11+i.
+// host's interface, and gives position i (from 0) the address .11+i (a
+// lab has at most 64 positions: Shape.validate).
 // Whatever an earlier lab in dir left is removed first. On error nothing
 // it made is left.
 func createNetwork(dir string, n int) (nw *network, err error) {
@@ -84,9 +85,6 @@ func createNetwork(dir string, n int) (nw *network, err error) {
 	}
 	if a := aliasOf(dir); len(a) > 255 {
 		return nil, fmt.Errorf("lab address mode: directory %s is too long to mark the lab's interface with (at most %d bytes)", dir, 255-len(aliasOf("")))
-	}
-	if n > 200 {
-		return nil, fmt.Errorf("lab address mode: %d positions do not fit in a /24", n)
 	}
 	if err := sweepNetwork(dir); err != nil {
 		return nil, err
