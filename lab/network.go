@@ -76,13 +76,10 @@ func interfaceName(id string) string { return "troop" + id }
 
 // createNetwork makes the namespaces of n positions, the bridge and the
 // host's interface, and gives position i (from 0) the address .11+i (a
-// lab has at most 64 positions: Shape.validate).
-// Whatever an earlier lab in dir left is removed first. On error nothing
-// it made is left.
+// lab has at most 64 positions: Shape.validate). Whatever an earlier lab
+// in dir left is removed first. On error nothing it made is left. The
+// caller has checked that this process is root (Spec.withDefaults).
 func createNetwork(dir string, n int) (nw *network, err error) {
-	if err := netns.CheckRoot("lab address mode (--netns)"); err != nil {
-		return nil, err
-	}
 	if a := aliasOf(dir); len(a) > 255 {
 		return nil, fmt.Errorf("lab address mode: directory %s is too long to mark the lab's interface with (at most %d bytes)", dir, 255-len(aliasOf("")))
 	}
