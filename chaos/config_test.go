@@ -99,6 +99,32 @@ func TestDefaults(t *testing.T) {
 	eq(t, "opt-out enabled", c.Groups[0].Enabled, true)
 	eq(t, "namespace", c.Groups[0].Selector.Namespace, "default")
 	eq(t, "pause default", c.Groups[1].Types, []Action{{Kind: Pause, Duration: time.Minute}})
+
+	c, err = ParseConfig([]byte(g0+`    types:
+      - partition
+      - {type: partition, partition: bridge, duration: 30s}
+      - {type: loss, percent: 20}
+      - {type: delay, delay: 50ms, jitter: 10ms, duration: 2m}
+      - {type: clock-skew, offset: -2s}
+      - {type: clock-skew, rate: 0.01}
+`), "x", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eq(t, "network and clock types", c.Groups[0].Types, []Action{
+		{Kind: Partition, Duration: time.Minute, Partition: Isolate},
+		{Kind: Partition, Duration: 30 * time.Second, Partition: Bridge},
+		{Kind: Loss, Duration: time.Minute, Percent: 20},
+		{Kind: Delay, Duration: 2 * time.Minute, Delay: 50 * time.Millisecond, Jitter: 10 * time.Millisecond},
+		{Kind: ClockSkew, Duration: time.Minute, Offset: -2 * time.Second},
+		{Kind: ClockSkew, Duration: time.Minute, Rate: 0.01},
+	})
+	var names []string
+	for _, a := range c.Groups[0].Types {
+		names = append(names, a.String())
+	}
+	eq(t, "their names", names, []string{"partition isolate 1m0s", "partition bridge 30s", "loss 20% 1m0s",
+		"delay 50ms±10ms 2m0s", "clock-skew -2s 1m0s", "clock-skew rate 0.01 1m0s"})
 }
 
 func eq(t *testing.T, what string, got, want any) {
@@ -216,9 +242,27 @@ func TestConfigErrors(t *testing.T) {
 		{"kubernetes without label selector", "groups:\n  - name: g\n    backend: kubernetes\n    selector: {namespace: shop}\n",
 			"chaos.yml:4: groups[0].selector.label_selector: missing: a Kubernetes label selector such as app=cache; an empty one would select every pod of the namespace"},
 		{"type typo", g0 + "    types: [terminate, burncpu]\n",
-			`chaos.yml:4: groups[0].types[1]: "burncpu" is not one of terminate, stop, pause, restart, burn-cpu (did you mean "burn-cpu"?)`},
+			`chaos.yml:4: groups[0].types[1]: "burncpu" is not one of terminate, stop, pause, restart, burn-cpu, partition, loss, delay, clock-skew (did you mean "burn-cpu"?)`},
 		{"duration on terminate", g0 + "    types:\n      - {type: terminate, duration: 1m}\n",
-			"chaos.yml:5: groups[0].types[0].duration: only pause and burn-cpu take a duration; terminate is over when it is done"},
+			"chaos.yml:5: groups[0].types[0].duration: only pause, burn-cpu, partition, loss, delay and clock-skew take a duration; terminate is over when it is done"},
+		{"loss over 100", g0 + "    types:\n      - {type: loss, percent: 120}\n",
+			`chaos.yml:5: groups[0].types[0]: loss: percent: "120": want a percentage more than 0 and at most 100`},
+		{"loss of 0", g0 + "    types:\n      - {type: loss, percent: 0}\n",
+			`chaos.yml:5: groups[0].types[0]: loss: percent: "0": want a percentage more than 0 and at most 100`},
+		{"loss without percent", g0 + "    types: [loss]\n",
+			"chaos.yml:4: groups[0].types[0]: loss: no percent: the share of packets to drop, e.g. 20"},
+		{"a parameter of another kind", g0 + "    types:\n      - {type: delay, delay: 50ms, percent: 5}\n",
+			"chaos.yml:5: groups[0].types[0].percent: delay takes no percent (its parameters: delay, jitter)"},
+		{"a parameter of no kind", g0 + "    types:\n      - {type: delay, latency: 50ms}\n",
+			"chaos.yml:5: groups[0].types[0].latency: unknown key (known keys here: type, duration, partition, percent, delay, jitter, offset, rate)"},
+		{"jitter over delay", g0 + "    types:\n      - {type: delay, delay: 50ms, jitter: 60ms}\n",
+			"chaos.yml:5: groups[0].types[0]: delay: jitter 60ms is more than the delay 50ms: a packet cannot leave before it is sent"},
+		{"partition mode typo", g0 + "    types:\n      - {type: partition, partition: half}\n",
+			`chaos.yml:5: groups[0].types[0]: partition: partition: "half": want isolate, halves, one-way or bridge`},
+		{"clock-skew without offset or rate", g0 + "    types: [clock-skew]\n",
+			"chaos.yml:4: groups[0].types[0]: clock-skew: no offset and no rate: give a jump (offset, e.g. 2s), a drift (rate, e.g. 0.01) or both"},
+		{"kubernetes partition", "groups:\n  - name: g\n    backend: kubernetes\n    selector: {label_selector: app}\n    types: [partition]\n",
+			`chaos.yml:5: groups[0].types[0]: partition is not supported by the kubernetes backend (it does not reach a pod's network namespace); use terminate, stop or restart`},
 		{"duration too long", g0 + "    types:\n      - type: pause\n        duration: 2h\n",
 			"chaos.yml:6: groups[0].types[0].duration: must be from 1s to 1h0m0s, not 2h0m0s"},
 		{"type twice", g0 + "    types: [stop, stop]\n",

@@ -180,12 +180,14 @@ func (p *parser) gap(n *yaml.Node, path string) (Gap, bool) {
 	return Gap{WorkDays: DefaultMinWorkDaysBetween}, false
 }
 
-var typeKeys = []string{"type", "duration"}
-
-// kubernetesCannot says why the kubernetes backend has no pause or burn-cpu.
-var kubernetesCannot = map[Kind]string{
-	Pause:   "the API server cannot freeze a pod",
-	BurnCPU: "a burner would need the pods/exec streams",
+// typeKeys are the keys of a types entry: the type, its duration and
+// every kind's parameters (which of them a kind takes is checked after).
+func typeKeys() []string {
+	keys := []string{"type", "duration"}
+	for _, prm := range AllParams() {
+		keys = append(keys, prm.Name)
+	}
+	return keys
 }
 
 func (p *parser) types(n *yaml.Node, path string, backend Backend) []Action {
@@ -201,42 +203,62 @@ func (p *parser) types(n *yaml.Node, path string, backend Backend) []Action {
 	seen := map[Action]int{}
 	for i, it := range items {
 		ip := index(path, i)
-		a, ok := Action{}, false
 		line := it.Line
+		var (
+			name     string
+			ok       bool
+			duration time.Duration
+			params   = map[string]string{}
+		)
 		if it.Kind == yaml.MappingNode {
-			f := p.fields(it, ip, typeKeys)
+			f := p.fields(it, ip, typeKeys())
 			t := f["type"]
 			if t == nil {
 				p.fail(it.Line, ip+".type", "missing: one of %s", strings.Join(kinds, ", "))
 				continue
 			}
-			var s string
-			if s, ok = p.enum(t.v, ip+".type", kinds); !ok {
+			if name, ok = p.enum(t.v, ip+".type", kinds); !ok {
 				continue
 			}
-			a.Kind = Kind(s)
+			spec, _ := Kind(name).Spec()
 			if d := f["duration"]; d != nil {
-				if !a.Kind.Temporary() {
-					p.fail(d.k.Line, ip+".duration", "only pause and burn-cpu take a duration; %s is over when it is done", s)
+				if !spec.Temporary {
+					p.fail(d.k.Line, ip+".duration", "only %s take a duration; %s is over when it is done", listKinds(func(s *KindSpec) bool { return s.Temporary }, "and"), name)
 					continue
 				}
-				if a.Duration, ok = p.duration(d.v, ip+".duration", time.Second, MaxTemporaryDuration); !ok {
+				if duration, ok = p.duration(d.v, ip+".duration", time.Second, MaxTemporaryDuration); !ok {
 					continue
 				}
 			}
-		} else {
-			var s string
-			if s, ok = p.enum(it, ip, kinds); !ok {
+			for key, v := range f {
+				if key == "type" || key == "duration" {
+					continue
+				}
+				if _, takes := spec.Param(key); !takes {
+					p.fail(v.k.Line, join(ip, key), "%s %s", name, spec.noParam(key))
+					ok = false
+					continue
+				}
+				if params[key], ok = p.scalar(v.v, join(ip, key), "a value"); !ok {
+					continue
+				}
+			}
+			if !ok {
 				continue
 			}
-			a.Kind = Kind(s)
-		}
-		if why, no := kubernetesCannot[a.Kind]; no && backend == Kubernetes {
-			p.fail(line, ip, "%s is not supported by the kubernetes backend (%s); use terminate, stop or restart", a.Kind, why)
+		} else if name, ok = p.enum(it, ip, kinds); !ok {
 			continue
 		}
-		if a.Kind.Temporary() && a.Duration == 0 {
-			a.Duration = DefaultTemporaryDuration
+		spec, _ := Kind(name).Spec()
+		if why, no := spec.Unsupported[backend]; no {
+			p.fail(line, ip, "%s is not supported by the %s backend (%s); use %s", name, backend, why,
+				listKinds(func(s *KindSpec) bool { return s.Unsupported[backend] == "" }, "or"))
+			continue
+		}
+		a, err := NewAction(Kind(name), duration, params)
+		if err != nil {
+			p.fail(line, ip, "%v", err)
+			continue
 		}
 		if first, dup := seen[a]; dup {
 			p.fail(line, ip, "%s is listed twice (first on line %d)", a, first)
@@ -246,6 +268,20 @@ func (p *parser) types(n *yaml.Node, path string, backend Backend) []Action {
 		out = append(out, a)
 	}
 	return out
+}
+
+// listKinds names the kinds that match, in order, as "a, b and c".
+func listKinds(match func(*KindSpec) bool, conj string) string {
+	var names []string
+	for _, s := range kindSpecs {
+		if match(s) {
+			names = append(names, string(s.Kind))
+		}
+	}
+	if len(names) < 2 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " " + conj + " " + names[len(names)-1]
 }
 
 func (p *parser) selector(f *kv, groupLine int, path string, g *Group) {

@@ -19,37 +19,36 @@ import (
 	"time"
 )
 
-// Kind is what a chaos action does to one instance.
+// Kind is what a chaos action does to one instance. The kinds are
+// registered by name (KindSpec, one file each): process faults, over as
+// soon as done or lasting a duration, and the network and clock faults,
+// which last a duration.
 type Kind string
 
-// The chaos kinds. Pause and burn-cpu are temporary and carry a duration;
-// the others are over as soon as they are done (the group's supervisor, restart
-// policy or replica set brings the instance back).
-const (
-	Terminate Kind = "terminate" // kill -9, container kill, pod delete
-	Stop      Kind = "stop"      // graceful stop
-	Pause     Kind = "pause"     // SIGSTOP then SIGCONT, docker pause then unpause
-	Restart   Kind = "restart"   // stop and start again
-	BurnCPU   Kind = "burn-cpu"  // keep the instance's CPUs busy
-)
-
-// Kinds lists every kind in the order the docs and errors name them.
-var Kinds = []Kind{Terminate, Stop, Pause, Restart, BurnCPU}
-
-// Temporary reports whether the kind lasts for a duration and is then undone.
-func (k Kind) Temporary() bool { return k == Pause || k == BurnCPU }
-
-// Action is one chaos kind with its duration (zero unless Temporary).
+// Action is one chaos kind with its duration (zero unless the kind is
+// Temporary) and the parameters of its kind (zero for the others). It is
+// comparable, so that a config can refuse the same action listed twice.
 type Action struct {
 	Kind     Kind          `json:"kind"`
 	Duration time.Duration `json:"duration,omitempty"`
+
+	Partition PartitionMode `json:"partition,omitempty"` // partition
+	Percent   float64       `json:"percent,omitempty"`   // loss
+	Delay     time.Duration `json:"delay,omitempty"`     // delay
+	Jitter    time.Duration `json:"jitter,omitempty"`    // delay
+	Offset    time.Duration `json:"offset,omitempty"`    // clock-skew: a jump
+	Rate      float64       `json:"rate,omitempty"`      // clock-skew: seconds of drift per second
 }
 
 func (a Action) String() string {
-	if a.Kind.Temporary() {
-		return string(a.Kind) + " " + a.Duration.String()
+	s := string(a.Kind)
+	if spec, ok := a.Kind.Spec(); ok && spec.Describe != nil {
+		s += " " + spec.Describe(a)
 	}
-	return string(a.Kind)
+	if a.Kind.Temporary() {
+		s += " " + a.Duration.String()
+	}
+	return s
 }
 
 // Instance is one thing a group can lose: a lab node process, a container, a
@@ -209,13 +208,16 @@ func CheckOutage(ctx context.Context, oc OutageChecker) (ok bool, reason Reason,
 // undone even if the monkey dies meanwhile; a monkey that starts reverts
 // every lease past its end.
 type Lease struct {
-	ID       string    `json:"id"` // unique; the store's file name
-	Group    string    `json:"group"`
-	Backend  Backend   `json:"backend"`
-	Instance Instance  `json:"instance"`
-	Action   Action    `json:"action"`
-	Start    time.Time `json:"start"`
-	Until    time.Time `json:"until"`
+	ID       string   `json:"id"` // unique; the store's file name
+	Group    string   `json:"group"`
+	Backend  Backend  `json:"backend"`
+	Instance Instance `json:"instance"`
+	// Peers are the other live instances of the group when the fault
+	// began: the other side of a network fault.
+	Peers  []Instance `json:"peers,omitempty"`
+	Action Action     `json:"action"`
+	Start  time.Time  `json:"start"`
+	Until  time.Time  `json:"until"`
 	// Undo is the backend's own data for Revert (a PID, a container ID),
 	// as Begin returned it. Nil until Begin has returned.
 	Undo map[string]string `json:"undo,omitempty"`
@@ -247,8 +249,9 @@ type RecoveryWaiter interface {
 //
 //  1. d, leased, err := LeaseFor(ctx, inst, a). Not leased: call
 //     Terminator.Act and stop here.
-//  2. Build the Lease (ID, Group, Backend, Instance, Action, Start = now,
-//     Until = now + d, Undo nil), store it and start its watchdog.
+//  2. Build the Lease (ID, Group, Backend, Instance, the group's other
+//     live instances as Peers, Action, Start = now, Until = now + d,
+//     Undo nil), store it and start its watchdog.
 //  3. undo, err := Begin(ctx, lease): the backend puts the fault in place
 //     so that it lasts until lease.Until, and returns what Revert will
 //     need (nil if Instance is enough, e.g. a container ID that is the

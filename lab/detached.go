@@ -26,6 +26,7 @@ type specJSON struct {
 	ReplaceAfter     string `json:"replace_after"`
 	ReadConsistency  string `json:"read_consistency"`
 	WriteConsistency string `json:"write_consistency"`
+	Netns            bool   `json:"netns,omitempty"`
 	Troop            string `json:"troop"`
 	RedisServer      string `json:"redis_server"`
 	ReadyTimeout     string `json:"ready_timeout"`
@@ -67,6 +68,10 @@ func Up(ctx context.Context, spec Spec) (st *Status, already bool, err error) {
 				return nil, false, fmt.Errorf("a lab of shape %s already runs in %s, asked for %s: run troop lab down --dir %s first",
 					old.Shape, dir, spec.Shape, dir)
 			}
+			if addressed := old.Network != nil; addressed != spec.Netns {
+				return nil, false, fmt.Errorf("a lab %s already runs in %s, asked for one %s: run troop lab down --dir %s first",
+					modeName(addressed), dir, modeName(spec.Netns), dir)
+			}
 			old.SupervisorRunning = true
 			return old, true, nil
 		}
@@ -77,7 +82,7 @@ func Up(ctx context.Context, spec Spec) (st *Status, already bool, err error) {
 
 	sj := specJSON{
 		Shape: spec.Shape, ReplaceAfter: spec.ReplaceAfter.String(),
-		ReadConsistency: spec.ReadConsistency, WriteConsistency: spec.WriteConsistency,
+		ReadConsistency: spec.ReadConsistency, WriteConsistency: spec.WriteConsistency, Netns: spec.Netns,
 		Troop: spec.Troop, RedisServer: spec.RedisServer,
 		ReadyTimeout: spec.ReadyTimeout.String(), StopGrace: spec.StopGrace.String(),
 	}
@@ -93,6 +98,14 @@ func Up(ctx context.Context, spec Spec) (st *Status, already bool, err error) {
 	}
 	st.SupervisorRunning = true
 	return st, false, nil
+}
+
+// modeName says where a lab's nodes listen.
+func modeName(netns bool) string {
+	if netns {
+		return "in address mode (--netns)"
+	}
+	return "on loopback"
 }
 
 // spawnSupervisor starts `troop lab supervise` in its own session and waits
@@ -197,7 +210,7 @@ func readSpec(dir string) (Spec, error) {
 	if err := json.Unmarshal(b, &sj); err != nil {
 		return Spec{}, fmt.Errorf("lab spec %s: %w", specFile(dir), err)
 	}
-	spec := Spec{Dir: dir, Shape: sj.Shape, ReadConsistency: sj.ReadConsistency, WriteConsistency: sj.WriteConsistency,
+	spec := Spec{Dir: dir, Shape: sj.Shape, ReadConsistency: sj.ReadConsistency, WriteConsistency: sj.WriteConsistency, Netns: sj.Netns,
 		Troop: sj.Troop, RedisServer: sj.RedisServer, ServeSocket: true}
 	for _, d := range []struct {
 		s   string
@@ -279,6 +292,12 @@ func Down(ctx context.Context, dir string) (string, error) {
 		}
 	}
 	stopped := stopChildren(st, 5*time.Second)
+	// The kernel removes the namespaces of address mode with their
+	// processes and holder; only an interface some stray process kept is
+	// left to delete.
+	if err := sweepNetwork(dir); err != nil {
+		errs = append(errs, err)
+	}
 	if err := os.Remove(SocketFile(dir)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		errs = append(errs, err)
 	}

@@ -70,6 +70,14 @@ type Node struct {
 	Redis       string `json:"redis"`        // the node's redis-server
 	Dir         string `json:"dir"`          // DIR/<name>
 	Config      string `json:"config"`       // DIR/<name>/node.yml
+
+	// In address mode: the position's own address, and its network
+	// namespace as other processes open it while the supervisor runs
+	// (/proc/PID/fd/N of the supervisor, and the namespace's inode to
+	// check it against; see OpenNetns).
+	IP         string `json:"ip,omitempty"`
+	Netns      string `json:"netns,omitempty"`
+	NetnsInode uint64 `json:"netns_inode,omitempty"`
 }
 
 // NodeLog, RedisLog and RedisDir are the files of a position.

@@ -85,9 +85,9 @@ func standInNode(addr, dir string) []string {
 	if err != nil {
 		panic(err)
 	}
-	_, port, _ := net.SplitHostPort(addr)
+	host, port, _ := net.SplitHostPort(addr)
 	sdir := filepath.Join(dir, "standin")
 	os.MkdirAll(sdir, 0o755)
-	return []string{bin, "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+	return []string{bin, "--port", port, "--bind", host, "--protected-mode", "no", "--save", "", "--appendonly", "no",
 		"--dir", sdir, "--daemonize", "no"}
 }

@@ -85,20 +85,21 @@ func (n *NodeStatus) summarize() {
 // Status is the content of DIR/lab.json: the lab's shape and settings, the
 // supervisor and every position.
 type Status struct {
-	Dir               string       `json:"dir"`
-	Shape             Shape        `json:"shape"`
-	ReplaceAfter      string       `json:"replace_after"`
-	ReadConsistency   string       `json:"read_consistency"`
-	WriteConsistency  string       `json:"write_consistency"`
-	SupervisorPID     int          `json:"supervisor_pid"`
-	SupervisorTicks   uint64       `json:"supervisor_start_ticks,omitempty"`
-	SupervisorRunning bool         `json:"supervisor_running"`
-	Socket            string       `json:"socket,omitempty"`
-	Troop             string       `json:"troop"`
-	RedisServer       string       `json:"redis_server"`
-	Started           time.Time    `json:"started"`
-	Updated           time.Time    `json:"updated"`
-	Nodes             []NodeStatus `json:"nodes"`
+	Dir               string         `json:"dir"`
+	Shape             Shape          `json:"shape"`
+	ReplaceAfter      string         `json:"replace_after"`
+	ReadConsistency   string         `json:"read_consistency"`
+	WriteConsistency  string         `json:"write_consistency"`
+	SupervisorPID     int            `json:"supervisor_pid"`
+	SupervisorTicks   uint64         `json:"supervisor_start_ticks,omitempty"`
+	SupervisorRunning bool           `json:"supervisor_running"`
+	Socket            string         `json:"socket,omitempty"`
+	Troop             string         `json:"troop"`
+	RedisServer       string         `json:"redis_server"`
+	Network           *NetworkStatus `json:"network,omitempty"` // address mode only
+	Started           time.Time      `json:"started"`
+	Updated           time.Time      `json:"updated"`
+	Nodes             []NodeStatus   `json:"nodes"`
 }
 
 // Node finds a position by name.
@@ -199,6 +200,9 @@ func (s *Status) WriteTable(w io.Writer) error {
 	}
 	fmt.Fprintf(w, "lab %s: %s, replace after %s, read %s, write %s, supervisor %s\n",
 		s.Dir, s.Shape, s.ReplaceAfter, s.ReadConsistency, s.WriteConsistency, sup)
+	if nw := s.Network; nw != nil {
+		fmt.Fprintf(w, "address mode: each node in its own network namespace, on %s; the host is %s on %s\n", nw.Subnet, nw.Host, nw.Interface)
+	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tSTATE\tLISTEN\tSTATS\tDYN\tTOKEN\tNODE\tREDIS\tREDIS ADDR")
 	for _, n := range s.Nodes {

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/troop-lab/troop/internal/netns"
 )
 
 // Spec describes a lab to start. Zero fields take the defaults of troop lab up.
@@ -23,6 +25,10 @@ type Spec struct {
 	ReplaceAfter     time.Duration // delay before a died process is replaced; default 3s
 	ReadConsistency  string        // default DC_ONE
 	WriteConsistency string        // default DC_ONE
+	// Netns is address mode: each position in its own network namespace,
+	// with its own address on a bridge of the lab's (see NetworkStatus).
+	// It needs root.
+	Netns bool
 
 	// Troop is the troop binary nodes run as `Troop node --config FILE`.
 	// Default os.Executable(), which is wrong inside a test binary: tests of
@@ -67,6 +73,11 @@ func (s Spec) withDefaults() (Spec, error) {
 	}
 	if s.ReplaceAfter < 0 {
 		return s, fmt.Errorf("replace-after %s: must not be negative", s.ReplaceAfter)
+	}
+	if s.Netns {
+		if err := netns.CheckRoot("lab address mode (--netns)"); err != nil {
+			return s, err
+		}
 	}
 	if s.ReadConsistency, err = normalizeLevel("read consistency", s.ReadConsistency); err != nil {
 		return s, err
@@ -124,15 +135,23 @@ func FindRedisServer(path string) (string, error) {
 	return p, nil
 }
 
-// redisCommand is the command line of a position's redis-server: loopback
-// only, no persistence, logs to a file, in the foreground so that the
-// supervisor is its parent and sees it die.
+// redisCommand is the command line of a position's redis-server: on its
+// address only (loopback, or the position's own in address mode), no
+// persistence, logs to a file, in the foreground so that the supervisor is
+// its parent and sees it die.
 func redisCommand(bin string, n Node) []string {
-	_, port, _ := net.SplitHostPort(n.Redis)
+	host, port, _ := net.SplitHostPort(n.Redis)
+	// Protected mode refuses clients from other addresses than loopback,
+	// which in address mode are the node and the host; the lab's network
+	// is reachable from this host only.
+	protected := "yes"
+	if n.IP != "" {
+		protected = "no"
+	}
 	return []string{bin,
 		"--port", port,
-		"--bind", "127.0.0.1",
-		"--protected-mode", "yes",
+		"--bind", host,
+		"--protected-mode", protected,
 		"--save", "",
 		"--appendonly", "no",
 		"--dir", n.RedisDir(),
@@ -149,7 +168,8 @@ type Lab struct {
 	logFile *logSink // nil when the caller gave a Logger
 	started time.Time
 	nodes   []Node
-	ticks   uint64 // this process's start time, for lab.json
+	ticks   uint64   // this process's start time, for lab.json
+	net     *network // address mode's namespaces; nil on loopback
 
 	mu     sync.Mutex
 	procs  []*proc // node and redis of each position, in position order
@@ -163,11 +183,12 @@ type Lab struct {
 
 // proc is one supervised process. Fields are guarded by Lab.mu.
 type proc struct {
-	node *Node
-	kind Proc
-	argv []string
-	log  string // stdout and stderr go here
-	addr string // answers PING when ready
+	node  *Node
+	kind  Proc
+	argv  []string
+	log   string   // stdout and stderr go here
+	addr  string   // answers PING when ready
+	netns *os.File // where it runs, in address mode; nil on loopback
 
 	want     bool // the supervisor keeps it running
 	state    State
@@ -241,10 +262,19 @@ func Start(ctx context.Context, spec Spec) (*Lab, error) {
 	return l, nil
 }
 
-// layout picks ports, writes every node's config and makes its directories.
+// layout picks addresses (free loopback ports, or in address mode the
+// network's addresses), writes every node's config and makes its
+// directories.
 func (l *Lab) layout() error {
 	l.nodes = Layout(l.spec.Shape, l.spec.Dir)
-	if err := assignPorts(l.nodes); err != nil {
+	if l.spec.Netns {
+		nw, err := createNetwork(l.spec.Dir, len(l.nodes))
+		if err != nil {
+			return err
+		}
+		l.net = nw
+		nw.assignAddresses(l.nodes)
+	} else if err := assignPorts(l.nodes); err != nil {
 		return err
 	}
 	for i := range l.nodes {
@@ -260,9 +290,13 @@ func (l *Lab) layout() error {
 		if l.spec.NodeCommand != nil {
 			nodeArgv = l.spec.NodeCommand(*n)
 		}
+		var ns *os.File
+		if l.net != nil {
+			ns = l.net.nodes[i]
+		}
 		l.procs = append(l.procs,
-			&proc{node: n, kind: NodeProc, argv: nodeArgv, log: n.NodeLog(), addr: n.Listen, want: true, state: Stopped},
-			&proc{node: n, kind: RedisProc, argv: redisCommand(l.spec.RedisServer, *n), log: n.RedisLog(), addr: n.Redis, want: true, state: Stopped})
+			&proc{node: n, kind: NodeProc, argv: nodeArgv, log: n.NodeLog(), addr: n.Listen, netns: ns, want: true, state: Stopped},
+			&proc{node: n, kind: RedisProc, argv: redisCommand(l.spec.RedisServer, *n), log: n.RedisLog(), addr: n.Redis, netns: ns, want: true, state: Stopped})
 	}
 	return nil
 }
@@ -348,7 +382,13 @@ func (l *Lab) start(p *proc) error {
 	// the Go runtime does not end its threads unless a goroutine locked to
 	// one exits, which the lab never does.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	err = nil
+	if p.netns != nil {
+		err = netns.Do(p.netns, cmd.Start)
+	} else {
+		err = cmd.Start()
+	}
+	if err != nil {
 		return fmt.Errorf("start %s: %w", p, err)
 	}
 	p.cmd, p.pid = cmd, cmd.Process.Pid
@@ -575,6 +615,11 @@ func (l *Lab) Stop() error {
 			}
 			wg.Wait()
 		}
+		if l.net != nil {
+			if err := l.net.close(); err != nil {
+				errs = append(errs, err)
+			}
+		}
 		l.stopErr = errors.Join(errs...)
 		l.mu.Lock()
 		l.save()
@@ -649,6 +694,10 @@ func (l *Lab) status() *Status {
 		Dir: l.spec.Dir, Shape: l.spec.Shape, ReplaceAfter: l.spec.ReplaceAfter.String(),
 		ReadConsistency: l.spec.ReadConsistency, WriteConsistency: l.spec.WriteConsistency,
 		Troop: l.spec.Troop, RedisServer: l.spec.RedisServer, Started: l.started, Updated: time.Now(),
+	}
+	if l.net != nil {
+		nw := l.net.NetworkStatus
+		s.Network = &nw
 	}
 	if !l.closed {
 		s.SupervisorPID, s.SupervisorTicks, s.SupervisorRunning = os.Getpid(), l.ticks, true

@@ -21,7 +21,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"slices"
 	"strings"
 	"time"
 
@@ -136,24 +135,13 @@ func parseQuery(r *http.Request) (chaos.Query, error) {
 	}
 	q.Group = v.Get("group")
 	if s := v.Get("type"); s != "" {
-		k, err := parseKind(s)
+		k, err := chaos.ParseKind(s)
 		if err != nil {
 			return q, fmt.Errorf("parameter type: %w", err)
 		}
 		q.Kind = k
 	}
 	return q, nil
-}
-
-func parseKind(s string) (chaos.Kind, error) {
-	if k := chaos.Kind(s); slices.Contains(chaos.Kinds, k) {
-		return k, nil
-	}
-	names := make([]string, len(chaos.Kinds))
-	for i, k := range chaos.Kinds {
-		names[i] = string(k)
-	}
-	return "", fmt.Errorf("unknown chaos type %q (want one of %s)", s, strings.Join(names, ", "))
 }
 
 // authorized wraps a POST handler with the bearer token check. A missing
@@ -187,11 +175,15 @@ func (h *Handler) refuse(w http.ResponseWriter, r *http.Request, code int, msg s
 	writeError(w, code, msg)
 }
 
-// killRequest is the body of POST /api/v1/chaos.
+// killRequest is the body of POST /api/v1/chaos: the group, the type
+// (default terminate), the duration of a temporary type (a Go duration,
+// default 1m), and the type's parameters, each under its own name
+// (chaos.Param): {"group": "g", "type": "loss", "percent": 20}.
 type killRequest struct {
-	Group    string `json:"group"`
-	Type     string `json:"type"`     // default terminate
-	Duration string `json:"duration"` // Go duration, pause and burn-cpu only; default 1m
+	Group    string
+	Type     string
+	Duration string
+	Params   map[string]string
 }
 
 // kill answers POST /api/v1/chaos. The response is the recorded
@@ -233,40 +225,68 @@ func (h *Handler) kill(w http.ResponseWriter, r *http.Request) {
 
 func decodeKill(w http.ResponseWriter, r *http.Request) (killRequest, chaos.Action, error) {
 	var req killRequest
+	var body map[string]json.RawMessage
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
+	if err := dec.Decode(&body); err != nil || body == nil {
 		return req, chaos.Action{}, fmt.Errorf("body: want {\"group\": NAME, \"type\": KIND}: %v", err)
 	}
 	if err := dec.Decode(&struct{}{}); err != io.EOF {
 		return req, chaos.Action{}, errors.New("body: want one JSON object and nothing after it")
 	}
+	req.Params = map[string]string{}
+	for key, raw := range body {
+		v, err := jsonScalar(raw)
+		if err != nil {
+			return req, chaos.Action{}, fmt.Errorf("body: %s: %w", key, err)
+		}
+		switch key {
+		case "group":
+			req.Group = v
+		case "type":
+			req.Type = v
+		case "duration":
+			req.Duration = v
+		default:
+			req.Params[key] = v
+		}
+	}
 	if req.Group == "" {
 		return req, chaos.Action{}, errors.New("body: group is missing")
 	}
-	a := chaos.Action{Kind: chaos.Terminate}
+	kind := chaos.Terminate
 	if req.Type != "" {
-		k, err := parseKind(req.Type)
+		k, err := chaos.ParseKind(req.Type)
 		if err != nil {
-			return req, a, fmt.Errorf("body: type: %w", err)
+			return req, chaos.Action{}, fmt.Errorf("body: type: %w", err)
 		}
-		a.Kind = k
+		kind = k
 	}
-	if !a.Kind.Temporary() {
-		if req.Duration != "" {
-			return req, a, fmt.Errorf("body: duration: %s takes no duration", a.Kind)
-		}
-		return req, a, nil
-	}
-	a.Duration = chaos.DefaultTemporaryDuration
+	var d time.Duration
 	if req.Duration != "" {
-		d, err := time.ParseDuration(req.Duration)
-		if err != nil || d < time.Second || d > chaos.MaxTemporaryDuration {
-			return req, a, fmt.Errorf("body: duration: %q is not a duration from 1s to %v", req.Duration, chaos.MaxTemporaryDuration)
+		var err error
+		if d, err = time.ParseDuration(req.Duration); err != nil || d == 0 {
+			return req, chaos.Action{}, fmt.Errorf("body: duration: %q is not a duration from 1s to %v", req.Duration, chaos.MaxTemporaryDuration)
 		}
-		a.Duration = d
+	}
+	a, err := chaos.NewAction(kind, d, req.Params)
+	if err != nil {
+		return req, a, fmt.Errorf("body: %w", err)
 	}
 	return req, a, nil
+}
+
+// jsonScalar is a JSON string's text, or a number's or boolean's as
+// written.
+func jsonScalar(raw json.RawMessage) (string, error) {
+	var s string
+	if err := json.Unmarshal(raw, &s); err == nil {
+		return s, nil
+	}
+	var n json.Number
+	if err := json.Unmarshal(raw, &n); err == nil {
+		return n.String(), nil
+	}
+	return "", fmt.Errorf("want a string or a number, not %s", raw)
 }
 
 func (h *Handler) stop(w http.ResponseWriter, r *http.Request) {

@@ -150,6 +150,9 @@ func TestKillRefusals(t *testing.T) {
 		{"unknown field", true, "Bearer " + token, `{"group": "web", "force": true}`, 400, "force"},
 		{"duration on terminate", true, "Bearer " + token, `{"group": "web", "duration": "5s"}`, 400, "takes no duration"},
 		{"duration too long", true, "Bearer " + token, `{"group": "web", "type": "pause", "duration": "2h"}`, 400, "duration"},
+		{"loss over 100", true, "Bearer " + token, `{"group": "web", "type": "loss", "percent": 120}`, 400, `loss: percent: \"120\": want a percentage more than 0 and at most 100`},
+		{"a parameter of another type", true, "Bearer " + token, `{"group": "web", "type": "delay", "delay": "50ms", "percent": 5}`, 400, "delay takes no percent (its parameters: delay, jitter)"},
+		{"a parameter that is no scalar", true, "Bearer " + token, `{"group": "web", "type": "loss", "percent": [20]}`, 400, "percent: want a string or a number"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -185,6 +188,14 @@ func TestKill(t *testing.T) {
 	if len(f.killer.calls) != 1 || f.killer.calls[0] != want {
 		t.Errorf("calls %+v", f.killer.calls)
 	}
+	// Parameters, as numbers or strings.
+	f.do(t, "POST", "/api/v1/chaos", "Bearer "+token, `{"group": "web", "type": "loss", "percent": 20, "duration": "30s"}`)
+	f.do(t, "POST", "/api/v1/chaos", "Bearer "+token, `{"group": "web", "type": "clock-skew", "offset": "-2s", "rate": "0.01"}`)
+	if got := f.killer.calls[1:]; got[0] != (chaos.Action{Kind: chaos.Loss, Duration: 30 * time.Second, Percent: 20}) ||
+		got[1] != (chaos.Action{Kind: chaos.ClockSkew, Duration: time.Minute, Offset: -2 * time.Second, Rate: 0.01}) {
+		t.Errorf("parameters: %+v", got)
+	}
+	f.killer.calls = f.killer.calls[:1]
 	// The type defaults to terminate, pause to a minute.
 	f.do(t, "POST", "/api/v1/chaos", "bearer "+token, `{"group": "cache"}`)
 	f.do(t, "POST", "/api/v1/chaos", "Bearer "+token, `{"group": "cache", "type": "pause"}`)

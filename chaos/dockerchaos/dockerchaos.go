@@ -31,6 +31,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/troop-lab/troop/chaos"
+	"github.com/troop-lab/troop/chaos/fault"
 )
 
 // Terminator is the Docker backend's chaos.Terminator, chaos.Leaser and
@@ -43,6 +44,10 @@ type Terminator struct {
 	// stopped through its API, so the monkey must. Default DefaultStoppedFor.
 	StoppedFor time.Duration
 
+	// Troop is the troop binary that runs a delay's queue where the kernel
+	// has no netem; default os.Executable(), the monkey's own.
+	Troop string
+
 	// hostSignals lets terminate signal the container's main process from
 	// this host when it is visible here; tests turn it off to exercise the
 	// API path.
@@ -51,6 +56,7 @@ type Terminator struct {
 	mu        sync.Mutex
 	started   map[string]string            // container ID -> State.StartedAt when last acted on
 	selectors map[string]map[string]string // container ID -> its group's selector labels
+	faults    map[string]chaos.Lease       // container ID -> its network or clock fault, until recovered
 }
 
 var (
@@ -95,6 +101,7 @@ func NewWithClient(api *client.Client) *Terminator {
 		hostSignals: true,
 		started:     map[string]string{},
 		selectors:   map[string]map[string]string{},
+		faults:      map[string]chaos.Lease{},
 	}
 }
 
@@ -244,12 +251,14 @@ func restartsAfterCrash(p container.RestartPolicy, restarts int) bool {
 	return false
 }
 
-// LeaseFor leases pause and burn-cpu for their duration, and stop for
-// StoppedFor. terminate and restart are not leased.
+// LeaseFor leases the temporary kinds (pause, burn-cpu, the network
+// faults, clock-skew) for their duration, and stop for StoppedFor.
+// terminate and restart are not leased.
 func (t *Terminator) LeaseFor(_ context.Context, _ chaos.Instance, a chaos.Action) (time.Duration, bool, error) {
-	switch a.Kind {
-	case chaos.Pause, chaos.BurnCPU:
+	if a.Kind.Temporary() {
 		return a.Duration, true, nil
+	}
+	switch a.Kind {
 	case chaos.Stop:
 		if t.StoppedFor <= 0 {
 			return DefaultStoppedFor, true, nil
@@ -263,17 +272,28 @@ func (t *Terminator) LeaseFor(_ context.Context, _ chaos.Instance, a chaos.Actio
 //
 //   - pause: docker pause (the cgroup freezer). Docker has no timed pause;
 //     the lease's revert unpauses.
+//
 //   - stop: docker stop (the container's stop signal, then SIGKILL after
 //     its stop timeout); the revert starts it again.
+//
 //   - burn-cpu: runs a CPU burner inside the container with docker exec:
 //     one busy shell loop per CPU the container may use, for the lease's
 //     remaining time, after which it exits by itself; the revert kills it
 //     sooner. It needs /bin/sh and sleep in the image; without them it
 //     fails with ErrNotSupported and changes nothing.
 //
+//   - partition, loss, delay, clock-skew: package fault's, in the
+//     containers' network namespaces entered from this host (fault.go).
+//
 // No undo data is needed: the container ID is the instance's, and the
 // burner is found by the lease ID.
 func (t *Terminator) Begin(ctx context.Context, l chaos.Lease) (map[string]string, error) {
+	if fault.Handles(l.Action.Kind) {
+		t.mu.Lock()
+		t.faults[l.Instance.ID] = l
+		t.mu.Unlock()
+		return t.beginFault(ctx, l)
+	}
 	c, err := t.inspect(ctx, l.Instance.ID)
 	if err != nil {
 		return nil, err
@@ -307,7 +327,11 @@ func (t *Terminator) Begin(ctx context.Context, l chaos.Lease) (map[string]strin
 //     (nor being removed).
 //   - burn-cpu: kills, inside the container, every process whose command
 //     line carries the lease's tag.
+//   - partition, loss, delay, clock-skew: package fault's.
 func (t *Terminator) Revert(ctx context.Context, l chaos.Lease) error {
+	if fault.Handles(l.Action.Kind) {
+		return t.revertFault(ctx, l)
+	}
 	c, err := t.inspect(ctx, l.Instance.ID)
 	if cerrdefs.IsNotFound(err) {
 		return nil
@@ -373,6 +397,14 @@ func (t *Terminator) AwaitRecovery(ctx context.Context, inst chaos.Instance, sin
 // recovered returns nil once the instance or a replacement is whole, or
 // what is still missing.
 func (t *Terminator) recovered(ctx context.Context, inst chaos.Instance, oldStart string, sel map[string]string, since time.Time) error {
+	t.mu.Lock()
+	l, faulted := t.faults[inst.ID]
+	t.mu.Unlock()
+	if faulted {
+		if on, err := t.Present(ctx, l); err != nil || on {
+			return fmt.Errorf("the %s is still in place (%v)", l.Action.Kind, err)
+		}
+	}
 	c, err := t.inspect(ctx, inst.ID)
 	switch {
 	case err == nil:
@@ -459,6 +491,7 @@ func (t *Terminator) forget(id string) {
 	defer t.mu.Unlock()
 	delete(t.started, id)
 	delete(t.selectors, id)
+	delete(t.faults, id)
 }
 
 // cpus is how many CPUs the container may use: its CPU limit rounded up,

@@ -36,6 +36,7 @@ var (
 	runID      string
 	api        *client.Client
 	engineErr  error  // set when no engine answers: the tests skip
+	troopBin   string // the static troop binary, for what runs on the host (a delay's queue)
 	troopImage string // FROM scratch: the static troop binary and a node config
 	shellImage string // troopImage plus this host's /bin/sh and sleep with their libraries, or "" (shellErr)
 	shellErr   error
@@ -105,6 +106,7 @@ func buildImages(ctx context.Context, dir string) error {
 	if err := checkStatic(bin); err != nil {
 		return err
 	}
+	troopBin = bin
 	troop, err := os.ReadFile(bin)
 	if err != nil {
 		return err

@@ -1,11 +1,15 @@
 package dockerchaos
 
 import (
+	"context"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/moby/moby/api/types/container"
+
+	"github.com/troop-lab/troop/chaos"
 )
 
 func TestCPUs(t *testing.T) {
@@ -75,5 +79,28 @@ func TestBurnTagDoesNotMatchLongerIDs(t *testing.T) {
 	cmdline := "/bin/sh-c...troop-burn-cpu:a10:60" + "1"
 	if !strings.Contains(cmdline, burnTag("a10")) || strings.Contains(cmdline, burnTag("a1")) {
 		t.Errorf("tag a10 must match its own burner and tag a1 must not")
+	}
+}
+
+// An engine that does not answer is a clear error, for listing instances
+// and for a fault alike; no engine is needed for this test.
+func TestEngineUnreachable(t *testing.T) {
+	term, err := New("tcp://127.0.0.1:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer term.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	g := &chaos.Group{Name: "g", Backend: chaos.Docker, Selector: chaos.Selector{Labels: map[string]string{"app": "x"}}}
+	_, err = term.Instances(ctx, g)
+	const want = "Cannot connect to the Docker daemon at tcp://127.0.0.1:1"
+	if err == nil || !strings.Contains(err.Error(), "docker backend: list containers of group g: "+want) {
+		t.Errorf("instances: %v", err)
+	}
+	l := chaos.Lease{ID: "l", Instance: chaos.Instance{ID: "c1", Name: "c1"}, Peers: []chaos.Instance{{ID: "c2"}},
+		Action: chaos.Action{Kind: chaos.Loss, Duration: time.Minute, Percent: 20}}
+	if _, err := term.Begin(ctx, l); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("loss: %v", err)
 	}
 }

@@ -70,9 +70,15 @@ func (s labSupervisor) Start(_ context.Context, node string) error {
 type Terminator struct {
 	dir string // for New: dial lazily, so that a lab started later is found
 
-	mu   sync.Mutex
-	sup  Supervisor
-	pids map[string]int // node name -> PID it had when last acted on
+	mu    sync.Mutex
+	sup   Supervisor
+	acted map[string]memory // node name -> what was last done to it
+}
+
+// memory is what the Terminator last did to a node, for AwaitRecovery.
+type memory struct {
+	pid   int          // the node's PID then: recovered once another one runs (0: any)
+	fault *chaos.Lease // a network or clock fault: recovered once it is over
 }
 
 var _ chaos.Terminator = (*Terminator)(nil)
@@ -84,12 +90,12 @@ const PollInterval = 50 * time.Millisecond
 // socket on first use, and again after a failed dial, so that the monkey
 // can start before the lab does.
 func New(dir string) *Terminator {
-	return &Terminator{dir: dir, pids: map[string]int{}}
+	return &Terminator{dir: dir, acted: map[string]memory{}}
 }
 
 // NewWith returns a Terminator acting through sup.
 func NewWith(sup Supervisor) *Terminator {
-	return &Terminator{sup: sup, pids: map[string]int{}}
+	return &Terminator{sup: sup, acted: map[string]memory{}}
 }
 
 func (t *Terminator) supervisor(ctx context.Context) (Supervisor, error) {
@@ -187,7 +193,7 @@ func (t *Terminator) Act(ctx context.Context, inst chaos.Instance, a chaos.Actio
 	if err != nil {
 		return err
 	}
-	t.remember(inst.ID, n.NodeP.PID)
+	t.remember(inst.ID, memory{pid: n.NodeP.PID})
 	if err := sup.Kill(ctx, inst.ID); err != nil {
 		return fmt.Errorf("lab backend: terminate %s: %w", inst.ID, err)
 	}
@@ -207,16 +213,16 @@ func (t *Terminator) start(sup Supervisor, node string) error {
 	return nil
 }
 
-func (t *Terminator) remember(node string, pid int) {
+func (t *Terminator) remember(node string, m memory) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.pids[node] = pid
+	t.acted[node] = m
 }
 
-func (t *Terminator) lastPID(node string) int {
+func (t *Terminator) memory(node string) memory {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.pids[node]
+	return t.acted[node]
 }
 
 // replaceAfter is the lab's replacement delay, 3 s (the lab's default)
@@ -230,15 +236,17 @@ func replaceAfter(st *lab.Status) time.Duration {
 
 // AwaitRecovery waits until the instance's node process runs again with a
 // PID other than the one it had when this Terminator last acted on it, and
-// answers PING on its listen address; it returns the time elapsed since
-// since (normally the moment of the action). For an instance this
-// Terminator never acted on, any running node that answers will do. It
-// polls every PollInterval until ctx ends.
+// answers PING on its listen address; after a network or clock fault,
+// also until the fault is gone and the node's peers' failure detectors
+// hold it up, and its own them. It returns the time elapsed since since
+// (normally the moment of the action). For an instance this Terminator
+// never acted on, any running node that answers will do. It polls every
+// PollInterval until ctx ends.
 func (t *Terminator) AwaitRecovery(ctx context.Context, inst chaos.Instance, since time.Time) (time.Duration, error) {
-	old := t.lastPID(inst.ID)
+	m := t.memory(inst.ID)
 	var last error
 	for {
-		err := t.recovered(ctx, inst.ID, old)
+		err := t.recovered(ctx, inst.ID, m)
 		if err == nil {
 			return time.Since(since), nil
 		}
@@ -253,8 +261,8 @@ func (t *Terminator) AwaitRecovery(ctx context.Context, inst chaos.Instance, sin
 }
 
 // recovered returns nil once the node is back, or what is still missing.
-func (t *Terminator) recovered(ctx context.Context, node string, oldPID int) error {
-	_, n, err := t.node(ctx, node)
+func (t *Terminator) recovered(ctx context.Context, node string, m memory) error {
+	st, n, err := t.node(ctx, node)
 	if err != nil {
 		return err
 	}
@@ -262,11 +270,14 @@ func (t *Terminator) recovered(ctx context.Context, node string, oldPID int) err
 	switch {
 	case p.State != lab.Running:
 		return fmt.Errorf("node process is %s", p.State)
-	case p.PID == 0 || p.PID == oldPID:
+	case p.PID == 0 || p.PID == m.pid:
 		return fmt.Errorf("node process still has pid %d", p.PID)
 	}
 	if err := lab.Ping(ctx, n.Listen); err != nil {
 		return fmt.Errorf("PING %s: %w", n.Listen, err)
+	}
+	if m.fault != nil {
+		return t.faultRecovered(ctx, st, n, *m.fault)
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -306,6 +307,16 @@ func TestLabBackend(t *testing.T) {
 		}
 		if _, err := term.AwaitRecovery(ctx, victim, at); err != nil {
 			t.Fatal(err)
+		}
+	})
+
+	t.Run("network faults need address mode", func(t *testing.T) {
+		x := instance("g", mustNode(t, l, "dc1-rack1-1"))
+		ls := leaseOf(x, chaos.Action{Kind: chaos.Loss, Duration: time.Minute, Percent: 20}, time.Now(), time.Minute)
+		ls.Peers = []chaos.Instance{instance("g", mustNode(t, l, "dc1-rack2-1"))}
+		_, err := term.Begin(ctx, ls)
+		if err == nil || !strings.Contains(err.Error(), "loss of dc1-rack1-1 needs a lab in address mode (troop lab up --netns)") {
+			t.Errorf("loss on a loopback lab: %v", err)
 		}
 	})
 }

@@ -12,20 +12,23 @@ import (
 	"time"
 
 	"github.com/troop-lab/troop/chaos"
+	"github.com/troop-lab/troop/chaos/fault"
 	"github.com/troop-lab/troop/chaos/lease"
 	"github.com/troop-lab/troop/lab"
 )
 
 var _ chaos.Leaser = (*Terminator)(nil)
 
-// LeaseFor leases pause and burn-cpu for their duration, stop for the
-// lab's replace-after delay, and restart for no time at all: the lab keeps
-// a stopped node down for good, so the node must be started again, also if
-// the monkey dies between the stop and the start.
+// LeaseFor leases the temporary kinds (pause, burn-cpu, the network
+// faults, clock-skew) for their duration, stop for the lab's replace-after
+// delay, and restart for no time at all: the lab keeps a stopped node down
+// for good, so the node must be started again, also if the monkey dies
+// between the stop and the start.
 func (t *Terminator) LeaseFor(ctx context.Context, inst chaos.Instance, a chaos.Action) (time.Duration, bool, error) {
-	switch a.Kind {
-	case chaos.Pause, chaos.BurnCPU:
+	if a.Kind.Temporary() {
 		return a.Duration, true, nil
+	}
+	switch a.Kind {
 	case chaos.Stop:
 		st, err := t.status(ctx)
 		if err != nil {
@@ -55,6 +58,9 @@ const (
 //   - stop, restart: a graceful stop; the revert starts the node again (for
 //     a restart, at once: its lease ends as it begins).
 func (t *Terminator) Begin(ctx context.Context, l chaos.Lease) (map[string]string, error) {
+	if fault.Handles(l.Action.Kind) {
+		return t.beginFault(ctx, l)
+	}
 	st, n, err := t.node(ctx, l.Instance.ID)
 	if err != nil {
 		return nil, err
@@ -65,7 +71,7 @@ func (t *Terminator) Begin(ctx context.Context, l chaos.Lease) (map[string]strin
 		if p.State != lab.Running || p.PID == 0 {
 			return nil, fmt.Errorf("lab backend: pause %s: node process is %s", n.Name, p.State)
 		}
-		t.remember(n.Name, 0) // recovered once it answers again, same PID
+		t.remember(n.Name, memory{}) // recovered once it answers again, same PID
 		if err := syscall.Kill(p.PID, syscall.SIGSTOP); err != nil {
 			return nil, fmt.Errorf("lab backend: pause %s (pid %d): %w", n.Name, p.PID, err)
 		}
@@ -78,7 +84,7 @@ func (t *Terminator) Begin(ctx context.Context, l chaos.Lease) (map[string]strin
 		}
 		return undo, nil
 	case chaos.BurnCPU:
-		t.remember(n.Name, 0)
+		t.remember(n.Name, memory{})
 		pid, err := lease.Spawn([]string{st.Troop, "chaos", "burn", "--until", l.Until.UTC().Format(time.RFC3339Nano), "--lease", l.ID}, os.DevNull)
 		if err != nil {
 			return nil, fmt.Errorf("lab backend: burn-cpu next to %s: %w", n.Name, err)
@@ -93,7 +99,7 @@ func (t *Terminator) Begin(ctx context.Context, l chaos.Lease) (map[string]strin
 		if err != nil {
 			return nil, err
 		}
-		t.remember(n.Name, p.PID)
+		t.remember(n.Name, memory{pid: p.PID})
 		if err := sup.Stop(ctx, n.Name); err != nil {
 			return nil, fmt.Errorf("lab backend: stop %s: %w", n.Name, err)
 		}
@@ -194,6 +200,9 @@ func undoProcess(l chaos.Lease) (pid int, ticks uint64, ok bool) {
 //     ends by itself at the lease's end.
 //   - stop, restart: starts the node if it is not running.
 func (t *Terminator) Revert(ctx context.Context, l chaos.Lease) error {
+	if fault.Handles(l.Action.Kind) {
+		return t.revertFault(ctx, l)
+	}
 	switch l.Action.Kind {
 	case chaos.Pause:
 		pid, ticks, ok := undoProcess(l)

@@ -202,7 +202,7 @@ func (m *Monkey) Execute(ctx context.Context, k chaos.PlannedKill, mode Mode) (c
 	if err != nil || term.Outcome != chaos.Executed {
 		return term, err
 	}
-	if err := m.act(ctx, t, term, now); err != nil {
+	if err := m.act(ctx, t, term, others(live, inst), now); err != nil {
 		term.Outcome, term.Error = chaos.Failed, err.Error()
 		if errors.Is(err, chaos.ErrRefused) {
 			term.Outcome, term.Reason, err = chaos.Skipped, chaos.Refused, nil
@@ -223,8 +223,20 @@ func (m *Monkey) fail(ctx context.Context, term chaos.Termination, err error) (c
 	return rec, errors.Join(err, rerr)
 }
 
-// act applies the action, through a lease when the backend leases it.
-func (m *Monkey) act(ctx context.Context, t chaos.Terminator, term chaos.Termination, now time.Time) error {
+// others are the instances of live but inst.
+func others(live []chaos.Instance, inst chaos.Instance) []chaos.Instance {
+	var out []chaos.Instance
+	for _, in := range live {
+		if in.ID != inst.ID {
+			out = append(out, in)
+		}
+	}
+	return out
+}
+
+// act applies the action, through a lease when the backend leases it;
+// peers are the group's other live instances.
+func (m *Monkey) act(ctx context.Context, t chaos.Terminator, term chaos.Termination, peers []chaos.Instance, now time.Time) error {
 	leaser, isLeaser := t.(chaos.Leaser)
 	if !isLeaser {
 		if term.Action.Kind.Temporary() {
@@ -244,7 +256,7 @@ func (m *Monkey) act(ctx context.Context, t chaos.Terminator, term chaos.Termina
 	}
 	l := chaos.Lease{
 		ID: lease.NewID(now), Group: term.Group, Backend: m.Config.Group(term.Group).Backend,
-		Instance: term.Instance, Action: term.Action, Start: now, Until: now.Add(d),
+		Instance: term.Instance, Peers: peers, Action: term.Action, Start: now, Until: now.Add(d),
 	}
 	// Stored and watched before the fault begins: a monkey that dies
 	// inside Begin leaves a lease the watchdog reverts from the instance.

@@ -43,6 +43,7 @@ CREATE TABLE IF NOT EXISTS terminations (
 	instance    TEXT NOT NULL DEFAULT '{}', -- the chaos.Instance as JSON
 	kind        TEXT NOT NULL,
 	duration_ns INTEGER NOT NULL DEFAULT 0,
+	action      TEXT NOT NULL DEFAULT '',    -- the chaos.Action as JSON, with its parameters
 	planned     TEXT,                        -- NULL for on-demand kills
 	executed    TEXT,
 	at          TEXT NOT NULL,               -- Termination.At(), what queries filter on
@@ -73,6 +74,7 @@ CREATE TABLE IF NOT EXISTS plan_kills (
 	at          TEXT NOT NULL,
 	kind        TEXT NOT NULL,
 	duration_ns INTEGER NOT NULL DEFAULT 0,
+	action      TEXT NOT NULL DEFAULT '',    -- the chaos.Action as JSON, with its parameters
 	pick        INTEGER NOT NULL,            -- the uint64 Pick, bit for bit
 	skip        TEXT NOT NULL DEFAULT '',
 	PRIMARY KEY (day, seq)
@@ -116,7 +118,46 @@ func Open(path string, retention time.Duration) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("records: create tables in %s: %w", path, err)
 	}
+	if err := addActionColumns(db); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("records: upgrade %s: %w", path, err)
+	}
 	return &Store{path: path, db: db, retention: retention, now: time.Now}, nil
+}
+
+// addActionColumns adds the action column to the tables of a database
+// made before actions had parameters; their rows keep ” and are read from
+// kind and duration_ns.
+func addActionColumns(db *sql.DB) error {
+	for _, table := range []string{"terminations", "plan_kills"} {
+		var n int
+		if err := db.QueryRow("SELECT count(*) FROM pragma_table_info(?) WHERE name = 'action'", table).Scan(&n); err != nil {
+			return err
+		}
+		if n == 0 {
+			if _, err := db.Exec("ALTER TABLE " + table + " ADD COLUMN action TEXT NOT NULL DEFAULT ''"); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// encodeAction is the action column's value.
+func encodeAction(a chaos.Action) (string, error) {
+	b, err := json.Marshal(a)
+	return string(b), err
+}
+
+// decodeAction reads an action back: from its JSON, or from kind and
+// duration alone in rows made before the action column.
+func decodeAction(kind string, dur int64, js string) (chaos.Action, error) {
+	a := chaos.Action{Kind: chaos.Kind(kind), Duration: time.Duration(dur)}
+	if js == "" {
+		return a, nil
+	}
+	err := json.Unmarshal([]byte(js), &a)
+	return a, err
 }
 
 // Close closes the database.
@@ -167,10 +208,14 @@ func insertTermination(ctx context.Context, db execer, t chaos.Termination) (int
 	if err != nil {
 		return 0, fmt.Errorf("records: encode instance %q: %w", t.Instance.ID, err)
 	}
+	action, err := encodeAction(t.Action)
+	if err != nil {
+		return 0, fmt.Errorf("records: encode action %s: %w", t.Action, err)
+	}
 	res, err := db.ExecContext(ctx, `INSERT INTO terminations
-		(grp, instance_id, instance, kind, duration_ns, planned, executed, at, outcome, reason, error, recovery_ns)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		t.Group, t.Instance.ID, string(inst), string(t.Action.Kind), int64(t.Action.Duration),
+		(grp, instance_id, instance, kind, duration_ns, action, planned, executed, at, outcome, reason, error, recovery_ns)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		t.Group, t.Instance.ID, string(inst), string(t.Action.Kind), int64(t.Action.Duration), action,
 		nullTime(t.Planned), nullTime(t.Executed), formatTime(t.At()),
 		string(t.Outcome), string(t.Reason), t.Error, nullDuration(t.Recovery))
 	if err != nil {
@@ -215,7 +260,7 @@ func queryTerminations(ctx context.Context, db execer, q chaos.Query, countingOn
 		where = append(where, "(outcome IN (?, ?) OR (outcome = ? AND reason = ?))")
 		args = append(args, string(chaos.Executed), string(chaos.Failed), string(chaos.Skipped), string(chaos.Leashed))
 	}
-	query := `SELECT id, grp, instance, kind, duration_ns, planned, executed, outcome, reason, error, recovery_ns
+	query := `SELECT id, grp, instance, kind, duration_ns, action, planned, executed, outcome, reason, error, recovery_ns
 		FROM terminations`
 	if len(where) > 0 {
 		query += " WHERE " + strings.Join(where, " AND ")
@@ -243,22 +288,24 @@ func queryTerminations(ctx context.Context, db execer, q chaos.Query, countingOn
 func scanTermination(rows *sql.Rows) (chaos.Termination, error) {
 	var (
 		t                 chaos.Termination
-		inst, kind        string
+		inst, kind, act   string
 		dur               int64
 		planned, executed sql.NullString
 		outcome, reason   string
 		recovery          sql.NullInt64
 	)
-	if err := rows.Scan(&t.ID, &t.Group, &inst, &kind, &dur, &planned, &executed, &outcome, &reason, &t.Error, &recovery); err != nil {
+	if err := rows.Scan(&t.ID, &t.Group, &inst, &kind, &dur, &act, &planned, &executed, &outcome, &reason, &t.Error, &recovery); err != nil {
 		return t, fmt.Errorf("records: read termination: %w", err)
 	}
 	if err := json.Unmarshal([]byte(inst), &t.Instance); err != nil {
 		return t, fmt.Errorf("records: termination of group %q: bad instance %q: %w", t.Group, inst, err)
 	}
-	t.Action = chaos.Action{Kind: chaos.Kind(kind), Duration: time.Duration(dur)}
+	var err error
+	if t.Action, err = decodeAction(kind, dur, act); err != nil {
+		return t, fmt.Errorf("records: termination of group %q: bad action %q: %w", t.Group, act, err)
+	}
 	t.Outcome, t.Reason = chaos.Outcome(outcome), chaos.Reason(reason)
 	t.Recovery = time.Duration(recovery.Int64)
-	var err error
 	if t.Planned, err = parseNullTime(planned); err != nil {
 		return t, fmt.Errorf("records: termination of group %q: planned: %w", t.Group, err)
 	}
@@ -424,9 +471,13 @@ func (s *Store) RecordPlan(ctx context.Context, day chaos.Date, plan []chaos.Pla
 		if k.Day != day {
 			return fmt.Errorf("records: plan of %s: kill %d is for %s", day, i, k.Day)
 		}
+		action, err := encodeAction(k.Action)
+		if err != nil {
+			return fmt.Errorf("records: plan of %s, kill %d: %w", day, i, err)
+		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO plan_kills
-			(day, seq, grp, at, kind, duration_ns, pick, skip) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-			day.String(), i, k.Group, formatTime(k.At), string(k.Action.Kind), int64(k.Action.Duration),
+			(day, seq, grp, at, kind, duration_ns, action, pick, skip) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			day.String(), i, k.Group, formatTime(k.At), string(k.Action.Kind), int64(k.Action.Duration), action,
 			int64(k.Pick), string(k.Skip)); err != nil {
 			return fmt.Errorf("records: record plan of %s, kill %d: %w", day, i, err)
 		}
@@ -448,7 +499,7 @@ func (s *Store) Plan(ctx context.Context, day chaos.Date) (plan []chaos.PlannedK
 	if err != nil {
 		return nil, false, fmt.Errorf("records: read plan of %s: %w", day, err)
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT grp, at, kind, duration_ns, pick, skip
+	rows, err := s.db.QueryContext(ctx, `SELECT grp, at, kind, duration_ns, action, pick, skip
 		FROM plan_kills WHERE day = ? ORDER BY seq`, day.String())
 	if err != nil {
 		return nil, false, fmt.Errorf("records: read plan of %s: %w", day, err)
@@ -456,15 +507,17 @@ func (s *Store) Plan(ctx context.Context, day chaos.Date) (plan []chaos.PlannedK
 	defer rows.Close()
 	for rows.Next() {
 		k := chaos.PlannedKill{Day: day}
-		var at, kind, skip string
+		var at, kind, act, skip string
 		var dur, pick int64
-		if err := rows.Scan(&k.Group, &at, &kind, &dur, &pick, &skip); err != nil {
+		if err := rows.Scan(&k.Group, &at, &kind, &dur, &act, &pick, &skip); err != nil {
 			return nil, false, fmt.Errorf("records: read plan of %s: %w", day, err)
 		}
 		if k.At, err = parseTime(at); err != nil {
 			return nil, false, fmt.Errorf("records: plan of %s, group %q: %w", day, k.Group, err)
 		}
-		k.Action = chaos.Action{Kind: chaos.Kind(kind), Duration: time.Duration(dur)}
+		if k.Action, err = decodeAction(kind, dur, act); err != nil {
+			return nil, false, fmt.Errorf("records: plan of %s, group %q: bad action %q: %w", day, k.Group, act, err)
+		}
 		k.Pick, k.Skip = uint64(pick), chaos.Reason(skip)
 		plan = append(plan, k)
 	}

@@ -2,8 +2,10 @@ package records
 
 import (
 	"context"
+	"database/sql"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -42,6 +44,8 @@ func TestRoundTrip(t *testing.T) {
 		},
 		{Group: "web", Action: chaos.Action{Kind: chaos.Terminate}, Executed: base.Add(time.Hour), Outcome: chaos.Failed, Error: "pod delete: forbidden"},
 		{Group: "web", Action: chaos.Action{Kind: chaos.Stop}, Planned: base.Add(2 * time.Hour), Outcome: chaos.Skipped, Reason: chaos.Holiday},
+		{Group: "net", Action: chaos.Action{Kind: chaos.Delay, Duration: time.Minute, Delay: 50 * time.Millisecond, Jitter: 10 * time.Millisecond},
+			Executed: base.Add(3 * time.Hour), Outcome: chaos.Executed, Recovery: 61 * time.Second},
 	}
 	for _, w := range want {
 		if err := s.Record(ctx, w); err != nil {
@@ -86,6 +90,7 @@ func TestPlanRoundTrip(t *testing.T) {
 	plan := []chaos.PlannedKill{
 		{Group: "cache", Day: day, At: base, Action: chaos.Action{Kind: chaos.Terminate}, Pick: 1<<64 - 1},
 		{Group: "web", Day: day, At: base.Add(time.Hour), Action: chaos.Action{Kind: chaos.BurnCPU, Duration: time.Minute}, Pick: 7, Skip: chaos.MinGap},
+		{Group: "net", Day: day, At: base.Add(2 * time.Hour), Action: chaos.Action{Kind: chaos.Partition, Duration: time.Minute, Partition: chaos.Bridge}, Pick: 9},
 	}
 	if err := s.RecordPlan(ctx, day, plan); err != nil {
 		t.Fatal(err)
@@ -321,5 +326,39 @@ func TestOpenErrors(t *testing.T) {
 	}
 	if _, err := Open(filepath.Join(t.TempDir(), "missing", "x.db"), 0); err == nil {
 		t.Error("database in a missing directory opened")
+	}
+}
+
+// A database made before actions had parameters opens, keeps its rows,
+// and takes actions with parameters from then on.
+func TestUpgradeAddsActions(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "old.db")
+	old, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldSchema := strings.NewReplacer("	action      TEXT NOT NULL DEFAULT '',    -- the chaos.Action as JSON, with its parameters\n", "").Replace(schema)
+	if oldSchema == schema {
+		t.Fatal("the old schema is the new one")
+	}
+	if _, err := old.Exec(oldSchema); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := old.Exec(`INSERT INTO terminations (grp, kind, duration_ns, at, outcome) VALUES ('web', 'pause', 30000000000, '2026-03-10T17:00:00.000000000Z', 'executed')`); err != nil {
+		t.Fatal(err)
+	}
+	old.Close()
+	s := open(t, path, 0)
+	loss := chaos.Termination{Group: "web", Action: chaos.Action{Kind: chaos.Loss, Duration: time.Minute, Percent: 20}, Executed: base.Add(time.Hour), Outcome: chaos.Executed}
+	if err := s.Record(ctx, loss); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Terminations(ctx, chaos.Query{})
+	if err != nil || len(got) != 2 {
+		t.Fatalf("%+v, %v", got, err)
+	}
+	if got[0].Action != (chaos.Action{Kind: chaos.Pause, Duration: 30 * time.Second}) || got[1].Action != loss.Action {
+		t.Errorf("actions: %+v and %+v", got[0].Action, got[1].Action)
 	}
 }

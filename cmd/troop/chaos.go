@@ -21,7 +21,7 @@ func init() { subcommands = append(subcommands, newChaosCmd) }
 func newChaosCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "chaos",
-		Short: "Chaos Monkey: plan kills of lab nodes, containers and pods on a work-day schedule",
+		Short: "Chaos Monkey: kill, freeze, cut off, slow down or skew lab nodes, containers and pods on a work-day schedule",
 		Long: `chaos is troop's Chaos Monkey. A config (see docs/chaos.md) lists groups of
 instances, how often each may lose one (a probability per work day, or a mean
 time between kills in work days), the chaos types allowed, and a calendar of
@@ -29,11 +29,12 @@ work days, hours and holidays.
 
 schedule prints plans; kill acts once, now; serve runs the daemon and its
 REST API; stop and resume are the global stop. Faults that must be undone
-(pause, burn-cpu, the lab's stop) hold a lease that a detached watchdog
-reverts at its end, even if the monkey dies.`,
+(pause, burn-cpu, the network faults partition, loss and delay, clock-skew,
+the lab's stop) hold a lease that a detached watchdog reverts at its end,
+even if the monkey dies.`,
 	}
 	cmd.AddCommand(newChaosScheduleCmd(), newChaosKillCmd(), newChaosServeCmd(), newChaosStopCmd(), newChaosResumeCmd(),
-		newChaosWatchdogCmd(), newChaosBurnCmd())
+		newChaosWatchdogCmd(), newChaosBurnCmd(), newChaosDelayCmd())
 	return cmd
 }
 

@@ -142,33 +142,12 @@ groups:
 		if ping(200*time.Millisecond) == nil {
 			t.Fatalf("the node was not paused\n%s", out.String())
 		}
-		stop := newChaosStopCmd()
-		stop.SetArgs([]string{"--config", config, "--db", db, "--lab", l.Dir()})
-		stop.SetOut(io.Discard)
-		if err := stop.Execute(); err != nil {
-			t.Fatal(err)
-		}
+		chaosSwitch(t, "stop", "--config", config, "--db", db, "--lab", l.Dir())
 		if err := ping(5 * time.Second); err != nil {
 			t.Fatalf("the pause outlived the global stop: %v", err)
 		}
-		// The monkey sees its group recovered and exits long before the
-		// minute is over.
-		done := make(chan error, 1)
-		go func() { done <- kill.Wait() }()
-		select {
-		case err := <-done:
-			if err != nil || !strings.Contains(out.String(), "recovered in") {
-				t.Errorf("chaos kill: %v\n%s", err, out.String())
-			}
-		case <-time.After(20 * time.Second):
-			t.Errorf("chaos kill still waits after the stop reverted its pause\n%s", out.String())
-		}
-		resume := newChaosResumeCmd()
-		resume.SetArgs([]string{"--config", config, "--db", db, "--lab", l.Dir()})
-		resume.SetOut(io.Discard)
-		if err := resume.Execute(); err != nil {
-			t.Fatal(err)
-		}
+		awaitRecovered(t, kill, &out, 20*time.Second)
+		chaosSwitch(t, "resume", "--config", config, "--db", db, "--lab", l.Dir())
 	})
 
 	t.Run("serve", func(t *testing.T) {
@@ -373,5 +352,32 @@ func TestChaosScheduleStores(t *testing.T) {
 		if err != nil || !found || len(got) != len(want) || len(got) != 1 || !got[0].At.Equal(want[0].At) || got[0].Pick != want[0].Pick {
 			t.Errorf("day %d: stored %+v (%v, %v), want %+v", i, got, found, err, want)
 		}
+	}
+}
+
+// chaosSwitch runs troop chaos stop or resume in this process.
+func chaosSwitch(t *testing.T, verb string, args ...string) {
+	t.Helper()
+	cmd := newChaosSwitchCmd(verb == "stop")
+	cmd.SetArgs(args)
+	cmd.SetOut(io.Discard)
+	if err := cmd.Execute(); err != nil {
+		t.Fatalf("chaos %s: %v", verb, err)
+	}
+}
+
+// awaitRecovered waits for troop chaos kill to see its group recovered,
+// say so and exit, well before its fault's lease would have ended.
+func awaitRecovered(t *testing.T, kill *exec.Cmd, out *bytes.Buffer, within time.Duration) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- kill.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil || !strings.Contains(out.String(), "recovered in") {
+			t.Errorf("chaos kill: %v\n%s", err, out.String())
+		}
+	case <-time.After(within):
+		t.Errorf("chaos kill still waits %v after the stop reverted its fault\n%s", within, out.String())
 	}
 }

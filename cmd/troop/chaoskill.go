@@ -23,29 +23,49 @@ func newChaosKillCmd() *cobra.Command {
 		seed             uint64
 		recoverWithin    time.Duration
 		opts             backendOptions
+		params           = map[string]*string{}
 	)
 	cmd := &cobra.Command{
-		Use:   "kill GROUP --config FILE [--type T] [--duration D] [--lab DIR] [--db FILE]",
+		Use:   "kill GROUP --config FILE [--type T] [--duration D] [type parameters] [--lab DIR] [--db FILE]",
 		Short: "Act once, now, on one instance of a group",
 		Long: `kill picks one running instance of GROUP (outside its exceptions), acts on
 it with --type (default: terminate) and waits for the group to recover: for a
-lab, until the node runs again with a new PID and answers PING. The calendar
+lab, until the node runs again with a new PID and answers PING, and after a
+network or clock fault until the fault is gone and the node's peers hold it
+up again. The calendar
 and the group's gap and daily maximum do not apply: an operator asked for
 this kill, now. The global stop (troop chaos stop) and the outage source do.
 When the config is leashed (the default), it only says what it would do.
 
-pause, burn-cpu (for --duration) and the lab's stop hold a lease: a detached
-watchdog undoes them at the lease's end even if this command is killed.
+pause, burn-cpu, the network faults partition, loss and delay, and
+clock-skew last --duration; they and the lab's stop hold a lease: a
+detached watchdog undoes them at the lease's end even if this command is
+killed. Network faults need a lab in address mode (troop lab up --netns) or
+containers on this host. Their parameters are flags: --partition isolate,
+halves, one-way or bridge; --percent of loss; --delay and --jitter;
+--offset and --rate of clock-skew.
+
 Every outcome is recorded in the records database (--db, default the
 config's db key).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			action := chaos.Action{Kind: chaos.Kind(kind)}
-			if action.Kind.Temporary() {
-				if duration < time.Second || duration > chaos.MaxTemporaryDuration {
-					return fmt.Errorf("chaos kill: --duration must be from 1s to %v", chaos.MaxTemporaryDuration)
+			k, err := chaos.ParseKind(kind)
+			if err != nil {
+				return fmt.Errorf("chaos kill: --type: %w", err)
+			}
+			given := map[string]string{}
+			for name, v := range params {
+				if cmd.Flags().Changed(name) {
+					given[name] = *v
 				}
-				action.Duration = duration
+			}
+			d := time.Duration(0)
+			if cmd.Flags().Changed("duration") {
+				d = duration
+			}
+			action, err := chaos.NewAction(k, d, given)
+			if err != nil {
+				return fmt.Errorf("chaos kill: %w", err)
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
@@ -69,8 +89,11 @@ config's db key).`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&config, "config", "", "the chaos config (docs/chaos.md)")
-	f.StringVar(&kind, "type", string(chaos.Terminate), "terminate, stop, restart, pause or burn-cpu")
-	f.DurationVar(&duration, "duration", chaos.DefaultTemporaryDuration, "how long a pause or burn-cpu lasts")
+	f.StringVar(&kind, "type", string(chaos.Terminate), "terminate, stop, restart, pause, burn-cpu, partition, loss, delay or clock-skew")
+	f.DurationVar(&duration, "duration", chaos.DefaultTemporaryDuration, "how long a pause, burn-cpu, network fault or clock-skew lasts")
+	for _, p := range chaos.AllParams() {
+		params[p.Name] = f.String(p.Name, "", p.Usage)
+	}
 	f.StringVar(&db, "db", "", "the records database (default: the config's db key)")
 	f.Uint64Var(&seed, "seed", 0, "seed of the instance choice (default: random)")
 	f.DurationVar(&recoverWithin, "recover-within", time.Minute, "how long to wait for the group to recover (after a lease's end)")

@@ -19,11 +19,16 @@ const defaultLabDir = ".troop/lab"
 func newLabCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "lab",
-		Short: "Run a local cluster of troop nodes and redis-servers on loopback",
-		Long: `lab runs a local troop cluster as real processes on 127.0.0.1: one redis-server
-and one troop node per position of a datacenters x racks x nodes shape, under a
+		Short: "Run a local cluster of troop nodes and redis-servers",
+		Long: `lab runs a local troop cluster as real processes: one redis-server and one
+troop node per position of a datacenters x racks x nodes shape, under a
 supervisor that, like an Auto Scaling Group, replaces any process that dies
-without being asked to. Configs, data and logs live under --dir.`,
+without being asked to. Configs, data and logs live under --dir.
+
+By default every process listens on 127.0.0.1. With up --netns (address
+mode, root only) each position lives in its own network namespace with its
+own address on a bridge the lab creates, so that network faults (troop chaos
+partition, loss, delay) can come between nodes.`,
 	}
 	cmd.AddCommand(newLabUpCmd(), newLabDownCmd(), newLabStatusCmd(), newLabEnvCmd(),
 		newLabActCmd("kill", "SIGKILL a node (or its redis-server); the supervisor replaces it after the delay"),
@@ -79,6 +84,7 @@ func newLabUpCmd() *cobra.Command {
 	f.DurationVar(&spec.ReplaceAfter, "replace-after", 3*time.Second, "delay before the supervisor replaces a process that died")
 	f.StringVar(&spec.ReadConsistency, "read-consistency", "DC_ONE", "nodes' read consistency: DC_ONE, DC_QUORUM or DC_SAFE_QUORUM")
 	f.StringVar(&spec.WriteConsistency, "write-consistency", "DC_ONE", "nodes' write consistency: DC_ONE, DC_QUORUM or DC_SAFE_QUORUM")
+	f.BoolVar(&spec.Netns, "netns", false, "address mode: each node and its redis-server in its own network namespace, with its own address on a bridge of the lab's (root only; network faults need it)")
 	return cmd
 }
 

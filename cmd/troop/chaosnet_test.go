@@ -1,0 +1,143 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/troop-lab/troop/chaos"
+	"github.com/troop-lab/troop/chaos/fault"
+	"github.com/troop-lab/troop/chaos/labchaos"
+	"github.com/troop-lab/troop/chaos/lease"
+	"github.com/troop-lab/troop/internal/testlab"
+	"github.com/troop-lab/troop/lab"
+)
+
+// TestChaosNetworkFaultsLab runs the monkey as real troop processes against
+// a real lab in address mode: every network and clock fault outlives a
+// SIGKILLed troop chaos kill by no more than its lease, troop chaos stop
+// takes one away at once, and lab down takes one away with the lab.
+func TestChaosNetworkFaultsLab(t *testing.T) {
+	l := testlab.Start(t, lab.Spec{Netns: true, ServeSocket: true, ReplaceAfter: time.Hour})
+	dir := t.TempDir()
+	config := filepath.Join(dir, "chaos.yml")
+	if err := os.WriteFile(config, []byte("leashed: false\ngroups:\n  - name: all\n    backend: lab\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	db := filepath.Join(dir, "chaos.db")
+	leases, err := lease.Open(db + ".leases")
+	if err != nil {
+		t.Fatal(err)
+	}
+	term := labchaos.New(l.Dir())
+
+	// kill starts troop chaos kill and returns it with its lease, once its
+	// fault is in place.
+	kill := func(t *testing.T, args ...string) (*exec.Cmd, *bytes.Buffer, chaos.Lease) {
+		t.Helper()
+		cmd := exec.Command(testlab.Troop(t), append([]string{"chaos", "kill", "all", "--config", config, "--db", db, "--lab", l.Dir()}, args...)...)
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			ls, _ := leases.List()
+			if len(ls) != 1 {
+				continue
+			}
+			if on, _ := term.Present(context.Background(), ls[0]); on {
+				return cmd, &out, ls[0]
+			}
+		}
+		t.Fatalf("troop chaos kill %s: no fault in place within 20s\n%s", strings.Join(args, " "), out.String())
+		return nil, nil, chaos.Lease{}
+	}
+	present := func(t *testing.T, ls chaos.Lease) bool {
+		t.Helper()
+		on, err := term.Present(context.Background(), ls)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return on
+	}
+	// gone waits until the fault and its lease are gone, and returns when.
+	gone := func(t *testing.T, ls chaos.Lease, within time.Duration) time.Time {
+		t.Helper()
+		for deadline := time.Now().Add(within); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			left, _ := leases.List()
+			if len(left) == 0 && !present(t, ls) {
+				return time.Now()
+			}
+		}
+		left, _ := leases.List()
+		t.Fatalf("%s of %s still in place %v after its lease's end (leases: %v)", ls.Action, ls.Instance.ID, time.Since(ls.Until), left)
+		return time.Time{}
+	}
+
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"partition", []string{"--type", "partition", "--partition", "halves"}},
+		{"loss", []string{"--type", "loss", "--percent", "20"}},
+		{"delay", []string{"--type", "delay", "--delay", "50ms", "--jitter", "5ms"}},
+		{"clock-skew", []string{"--type", "clock-skew", "--offset", "2s"}},
+	} {
+		t.Run(tc.name+" undone after SIGKILL of the monkey", func(t *testing.T) {
+			cmd, out, ls := kill(t, append(tc.args, "--duration", "3s")...)
+			cmd.Process.Signal(syscall.SIGKILL)
+			cmd.Wait()
+			if !present(t, ls) {
+				t.Fatalf("the fault went with the monkey\n%s", out.String())
+			}
+			// The watchdog reverts it at the lease's end; a wide margin
+			// for a loaded machine.
+			at := gone(t, ls, time.Until(ls.Until)+15*time.Second)
+			t.Logf("%s undone %v after its lease's end, its monkey SIGKILLed", ls.Action, at.Sub(ls.Until).Round(10*time.Millisecond))
+			if at.Before(ls.Until) {
+				t.Errorf("undone at %v, before its lease's end %v", at, ls.Until)
+			}
+		})
+	}
+
+	t.Run("stop reverts an active partition", func(t *testing.T) {
+		cmd, out, ls := kill(t, "--type", "partition", "--duration", "1m")
+		chaosSwitch(t, "stop", "--config", config, "--db", db, "--lab", l.Dir())
+		if present(t, ls) {
+			t.Fatal("the partition outlived the global stop")
+		}
+		awaitRecovered(t, cmd, out, 30*time.Second)
+		chaosSwitch(t, "resume", "--config", config, "--db", db)
+	})
+
+	t.Run("lab down takes a delay away", func(t *testing.T) {
+		_, _, ls := kill(t, "--type", "delay", "--delay", "50ms", "--duration", "1m")
+		queues := func() int { return len(fault.Processes(ls.ID)) }
+		if queues() == 0 {
+			t.Fatal("no delay queue process")
+		}
+		down := exec.Command(testlab.Troop(t), "lab", "down", "--dir", l.Dir())
+		if out, err := down.CombinedOutput(); err != nil {
+			t.Fatalf("lab down: %v\n%s", err, out)
+		}
+		for deadline := time.Now().Add(5 * time.Second); queues() > 0 && time.Now().Before(deadline); {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if n := queues(); n > 0 {
+			t.Errorf("%d delay queue processes left 5s after lab down", n)
+		}
+		// A revert finds the lab down and ends the lease without error.
+		chaosSwitch(t, "stop", "--config", config, "--db", db, "--lab", l.Dir())
+		if left, _ := leases.List(); len(left) != 0 {
+			t.Errorf("leases left: %v", left)
+		}
+	})
+}
