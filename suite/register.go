@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
-	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -14,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/troop-lab/troop/chaos/fault"
 	"github.com/troop-lab/troop/check"
 	"github.com/troop-lab/troop/client"
 	"github.com/troop-lab/troop/node/consistency"
@@ -84,17 +83,17 @@ func RunRegisters(ctx context.Context, nodes []client.Node, cfg RegisterConfig) 
 		}
 	}
 	if cfg.Skew != 0 {
-		skewed := coordinators[0]
-		if err := setSkew(ctx, skewed, cfg.Skew); err != nil {
-			return nil, err
+		skewed := fault.Node{ID: coordinators[0].Name, Admin: coordinators[0].Admin}
+		if err := fault.SetSkew(ctx, skewed, cfg.Skew, 0); err != nil {
+			return nil, fmt.Errorf("register workload: %w", err)
 		}
 		defer func() {
 			// The run's own context may be over; setting the clock right
 			// gets a few seconds of its own.
 			ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 			defer cancel()
-			if err := setSkew(ctx, skewed, 0); err != nil && runErr == nil {
-				runErr = err
+			if err := fault.SetSkew(ctx, skewed, 0, 0); err != nil && runErr == nil {
+				runErr = fmt.Errorf("register workload: %w", err)
 			}
 		}()
 	}
@@ -160,28 +159,6 @@ func RunRegisters(ctx context.Context, nodes []client.Node, cfg RegisterConfig) 
 		return nil, *err
 	}
 	return slices.Concat(histories...), nil
-}
-
-// setSkew sets the clock of node n off by offset (0: a true clock again).
-func setSkew(ctx context.Context, n client.Node, offset time.Duration) error {
-	if n.Admin == "" {
-		return fmt.Errorf("register workload: skewing the clock of %s needs its admin address, which is not known", n)
-	}
-	url := fmt.Sprintf("http://%s/clock/skew?offset=%s", n.Admin, offset)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, nil)
-	if err != nil {
-		return err
-	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return fmt.Errorf("register workload: skewing the clock of %s: %w", n, err)
-	}
-	defer res.Body.Close()
-	if res.StatusCode != http.StatusOK {
-		body, _ := io.ReadAll(io.LimitReader(res.Body, 512))
-		return fmt.Errorf("register workload: skewing the clock of %s: %s: %s", n, res.Status, strings.TrimSpace(string(body)))
-	}
-	return nil
 }
 
 // slowWays are the failure scopes a client of coordinators[coord] draws

@@ -24,11 +24,11 @@ func init() { register(chaos.ClockSkew, clockSkew{}) }
 
 func (clockSkew) Apply(ctx context.Context, t Target) error {
 	a := t.Lease.Action
-	return postSkew(ctx, t.Node, a.Offset, a.Rate)
+	return SetSkew(ctx, t.Node, a.Offset, a.Rate)
 }
 
 func (clockSkew) Revert(ctx context.Context, t Target) error {
-	return postSkew(ctx, t.Node, 0, 0)
+	return SetSkew(ctx, t.Node, 0, 0)
 }
 
 // Present asks the node's /info whether its clock is skewed; a node that
@@ -61,7 +61,9 @@ func (clockSkew) Present(ctx context.Context, t Target) (bool, error) {
 // skewTimeout bounds one call to a node's admin API.
 const skewTimeout = 5 * time.Second
 
-func postSkew(ctx context.Context, n Node, offset time.Duration, rate float64) error {
+// SetSkew sets the skew of n's clock through its admin API (offset 0 and
+// rate 0: a true clock again).
+func SetSkew(ctx context.Context, n Node, offset time.Duration, rate float64) error {
 	if n.Admin == "" {
 		return fmt.Errorf("clock-skew: %s has no admin API address", n.ID)
 	}
