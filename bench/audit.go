@@ -30,8 +30,9 @@ const (
 // staleness allowed: the answer must be the latest acknowledged write of the
 // key, or a later write whose outcome is unknown (it failed, and may or may
 // not have happened). Anything else means an acknowledged write was lost.
-// Read it through a target at the level whose promise is audited.
-func Audit(ctx context.Context, target Target, m *Model, keySize int) (AuditResult, error) {
+// Read it through a target at the level whose promise is audited; cfg is
+// the run's, for the names of its keys.
+func Audit(ctx context.Context, target Target, m *Model, cfg Config) (AuditResult, error) {
 	start := time.Now()
 	keys := m.Written()
 	res := AuditResult{Keys: int64(len(keys))}
@@ -50,7 +51,7 @@ func Audit(ctx context.Context, target Target, m *Model, keySize int) (AuditResu
 		begins := make([]uint64, len(batch))
 		var wg sync.WaitGroup
 		for i, k := range batch {
-			names[i] = FormatKey(nil, k, keySize)
+			names[i] = cfg.Key(nil, k)
 			begins[i] = m.BeginRead()
 			wg.Add(1)
 			target.Send([][]byte{[]byte("GET"), names[i]}, func(raw []byte, err error) {

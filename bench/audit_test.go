@@ -39,7 +39,7 @@ func TestAuditFindsLostAndCorruptWrites(t *testing.T) {
 	if _, err := RunModel(context.Background(), cfg, tg, nil, m); err != nil {
 		t.Fatal(err)
 	}
-	a, err := Audit(context.Background(), tg, m, cfg.KeySize)
+	a, err := Audit(context.Background(), tg, m, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +56,7 @@ func TestAuditFindsLostAndCorruptWrites(t *testing.T) {
 	redisDo(t, srv.Addr, "DEL", k0)
 	redisDo(t, srv.Addr, "SET", k1, string(EncodeValue(nil, []byte(k2), 7, 200)))
 	redisDo(t, srv.Addr, "LPUSH", k2+"x", "a") // unrelated key: must not count
-	a, err = Audit(context.Background(), tg, m, cfg.KeySize)
+	a, err = Audit(context.Background(), tg, m, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +69,7 @@ func TestAuditFindsLostAndCorruptWrites(t *testing.T) {
 
 	// A server that is gone is an error per key, not a loss.
 	srv.Kill()
-	a, err = Audit(context.Background(), tg, m, cfg.KeySize)
+	a, err = Audit(context.Background(), tg, m, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +101,7 @@ func TestAuditFindsOvertakenWrites(t *testing.T) {
 	if _, err := RunModel(context.Background(), cfg, tg, nil, m); err != nil {
 		t.Fatal(err)
 	}
-	if a, err := Audit(context.Background(), tg, m, cfg.KeySize); err != nil || !a.OK() || a.Keys != 5 {
+	if a, err := Audit(context.Background(), tg, m, cfg); err != nil || !a.OK() || a.Keys != 5 {
 		t.Fatalf("before the store turned back: %+v, %v", a, err)
 	}
 	for name, raw := range earlier {
@@ -111,11 +111,42 @@ func TestAuditFindsOvertakenWrites(t *testing.T) {
 		}
 		redisDo(t, srv.Addr, "SET", name, string(v.Str))
 	}
-	a, err := Audit(context.Background(), tg, m, cfg.KeySize)
+	a, err := Audit(context.Background(), tg, m, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if a.Lost != 5 || a.Corrupt != 0 || a.Errors != 0 {
 		t.Fatalf("want the 5 overtaken keys lost, got %+v", a)
+	}
+}
+
+// With a key prefix, every key the run writes carries it, the checks of
+// reads find their values under it, and so does the audit; no key without
+// it is written.
+func TestKeyPrefix(t *testing.T) {
+	srv := testredis.Start(t)
+	cfg := smallConfig(JobMixed)
+	cfg.KeyPrefix, cfg.Keys, cfg.Requests = "run7:", 50, 400
+	tg := respTarget(t, srv.Addr, 2)
+	m := NewModel(0)
+	res, err := RunModel(context.Background(), cfg, tg, nil, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range res.Totals {
+		if r.Errors != 0 || r.Fails != 0 {
+			t.Fatalf("%s: %d errors, %d fails (%v %v)", r.Task, r.Errors, r.Fails, r.ErrorSamples, r.FailSamples)
+		}
+	}
+	all := string(redisDo(t, srv.Addr, "KEYS", "*"))
+	if !strings.Contains(all, "run7:k") || strings.Contains(all, "\r\nk") {
+		t.Fatalf("keys %q, want only run7:k...", all)
+	}
+	if a, err := Audit(context.Background(), tg, m, cfg); err != nil || !a.OK() || a.Keys == 0 {
+		t.Fatalf("audit %+v, %v", a, err)
+	}
+	cfg.KeyPrefix = strings.Repeat("x", 257)
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "--key-prefix") {
+		t.Errorf("a 257-byte prefix: %v", err)
 	}
 }

@@ -22,7 +22,8 @@ const (
 type Config struct {
 	Job          string        `json:"job"`          // crud, mixed, write, ycsb-a ... ycsb-f
 	Keys         uint64        `json:"keys"`         // --keys: size of the key set
-	KeySize      int           `json:"key-size"`     // --key-size: bytes per key
+	KeySize      int           `json:"key-size"`     // --key-size: bytes per key, after the prefix
+	KeyPrefix    string        `json:"key-prefix"`   // --key-prefix: put before every key
 	ValueSize    Range         `json:"value-size"`   // --value-size: 1024 or 100-1900
 	Distribution string        `json:"distribution"` // --distribution: uniform, zipfian, latest, hotspot; "" = the job's own
 	Hotspot      HotspotSpec   `json:"hotspot"`      // --hotspot 0.2:0.8
@@ -92,6 +93,14 @@ func DefaultConfig() Config {
 	}
 }
 
+// maxKeyPrefix bounds --key-prefix: it goes into every key and value.
+const maxKeyPrefix = 256
+
+// Key appends the name of key i to dst: the prefix, then FormatKey's.
+func (c *Config) Key(dst []byte, i uint64) []byte {
+	return FormatKey(append(dst, c.KeyPrefix...), i, c.KeySize)
+}
+
 // Validate says, in one sentence, what is wrong with the configuration.
 func (c *Config) Validate() error {
 	if _, err := jobSpec(c.Job); err != nil {
@@ -104,8 +113,11 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("--key-size %d is too short to name %d keys: use at least %d", c.KeySize, c.Keys, minKeySize(c.Keys))
 	case c.ValueSize.Min > c.ValueSize.Max:
 		return fmt.Errorf("--value-size %s: the low end exceeds the high end", c.ValueSize)
-	case c.ValueSize.Min < MinValueSize(c.KeySize):
-		return fmt.Errorf("--value-size %s is too small: every value carries a %d-byte header (key, version, checksum) for verification, so use at least %d", c.ValueSize, MinValueSize(c.KeySize), MinValueSize(c.KeySize))
+	case len(c.KeyPrefix) > maxKeyPrefix:
+		return fmt.Errorf("--key-prefix is %d bytes long: at most %d", len(c.KeyPrefix), maxKeyPrefix)
+	case c.ValueSize.Min < MinValueSize(len(c.KeyPrefix)+c.KeySize):
+		min := MinValueSize(len(c.KeyPrefix) + c.KeySize)
+		return fmt.Errorf("--value-size %s is too small: every value carries a %d-byte header (key, version, checksum) for verification, so use at least %d", c.ValueSize, min, min)
 	case c.ValueSize.Max > 512<<20:
 		return fmt.Errorf("--value-size %s exceeds Redis's 512 MB limit", c.ValueSize)
 	case c.Pipeline.Min < 1 || c.Pipeline.Max < c.Pipeline.Min:

@@ -385,7 +385,7 @@ func (r *runner) batch(b *batcher, ops []Op, slot *atomic.Uint64, rec *recorder)
 	sent := time.Now()
 	for k, op := range ops {
 		at := len(b.keyBuf)
-		b.keyBuf = FormatKey(b.keyBuf, op.Key, r.cfg.KeySize)
+		b.keyBuf = r.cfg.Key(b.keyBuf, op.Key)
 		key := b.keyBuf[at:len(b.keyBuf):len(b.keyBuf)]
 		b.keys[k] = key
 		args := b.args[:2]

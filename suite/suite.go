@@ -475,5 +475,5 @@ func (c *cluster) audit(ctx context.Context, cfg Config, model *bench.Model) (be
 		return bench.AuditResult{}, err
 	}
 	defer t.Close()
-	return bench.Audit(ctx, t, model, bench.DefaultConfig().KeySize)
+	return bench.Audit(ctx, t, model, bench.DefaultConfig())
 }
