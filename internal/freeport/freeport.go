@@ -6,7 +6,11 @@
 // machine may take it as its source port before the server binds it. Pick
 // chooses below that range instead, at random, so only another picker could
 // collide, and checks that the port is free now. Within one process it never
-// hands out the same port twice.
+// hands out the same port twice, and across processes it holds a lock on
+// each port it handed out (a file under the system's temporary directory,
+// locked until the process ends), which other pickers respect: tests of
+// several packages run at once, each starting servers on ports it picked a
+// moment before they bind them.
 package freeport
 
 import (
@@ -14,7 +18,10 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"path/filepath"
+	"strconv"
 	"sync"
+	"syscall"
 )
 
 const (
@@ -25,6 +32,7 @@ const (
 var (
 	mu     sync.Mutex
 	issued = map[int]bool{}
+	held   []*os.File // the locks on the ports handed out
 )
 
 // Pick returns a free "127.0.0.1:port".
@@ -40,13 +48,16 @@ func Pick() (string, error) {
 		if issued[port] {
 			continue
 		}
+		if !reserve(port) {
+			continue
+		}
+		issued[port] = true // held, free or not: another try picks another port
 		addr := fmt.Sprintf("127.0.0.1:%d", port)
 		l, err := net.Listen("tcp", addr)
 		if err != nil {
 			continue
 		}
 		l.Close()
-		issued[port] = true
 		return addr, nil
 	}
 	return pickZero()
@@ -73,4 +84,24 @@ func ephemeralLow() int {
 		return 32768
 	}
 	return low
+}
+
+// reserve takes the machine-wide lock on port, and keeps it until the
+// process ends; false when another process holds it. Without a lock
+// directory, every port counts as free of other pickers.
+func reserve(port int) bool {
+	dir := filepath.Join(os.TempDir(), "troop-freeport")
+	if err := os.MkdirAll(dir, 0o1777); err != nil {
+		return true
+	}
+	f, err := os.OpenFile(filepath.Join(dir, strconv.Itoa(port)), os.O_CREATE|os.O_RDWR, 0o666)
+	if err != nil {
+		return true
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return false
+	}
+	held = append(held, f) // the lock lives as long as the descriptor
+	return true
 }

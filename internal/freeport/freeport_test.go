@@ -30,3 +30,22 @@ func TestPickIsFreeUniqueAndBelowEphemeral(t *testing.T) {
 		l.Close()
 	}
 }
+
+// A port another process holds is not handed out: the lock is the
+// machine-wide reservation.
+func TestPickSkipsPortsOthersHold(t *testing.T) {
+	addr, err := Pick()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, p, _ := net.SplitHostPort(addr)
+	port, _ := strconv.Atoi(p)
+	// This process holds the lock: a second descriptor (as another
+	// process would open) cannot take it.
+	mu.Lock()
+	delete(issued, port)
+	mu.Unlock()
+	if reserve(port) {
+		t.Fatalf("port %d reserved twice", port)
+	}
+}
