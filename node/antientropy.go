@@ -31,7 +31,7 @@ import (
 const digestScript = `
 local out = {}
 for i = 1, #KEYS do
-  local v = redis.call('GET', '` + versionPrefix + `' .. KEYS[i]) or ''
+  local v = redis.call('GET', '` + VersionPrefix + `' .. KEYS[i]) or ''
   local d = redis.call('DUMP', KEYS[i])
   if d then d = string.sub(redis.sha1hex(d), 1, 16) else d = '' end
   out[#out+1] = v
@@ -102,7 +102,7 @@ func (n *Node) scanLocal(ctx context.Context, seg segment, depth int, want map[i
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		raw, err := doSync(store, resp.AppendCommandStrings(nil, "SCAN", cursor, "MATCH", versionPrefix+"*", "COUNT", "1000"))
+		raw, err := doSync(store, resp.AppendCommandStrings(nil, "SCAN", cursor, "MATCH", VersionPrefix+"*", "COUNT", "1000"))
 		if err != nil {
 			return err
 		}
@@ -113,7 +113,7 @@ func (n *Node) scanLocal(ctx context.Context, seg segment, depth int, want map[i
 		var keys [][]byte
 		var leaves []int
 		for _, e := range v.Elems[1].Elems {
-			key := e.Str[len(versionPrefix):]
+			key := e.Str[len(VersionPrefix):]
 			leaf, ok := seg.leafOf(ring.Hash(key), depth)
 			if ok && (want == nil || want[leaf]) {
 				keys = append(keys, key)

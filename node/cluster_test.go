@@ -139,7 +139,7 @@ func TestSafeQuorumRefusesDisagreement(t *testing.T) {
 	for i, tn := range tc.nodes {
 		r := dial(t, tn.redis.Addr)
 		r.must("SET", "k", fmt.Sprintf("v%d", i))
-		r.must("SET", versionPrefix+"k", string(encodeVersion(uint64(1+i)<<60, 1)))
+		r.must("SET", VersionPrefix+"k", string(encodeVersion(uint64(1+i)<<60, 1)))
 	}
 	safe := tc.client(0, "DC_SAFE_QUORUM")
 	v := safe.do("GET", "k")
@@ -153,7 +153,7 @@ func TestSafeQuorumRefusesDisagreement(t *testing.T) {
 	// Two replicas agreeing is enough for DC_SAFE_QUORUM.
 	r := dial(t, tc.nodes[2].redis.Addr)
 	r.must("SET", "k", "v1")
-	r.must("SET", versionPrefix+"k", string(encodeVersion(uint64(2)<<60, 1)))
+	r.must("SET", VersionPrefix+"k", string(encodeVersion(uint64(2)<<60, 1)))
 	if got := safe.must("GET", "k"); got != "v1" {
 		t.Fatalf("DC_SAFE_QUORUM GET with two agreeing = %q", got)
 	}
@@ -179,7 +179,7 @@ func TestVersionsOrderWrites(t *testing.T) {
 	if got := r.must("EXISTS", "k"); got != "0" {
 		t.Fatal("an older write brought a deleted key back")
 	}
-	if ttl := r.must("PTTL", versionPrefix+"k"); ttl == "-1" || ttl == "-2" {
+	if ttl := r.must("PTTL", VersionPrefix+"k"); ttl == "-1" || ttl == "-2" {
 		t.Fatalf("tombstone has PTTL %s, want the grace period", ttl)
 	}
 }
@@ -203,7 +203,7 @@ func TestScriptlessWrites(t *testing.T) {
 	}
 
 	r.must("SET", "k", "from-before")
-	r.must("SET", versionPrefix+"k", v(5)) // as if written before this node started
+	r.must("SET", VersionPrefix+"k", v(5)) // as if written before this node started
 	if got := peer.must("WRITE", v(4), "SET", "k", "old"); got != "OK" {
 		t.Fatalf("stale write answered %q", got)
 	}
@@ -215,16 +215,16 @@ func TestScriptlessWrites(t *testing.T) {
 		t.Fatalf("a newer SET of a known key ran the script (scriptless writes %d -> %d)", before, fast())
 	}
 	expect("k", "seven")
-	expect(versionPrefix+"k", v(7))
+	expect(VersionPrefix+"k", v(7))
 	if got := peer.must("WRITE", v(6), "SET", "k", "late"); got != "OK" {
 		t.Fatalf("stale write answered %q", got)
 	}
 	expect("k", "seven")
 	r.must("PEXPIRE", "k", "100000")
-	r.must("PEXPIRE", versionPrefix+"k", "100000")
+	r.must("PEXPIRE", VersionPrefix+"k", "100000")
 	peer.must("WRITE", v(8), "SET", "k", "eight")
 	expect("k", "eight")
-	for _, key := range []string{"k", versionPrefix + "k"} {
+	for _, key := range []string{"k", VersionPrefix + "k"} {
 		if ttl := r.must("PTTL", key); ttl != "-1" {
 			t.Fatalf("after a plain SET, %s has PTTL %s, want none", key, ttl)
 		}
@@ -285,7 +285,7 @@ func TestConcurrentWritesConverge(t *testing.T) {
 				default:
 				}
 				for k := 0; k < keys; k++ {
-					vk := versionPrefix + fmt.Sprint("key", k)
+					vk := VersionPrefix + fmt.Sprint("key", k)
 					v, err := r.try("GET", vk)
 					if err != nil {
 						return
@@ -341,7 +341,7 @@ func TestConcurrentWritesConverge(t *testing.T) {
 		redises[i] = dial(t, tn.redis.Addr)
 	}
 	held := func(r *client, key string) string { // value and version
-		return r.must("GET", key) + " at " + r.must("GET", versionPrefix+key)
+		return r.must("GET", key) + " at " + r.must("GET", VersionPrefix+key)
 	}
 	// The last writes reach their third replica after their reply.
 	eventually(t, 3*time.Second, func() string {
@@ -394,7 +394,7 @@ func TestUnversionedWrites(t *testing.T) {
 	tc.client(0, "DC_QUORUM").must("SET", "plain", "v")
 	tc.redisesHold("plain", "v", 3*time.Second)
 	for _, tn := range tc.nodes {
-		if n := dial(t, tn.redis.Addr).must("EXISTS", versionPrefix+"plain"); n != "0" {
+		if n := dial(t, tn.redis.Addr).must("EXISTS", VersionPrefix+"plain"); n != "0" {
 			t.Errorf("%s holds a version for an unversioned write", tn.cfg.Name)
 		}
 	}

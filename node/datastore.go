@@ -14,12 +14,12 @@ import (
 
 // Values live in redis-server as plain values under their own keys, so a
 // plain Redis client sees plain data. Each key's version lives beside it
-// under versionPrefix+key. A deleted key leaves its version behind for the
+// under VersionPrefix+key. A deleted key leaves its version behind for the
 // tombstone grace period, and a key with an expiry keeps its version for
 // the grace period past it, so that neither an older write arriving late
 // nor repair from a replica that missed the delete or the expiry can bring
 // the value back: a version without a value is a tombstone.
-const versionPrefix = "__troop:v:"
+const VersionPrefix = "__troop:v:"
 
 // writeScript applies a write with its version, atomically. KEYS alternate
 // key, version key; ARGV is the version, "lww" when the write is
@@ -189,7 +189,7 @@ func (n *Node) writeLocal(b *batch, tr *trace, version []byte, cmd *command, key
 // appendVersionedSet encodes `MSET key value versionkey version`: a plain
 // SET and its version in one command, without the write script.
 func appendVersionedSet(dst, key, value, version []byte) []byte {
-	dst = slices.Grow(dst, 16+resp.BulkSize(len(key))+resp.BulkSize(len(value))+resp.BulkSize(len(versionPrefix)+len(key))+resp.BulkSize(len(version)))
+	dst = slices.Grow(dst, 16+resp.BulkSize(len(key))+resp.BulkSize(len(value))+resp.BulkSize(len(VersionPrefix)+len(key))+resp.BulkSize(len(version)))
 	dst = resp.AppendArrayHeader(dst, 5)
 	dst = resp.AppendBulkString(dst, "MSET")
 	dst = resp.AppendBulk(dst, key)
@@ -213,7 +213,7 @@ func appendWrite(dst []byte, version []byte, keys [][]byte, lww bool, graceMS in
 	// script's SHA, but the version.
 	size := resp.CommandSize(args) + 7*resp.BulkSize(len(writeSHA)) + len(version)
 	for _, k := range keys {
-		size += resp.BulkSize(len(k)) + resp.BulkSize(len(versionPrefix)+len(k))
+		size += resp.BulkSize(len(k)) + resp.BulkSize(len(VersionPrefix)+len(k))
 	}
 	dst = slices.Grow(dst, size)
 	dst = resp.AppendArrayHeader(dst, 3+2*len(keys)+4+len(args))
@@ -251,9 +251,9 @@ func appendRead(dst []byte, keys [][]byte, args [][]byte) []byte {
 
 func appendVersionKey(dst, key []byte) []byte {
 	dst = append(dst, '$')
-	dst = strconv.AppendInt(dst, int64(len(versionPrefix)+len(key)), 10)
+	dst = strconv.AppendInt(dst, int64(len(VersionPrefix)+len(key)), 10)
 	dst = append(dst, '\r', '\n')
-	dst = append(dst, versionPrefix...)
+	dst = append(dst, VersionPrefix...)
 	dst = append(dst, key...)
 	return append(dst, '\r', '\n')
 }

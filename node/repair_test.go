@@ -9,7 +9,7 @@ import (
 )
 
 // versionOn reads a key's version straight from a redis-server.
-func versionOn(r *client, key string) string { return r.must("GET", versionPrefix+key) }
+func versionOn(r *client, key string) string { return r.must("GET", VersionPrefix+key) }
 
 // awaitWrite waits until the replica behind r holds a version of key other
 // than before, and returns it. A quorum write returns once two replicas have
@@ -49,11 +49,11 @@ func TestReadRepair(t *testing.T) {
 	awaitWrite(t, mine, "deleted", oldDeleted)
 
 	mine.must("SET", "same", "corrupt")                 // same version, other bytes
-	mine.must("DEL", "lost", versionPrefix+"lost")      // the key is gone
+	mine.must("DEL", "lost", VersionPrefix+"lost")      // the key is gone
 	mine.must("SET", "older", "good-older")             // an older write ...
-	mine.must("SET", versionPrefix+"older", oldVersion) // ... with its version
+	mine.must("SET", VersionPrefix+"older", oldVersion) // ... with its version
 	mine.must("SET", "deleted", "good-deleted")         // a delete it missed
-	mine.must("SET", versionPrefix+"deleted", oldDeleted)
+	mine.must("SET", VersionPrefix+"deleted", oldDeleted)
 
 	for k, want := range map[string]string{"same": "good-same", "lost": "good-lost", "older": "newer", "deleted": "(nil)"} {
 		if got := c.must("GET", k); got != want {
@@ -109,11 +109,11 @@ func TestAntiEntropy(t *testing.T) {
 	}
 	// 10 keys lost, 10 changed behind troop's back, 10 older.
 	for i := 0; i < 10; i++ {
-		victim.must("DEL", fmt.Sprintf("ae%d", i), versionPrefix+fmt.Sprintf("ae%d", i))
+		victim.must("DEL", fmt.Sprintf("ae%d", i), VersionPrefix+fmt.Sprintf("ae%d", i))
 		victim.must("SET", fmt.Sprintf("ae%d", 10+i), "corrupt")
 		k := fmt.Sprintf("ae%d", 20+i)
 		victim.must("SET", k, "old")
-		victim.must("SET", versionPrefix+k, string(encodeVersion(1<<20, 1)))
+		victim.must("SET", VersionPrefix+k, string(encodeVersion(1<<20, 1)))
 	}
 	// Deletes and an expiry the victim missed: it holds the old values with
 	// their old versions.
@@ -124,14 +124,14 @@ func TestAntiEntropy(t *testing.T) {
 		c.must("DEL", k)
 		applied(k, v)
 		victim.must("SET", k, "alive")
-		victim.must("SET", versionPrefix+k, v)
+		victim.must("SET", VersionPrefix+k, v)
 	}
 	c.must("SET", "expiring", "soon")
 	v := applied("expiring", "(nil)")
 	c.must("SET", "expiring", "soon", "PX", "200")
 	applied("expiring", v)
 	victim.must("SET", "expiring", "soon")
-	victim.must("SET", versionPrefix+"expiring", v)
+	victim.must("SET", VersionPrefix+"expiring", v)
 	time.Sleep(400 * time.Millisecond) // it expires on the other two
 
 	rep := repairVia(t, tc.nodes[0])

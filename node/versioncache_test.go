@@ -175,7 +175,7 @@ func TestVersionCacheNeverLetsAnOlderWriteWin(t *testing.T) {
 
 func TestVersionedSetEncoding(t *testing.T) {
 	got := appendVersionedSet(nil, []byte("k"), []byte("v"), []byte("00000000000000000001"))
-	want := "*5\r\n$4\r\nMSET\r\n$1\r\nk\r\n$1\r\nv\r\n$11\r\n" + versionPrefix + "k\r\n$20\r\n00000000000000000001\r\n"
+	want := "*5\r\n$4\r\nMSET\r\n$1\r\nk\r\n$1\r\nv\r\n$11\r\n" + VersionPrefix + "k\r\n$20\r\n00000000000000000001\r\n"
 	if !bytes.Equal(got, []byte(want)) {
 		t.Fatalf("got %q, want %q", got, want)
 	}

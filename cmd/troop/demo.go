@@ -93,7 +93,7 @@ func runDemo(ctx context.Context, out io.Writer, dir, troop string) error {
 		if err != nil {
 			return err
 		}
-		say("   redis %s: GET demo:dc_quorum -> %s, version %s", n.Redis, r.Do("GET", "demo:dc_quorum"), r.Do("GET", "__troop:v:demo:dc_quorum"))
+		say("   redis %s: GET demo:dc_quorum -> %s, version %s", n.Redis, r.Do("GET", "demo:dc_quorum"), r.Do("GET", node.VersionPrefix+"demo:dc_quorum"))
 		r.Close()
 	}
 

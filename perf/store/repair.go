@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/troop-lab/troop/node"
 	"github.com/troop-lab/troop/node/consistency"
 	"github.com/troop-lab/troop/resp"
 	"github.com/troop-lab/troop/topology"
@@ -239,7 +240,7 @@ func divergeReplica(ctx context.Context, redisAddr string, keys, diff int, seed 
 	for k := range chosen {
 		key := string(appendKey(nil, k))
 		if i%2 == 0 {
-			buf = resp.AppendCommandStrings(buf, "DEL", key, "__troop:v:"+key)
+			buf = resp.AppendCommandStrings(buf, "DEL", key, node.VersionPrefix+key)
 		} else {
 			buf = resp.AppendCommandStrings(buf, "SET", key, "changed by hand")
 		}
