@@ -153,6 +153,21 @@ func rackOrder(nodes []Node, dc, own string) []string {
 	return append(racks[i:], racks[:i]...)
 }
 
+// Replicas returns, for key, its owner in each rack of datacenter dc, the
+// racks by name: the replicas a troop node writes the key to.
+func Replicas(nodes []Node, dc string, key []byte) ([]Node, error) {
+	h := ring.Hash(key)
+	var out []Node
+	for _, name := range Racks(nodes, dc) {
+		rk, err := newRackRing(name, inRack(nodes, dc, name))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, rk.members[rk.ring.Owner(h)].node)
+	}
+	return out, nil
+}
+
 func inRack(nodes []Node, dc, rack string) []Node {
 	var out []Node
 	for _, n := range nodes {

@@ -49,7 +49,23 @@ type view struct {
 	Ratio       string // DC_QUORUM over DC_ONE throughput
 	Failure     *failureView
 	Consistency []consistencyView
+	Nemesis     *nemesisView
 	ConfigJSON  string
+}
+
+type nemesisView struct {
+	*suite.NemesisPhase
+	Timeline string
+	Rounds   []nemesisRoundView
+}
+
+type nemesisRoundView struct {
+	suite.NemesisRound
+	Linearizable string
+	Good         bool    // linearizable
+	Quorum       bool    // the level promises linearizability
+	StaleReads   int     // of the registers
+	HealSeconds  float64 // from the fault's end to the heal
 }
 
 type benchView struct {
@@ -120,16 +136,28 @@ func newView(rep *suite.Report) (*view, error) {
 		}
 	}
 	for _, c := range rep.Consistency {
-		cv := consistencyView{ConsistencyPhase: c, Good: c.Verdict.Result == "Ok"}
-		switch c.Verdict.Result {
-		case "Ok":
-			cv.Linearizable = "linearizable"
-		case "Illegal":
-			cv.Linearizable = "not linearizable"
-		default:
-			cv.Linearizable = "undecided (the check ran out of time)"
+		v.Consistency = append(v.Consistency, consistencyView{ConsistencyPhase: c, Good: c.Verdict.Linearizable(),
+			Linearizable: suite.Linearizability(c.Verdict.Result)})
+	}
+	if n := rep.Nemesis; n != nil {
+		nv := &nemesisView{NemesisPhase: n}
+		seconds := 1.0
+		var evs []event
+		for _, e := range n.Events {
+			color := green
+			if !strings.HasPrefix(e.What, "healed") {
+				color = red
+			}
+			evs = append(evs, event{Second: e.Second, What: e.What, Color: color})
+			seconds = max(seconds, e.Second)
 		}
-		v.Consistency = append(v.Consistency, cv)
+		nv.Timeline = timeline("nemesis-timeline", "Nemesis timeline", seconds, evs)
+		for _, r := range n.Rounds {
+			nv.Rounds = append(nv.Rounds, nemesisRoundView{NemesisRound: r, Linearizable: suite.Linearizability(r.Registers.Result),
+				Good: r.Registers.Linearizable(), Quorum: r.Level != "DC_ONE", StaleReads: r.Registers.StaleReads,
+				HealSeconds: r.Healed - r.End})
+		}
+		v.Nemesis = nv
 	}
 	cfg, err := json.MarshalIndent(rep.Config, "", "  ")
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/troop-lab/troop/chaos/fault"
 	"github.com/troop-lab/troop/check"
 	"github.com/troop-lab/troop/client"
+	"github.com/troop-lab/troop/internal/ctxtime"
 	"github.com/troop-lab/troop/node/consistency"
 	"github.com/troop-lab/troop/resp"
 )
@@ -26,13 +27,19 @@ import (
 // meet within a millisecond; check.CheckRegisters then judges every key's
 // history.
 type RegisterConfig struct {
-	Keys     int           `json:"keys" yaml:"keys"`         // registers, each its own key
-	Clients  int           `json:"clients" yaml:"clients"`   // each on its own connection, to the nodes of the first datacenter in turn
-	Ops      int           `json:"ops" yaml:"ops"`           // per client, at most; 0 for no bound but the duration
-	Duration time.Duration `json:"duration" yaml:"duration"` // at most
-	Level    string        `json:"level" yaml:"-"`           // read and write consistency level
-	Writes   float64       `json:"writes" yaml:"writes"`     // share of writes, 0..1
-	Timeout  time.Duration `json:"timeout" yaml:"timeout"`   // per request
+	Keys    int `json:"keys" yaml:"keys"`       // registers, each its own key
+	Clients int `json:"clients" yaml:"clients"` // each on its own connection, to the nodes of the first datacenter in turn
+	Ops     int `json:"ops" yaml:"ops"`         // per client, at most; 0 for no bound but the duration
+	// OpsPerKey bounds the operations on one set of Keys keys: past it the
+	// clients move on to fresh keys, as Jepsen's independent keys do, so
+	// that each key's history stays small enough for porcupine to decide
+	// (a write of unknown outcome is open to the end of its key's history).
+	// 0: no bound.
+	OpsPerKey int           `json:"ops_per_key" yaml:"ops_per_key"`
+	Duration  time.Duration `json:"duration" yaml:"duration"` // at most
+	Level     string        `json:"level" yaml:"-"`           // read and write consistency level
+	Writes    float64       `json:"writes" yaml:"writes"`     // share of writes, 0..1
+	Timeout   time.Duration `json:"timeout" yaml:"timeout"`   // per request
 	// Delay, if set, slows some requests between nodes, as a slow network
 	// would (request-scoped failure injection, TROOP FIT): before each
 	// operation a client draws one of three ways, and its coordinator's
@@ -59,7 +66,7 @@ type RegisterConfig struct {
 // node of a three-rack lab, on one key for 20 s, with delays of 5 ms
 // between nodes and one clock 20 ms ahead.
 func DefaultRegisterConfig() RegisterConfig {
-	return RegisterConfig{Keys: 1, Clients: 6, Duration: 20 * time.Second, Level: "DC_QUORUM",
+	return RegisterConfig{Keys: 1, Clients: 6, OpsPerKey: 1000, Duration: 20 * time.Second, Level: "DC_QUORUM",
 		Writes: 0.5, Timeout: time.Second, Delay: 5 * time.Millisecond, Skew: 20 * time.Millisecond,
 		Seed: 1, Prefix: "troop:register"}
 }
@@ -70,8 +77,8 @@ func DefaultRegisterConfig() RegisterConfig {
 // each client waits for every answer before its next request, so a client's
 // operations never overlap. Values are unique per write: client*1e6+seq.
 func RunRegisters(ctx context.Context, nodes []client.Node, cfg RegisterConfig) (history []check.Op, runErr error) {
-	if cfg.Keys < 1 || cfg.Clients < 1 || cfg.Ops < 0 || cfg.Duration <= 0 || cfg.Writes < 0 || cfg.Writes > 1 {
-		return nil, fmt.Errorf("register workload: keys, clients and duration must be positive, ops not negative and writes within 0..1: %+v", cfg)
+	if cfg.Keys < 1 || cfg.Clients < 1 || cfg.Ops < 0 || cfg.OpsPerKey < 0 || cfg.Duration <= 0 || cfg.Writes < 0 || cfg.Writes > 1 {
+		return nil, fmt.Errorf("register workload: keys, clients and duration must be positive, ops and ops_per_key not negative and writes within 0..1: %+v", cfg)
 	}
 	if len(nodes) == 0 {
 		return nil, errors.New("register workload: the cluster has no nodes")
@@ -112,6 +119,7 @@ func RunRegisters(ctx context.Context, nodes []client.Node, cfg RegisterConfig) 
 	defer cancel()
 	start := time.Now()
 	histories := make([][]check.Op, cfg.Clients)
+	var started atomic.Int64 // operations begun, over every client: the key set's generation
 	var wg sync.WaitGroup
 	var fitErr atomic.Pointer[error] // a TROOP FIT that failed: the run is void
 	for i, c := range clients {
@@ -120,21 +128,29 @@ func RunRegisters(ctx context.Context, nodes []client.Node, cfg RegisterConfig) 
 			defer wg.Done()
 			rng := rand.New(rand.NewPCG(cfg.Seed, uint64(i)))
 			ways := slowWays(coordinators, i%len(coordinators), cfg.Delay)
-			way := 0 // no scope yet: no delay
+			way := 0                  // no scope yet: no delay
+			var scopeLost atomic.Bool // a TROOP FIT got no answer: send the scope again
 			for seq := 1; (cfg.Ops == 0 || seq <= cfg.Ops) && ctx.Err() == nil; seq++ {
-				if next := rng.IntN(len(ways)); next != way {
+				if next := rng.IntN(len(ways)); next != way || scopeLost.Swap(false) {
 					way = next
-					c.Send([][]byte{[]byte("TROOP"), []byte("FIT"), []byte(ways[way])}, func(raw []byte, err error) {
-						if err == nil && (len(raw) == 0 || raw[0] == '-') {
-							err = fmt.Errorf("%q", raw)
-						}
-						if err != nil {
-							err = fmt.Errorf("register workload: TROOP FIT %s: %w", ways[way], err)
+					scope := ways[way]
+					c.Send([][]byte{[]byte("TROOP"), []byte("FIT"), []byte(scope)}, func(raw []byte, err error) {
+						switch {
+						case err != nil:
+							// The connection broke (a fault): the next one
+							// starts without a scope.
+							scopeLost.Store(true)
+						case len(raw) == 0 || raw[0] == '-':
+							err = fmt.Errorf("register workload: TROOP FIT %s: %q", scope, raw)
 							fitErr.CompareAndSwap(nil, &err)
 						}
 					})
 				}
-				op := check.Op{Client: i, Key: cfg.Prefix + ":" + strconv.Itoa(rng.IntN(cfg.Keys))}
+				k := rng.IntN(cfg.Keys)
+				if cfg.OpsPerKey > 0 {
+					k += int(started.Add(1)-1) / cfg.OpsPerKey * cfg.Keys
+				}
+				op := check.Op{Client: i, Key: cfg.Prefix + ":" + strconv.Itoa(k)}
 				op.Write = rng.Float64() < cfg.Writes
 				if op.Write {
 					op.Value = i*1_000_000 + seq
@@ -142,7 +158,15 @@ func RunRegisters(ctx context.Context, nodes []client.Node, cfg RegisterConfig) 
 				op.Call = int64(time.Since(start))
 				err := do(ctx, c, &op)
 				op.Return = int64(time.Since(start))
+				if err != nil {
+					// A node that failed at once fails again at once: a
+					// short pause keeps the history of a fault from
+					// filling with failures.
+					ctxtime.Sleep(ctx, errorPause)
+				}
 				switch {
+				case err != nil && op.Write && strings.Contains(err.Error(), notApplied):
+					continue // it did nothing: a read of its value would be a violation
 				case err != nil && op.Write:
 					// Also when the run's time cut it off: it was sent, and
 					// other clients may read it.
@@ -160,6 +184,14 @@ func RunRegisters(ctx context.Context, nodes []client.Node, cfg RegisterConfig) 
 	}
 	return slices.Concat(histories...), nil
 }
+
+// notApplied is in the error of a troop write that did nothing (it could
+// not reach a quorum for its version query, or every replica refused it):
+// the history leaves it out, where a write of unknown outcome stays open.
+const notApplied = "not applied"
+
+// errorPause is how long a client waits after an error.
+const errorPause = 5 * time.Millisecond
 
 // slowWays are the failure scopes a client of coordinators[coord] draws
 // from before each operation when delay is set (RegisterConfig.Delay):

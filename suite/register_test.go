@@ -26,19 +26,7 @@ func startLab(t *testing.T, racks int, bug string) []client.Node {
 	dir := t.TempDir()
 	spec := lab.Spec{Dir: dir, Shape: lab.Shape{DCs: 1, Racks: racks, NodesPerRack: 1}}
 	if bug != "" {
-		troop := testlab.Troop(t)
-		spec.NodeCommand = func(n lab.Node) []string {
-			conf, err := os.ReadFile(n.Config)
-			if err != nil {
-				t.Error(err)
-			}
-			planted := filepath.Join(n.Dir, "planted.yml")
-			conf = append(conf, "  troop_planted_bug: "+bug+"\n"...)
-			if err := os.WriteFile(planted, conf, 0o644); err != nil {
-				t.Error(err)
-			}
-			return []string{troop, "node", "--config", planted}
-		}
+		spec.NodeCommand = plantBug(t, bug)
 	}
 	testlab.Start(t, spec)
 	nodes, err := client.FromLab(dir)
@@ -46,6 +34,24 @@ func startLab(t *testing.T, racks int, bug string) []client.Node {
 		t.Fatal(err)
 	}
 	return nodes
+}
+
+// plantBug is a lab's node command that runs each node with the planted
+// bug.
+func plantBug(t *testing.T, bug string) func(n lab.Node) []string {
+	troop := testlab.Troop(t)
+	return func(n lab.Node) []string {
+		conf, err := os.ReadFile(n.Config)
+		if err != nil {
+			t.Error(err)
+		}
+		planted := filepath.Join(n.Dir, "planted.yml")
+		conf = append(conf, "  troop_planted_bug: "+bug+"\n"...)
+		if err := os.WriteFile(planted, conf, 0o644); err != nil {
+			t.Error(err)
+		}
+		return []string{troop, "node", "--config", planted}
+	}
 }
 
 func runRegisters(t *testing.T, nodes []client.Node, cfg RegisterConfig) check.Verdict {

@@ -45,6 +45,10 @@ type Config struct {
 	Lab string `json:"lab,omitempty" yaml:"-"`
 	// Troop is the binary the lab's nodes run; "" for this executable.
 	Troop string `json:"-" yaml:"-"`
+	// Loopback starts the lab on loopback even as root, where it would give
+	// each node its own network namespace; the nemesis then runs only the
+	// clock faults.
+	Loopback bool `json:"loopback" yaml:"-"`
 	// NodeCommand, if set, is the command line of each node of a lab the
 	// run starts (lab.Spec.NodeCommand): tests plant bugs with it.
 	NodeCommand func(n lab.Node) []string `json:"-" yaml:"-"`
@@ -64,6 +68,7 @@ type Config struct {
 	// the operations evenly.
 	ContendedKeys uint64         `json:"contended_keys" yaml:"contended_keys"`
 	Register      RegisterConfig `json:"register" yaml:"register"`
+	Nemesis       NemesisConfig  `json:"nemesis" yaml:"nemesis"`
 	Levels        []string       `json:"levels" yaml:"levels"`                   // of the baseline and the consistency phase
 	LDFIMaxFaults int            `json:"ldfi_max_faults" yaml:"ldfi_max_faults"` // k of the LDFI phase; 0 skips it
 	// Out is where the run writes what it produces beside the report (the
@@ -81,7 +86,7 @@ func DefaultConfig() Config {
 		Seed: 1, Dir: ".troop/run/lab", Out: ".troop/run", Keys: 100_000, ValueSize: 1024,
 		ReadersPerNode: 32, WritersPerNode: 8,
 		Baseline: 20 * time.Second, Fault: 40 * time.Second, KillAt: 10 * time.Second,
-		ReplaceAfter: 5 * time.Second, ContendedKeys: 100, Register: reg,
+		ReplaceAfter: 5 * time.Second, ContendedKeys: 100, Register: reg, Nemesis: DefaultNemesisConfig(),
 		Levels: []string{"DC_ONE", "DC_QUORUM"}, LDFIMaxFaults: 2,
 	}
 }
@@ -94,6 +99,7 @@ func QuickConfig() Config {
 	c.ReadersPerNode, c.WritersPerNode = 8, 2
 	c.Baseline, c.Fault, c.KillAt, c.ReplaceAfter = 5*time.Second, 15*time.Second, 4*time.Second, 2*time.Second
 	c.Register.Duration = 5 * time.Second
+	c.Nemesis.Fault = 4 * time.Second
 	return c
 }
 
@@ -110,6 +116,7 @@ type Report struct {
 	Failure     *FailurePhase      `json:"failure,omitempty"`
 	Durability  *bench.AuditResult `json:"durability,omitempty"`
 	Consistency []ConsistencyPhase `json:"consistency"`
+	Nemesis     *NemesisPhase      `json:"nemesis,omitempty"`
 	LDFI        *LDFIPhase         `json:"ldfi,omitempty"`
 	Skipped     []string           `json:"skipped,omitempty"` // phases not run, and why
 }
@@ -193,7 +200,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Report, error) {
 	}
 	rep := &Report{Troop: cfg.Version, Seed: cfg.Seed, Config: cfg, Started: time.Now()}
 	step := func(n int, format string, args ...any) {
-		fmt.Fprintf(progress, "[%d/6 %5.1fs] %s\n", n, time.Since(rep.Started).Seconds(), fmt.Sprintf(format, args...))
+		fmt.Fprintf(progress, "[%d/7 %5.1fs] %s\n", n, time.Since(rep.Started).Seconds(), fmt.Sprintf(format, args...))
 	}
 
 	cl, err := openCluster(ctx, cfg, step)
@@ -205,7 +212,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Report, error) {
 
 	for _, level := range cfg.Levels {
 		step(1, "baseline: mixed 80:20, %d B values, %s at %s", cfg.ValueSize, cfg.Baseline, level)
-		res, _, err := cl.bench(ctx, cfg, level, cfg.Baseline, 0, false)
+		res, _, err := cl.bench(ctx, benchConfig(cfg, level, cfg.Baseline, 0, false))
 		if err != nil {
 			return nil, fmt.Errorf("baseline at %s: %w", level, err)
 		}
@@ -229,7 +236,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Report, error) {
 		}
 		rep.Failure = fp
 		step(3, "durability audit: reading back every key written during the fault at DC_QUORUM")
-		audit, err := cl.audit(ctx, cfg, model)
+		audit, err := cl.audit(ctx, fp.Result.Config, model)
 		if err != nil {
 			return nil, fmt.Errorf("durability audit: %w", err)
 		}
@@ -240,7 +247,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Report, error) {
 		rc := cfg.Register
 		rc.Level, rc.Seed = level, cfg.Seed+uint64(i)
 		rc.Prefix = fmt.Sprintf("troop:register:%d:%s", time.Now().UnixNano(), level)
-		step(4, "consistency: %d clients through every node on %d register(s) at %s for %s, delays of %s between nodes, one clock %s ahead",
+		step(4, "consistency: %d clients through every node on %d key(s) at a time at %s for %s, delays of %s between nodes, one clock %s ahead",
 			rc.Clients, rc.Keys, level, rc.Duration, rc.Delay, rc.Skew)
 		hist, err := RunRegisters(ctx, cl.nodes, rc)
 		if err != nil {
@@ -249,8 +256,21 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Report, error) {
 		rep.Consistency = append(rep.Consistency, ConsistencyPhase{Level: level, Config: rc, Verdict: check.CheckRegisters(hist, 10*time.Second)})
 	}
 
+	switch {
+	case len(cfg.Nemesis.Faults) == 0:
+		rep.Skipped = append(rep.Skipped, "nemesis: no faults configured")
+	case cl.terminator == nil:
+		rep.Skipped = append(rep.Skipped, "nemesis: the cluster is not a lab troop supervises")
+	default:
+		ph, err := cl.nemesis(ctx, cfg, func(format string, args ...any) { step(5, format, args...) })
+		if err != nil {
+			return nil, fmt.Errorf("nemesis: %w", err)
+		}
+		rep.Nemesis = ph
+	}
+
 	if cfg.LDFIMaxFaults > 0 {
-		ld, err := cl.ldfiPhase(ctx, cfg, func(format string, args ...any) { step(5, format, args...) })
+		ld, err := cl.ldfiPhase(ctx, cfg, func(format string, args ...any) { step(6, format, args...) })
 		if err != nil {
 			return nil, fmt.Errorf("lineage-driven fault injection: %w", err)
 		}
@@ -259,7 +279,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Report, error) {
 		rep.Skipped = append(rep.Skipped, "lineage-driven fault injection: ldfi_max_faults is 0")
 	}
 
-	step(6, "verdict")
+	step(7, "verdict")
 	rep.Verdict = judge(rep)
 	rep.Finished = time.Now()
 	return rep, ctx.Err()
@@ -296,12 +316,18 @@ func openCluster(ctx context.Context, cfg Config, step func(int, string, ...any)
 		}
 		return &cluster{nodes: nodes, labDir: cfg.Lab, terminator: labchaos.New(cfg.Lab)}, nil
 	}
-	step(0, "starting a lab cluster: 1 datacenter x 3 racks x 1 node in %s", cfg.Dir)
+	netns := !cfg.Loopback && os.Geteuid() == 0
+	mode := "on loopback"
+	if netns {
+		mode = "each node in its own network namespace"
+	}
+	step(0, "starting a lab cluster: 1 datacenter x 3 racks x 1 node, %s, in %s", mode, cfg.Dir)
 	if err := os.RemoveAll(cfg.Dir); err != nil {
 		return nil, err
 	}
+	// The socket lets the watchdogs of the nemesis's faults reach the lab.
 	l, err := lab.Start(ctx, lab.Spec{Dir: cfg.Dir, Troop: cfg.Troop, ReplaceAfter: cfg.ReplaceAfter,
-		NodeCommand: cfg.NodeCommand})
+		NodeCommand: cfg.NodeCommand, Netns: netns, ServeSocket: true})
 	if err != nil {
 		return nil, err
 	}
@@ -334,9 +360,9 @@ func (c *cluster) target(level string) (*bench.ClusterTarget, error) {
 		ReadLevel: level, WriteLevel: level, Retry: client.Retry{Attempts: 1, CrossRack: true}})
 }
 
-// bench runs the mixed job at level; rate 0 is closed loop. contended
-// sends half the operations to cfg.ContendedKeys keys.
-func (c *cluster) bench(ctx context.Context, cfg Config, level string, d time.Duration, rate float64, contended bool) (*bench.Result, *bench.Model, error) {
+// benchConfig is the mixed job at level for d; rate 0 is closed loop.
+// contended sends half the operations to cfg.ContendedKeys keys.
+func benchConfig(cfg Config, level string, d time.Duration, rate float64, contended bool) bench.Config {
 	bc := bench.DefaultConfig()
 	bc.Job, bc.Keys, bc.ValueSize = bench.JobMixed, cfg.Keys, bench.Range{Min: cfg.ValueSize, Max: cfg.ValueSize}
 	if contended && cfg.ContendedKeys > 0 && cfg.ContendedKeys < cfg.Keys {
@@ -349,7 +375,13 @@ func (c *cluster) bench(ctx context.Context, cfg Config, level string, d time.Du
 	if level == "DC_ONE" {
 		bc.Staleness = 1 // DC_ONE reads may come from a replica an acknowledged write has not reached
 	}
-	t, err := c.target(level)
+	return bc
+}
+
+// bench runs bc against the cluster, through a client at its level, and
+// returns the result and the model of what it wrote.
+func (c *cluster) bench(ctx context.Context, bc bench.Config) (*bench.Result, *bench.Model, error) {
+	t, err := c.target(bc.Consistency)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -402,7 +434,7 @@ func (c *cluster) failurePhase(ctx context.Context, cfg Config, rate float64) (*
 		out.recovered = time.Since(start).Seconds()
 		out.events = append(out.events, Event{out.recovered, fmt.Sprintf("lab replaced %s after its %s delay; it answers PING", victim.ID, cfg.ReplaceAfter)})
 	}()
-	res, model, err := c.bench(ctx, cfg, "DC_QUORUM", cfg.Fault, rate, true)
+	res, model, err := c.bench(ctx, benchConfig(cfg, "DC_QUORUM", cfg.Fault, rate, true))
 	co := <-chaosDone
 	if err != nil {
 		return nil, nil, err
@@ -467,13 +499,13 @@ func window(series []bench.Point, from, to int) Window {
 	return w
 }
 
-// audit reads back what the failure phase wrote, through a fresh client at
-// DC_QUORUM, once the replaced node is back.
-func (c *cluster) audit(ctx context.Context, cfg Config, model *bench.Model) (bench.AuditResult, error) {
+// audit reads back what a run of bc wrote, through a fresh client at
+// DC_QUORUM, against its model.
+func (c *cluster) audit(ctx context.Context, bc bench.Config, model *bench.Model) (bench.AuditResult, error) {
 	t, err := c.target("DC_QUORUM")
 	if err != nil {
 		return bench.AuditResult{}, err
 	}
 	defer t.Close()
-	return bench.Audit(ctx, t, model, bench.DefaultConfig())
+	return bench.Audit(ctx, t, model, bc)
 }

@@ -53,17 +53,20 @@ func judge(rep *Report) Verdict {
 		cv := c.Verdict
 		switch {
 		case c.Level != "DC_ONE" && cv.Result == "Illegal":
-			broke("consistency at %s: not linearizable (%d operations on %d register(s); counterexample on %s)", c.Level, cv.Ops, c.Config.Keys, cv.Counterexample.Key)
+			broke("consistency at %s: not linearizable (%d operations; counterexample on %s)", c.Level, cv.Ops, cv.Counterexample.Key)
 		case c.Level != "DC_ONE" && cv.Result == "Unknown":
 			note("consistency at %s: the linearizability check ran out of time", c.Level)
 		case c.Level != "DC_ONE":
-			held("consistency at %s: %d operations of %d clients through every node on %d register(s), linearizable", c.Level, cv.Ops, c.Config.Clients, c.Config.Keys)
+			held("consistency at %s: %d operations of %d clients through every node, linearizable", c.Level, cv.Ops, c.Config.Clients)
 		default:
-			note("consistency at DC_ONE: %s, %d stale reads in %d reads (the level allows both)", strings.ToLower(linearizability(cv.Result)), cv.StaleReads, cv.Reads)
+			note("consistency at DC_ONE: %s, %d stale reads in %d reads (the level allows both)", Linearizability(cv.Result), cv.StaleReads, cv.Reads)
 		}
 		if c.Level != "DC_ONE" && cv.StaleReads > 0 {
 			broke("consistency at %s: %d stale reads", c.Level, cv.StaleReads)
 		}
+	}
+	if n := rep.Nemesis; n != nil {
+		judgeNemesis(n, held, broke, note)
 	}
 	if l := rep.LDFI; l != nil {
 		for _, c := range l.Classes {
@@ -102,12 +105,61 @@ func pct(n, of int64) float64 {
 	return 100 * float64(n) / float64(of)
 }
 
-func linearizability(result string) string {
+// Linearizability names a porcupine result for a reader.
+func Linearizability(result string) string {
 	switch result {
 	case "Ok":
-		return "Linearizable"
+		return "linearizable"
 	case "Illegal":
-		return "Not linearizable"
+		return "not linearizable"
 	}
-	return "Undecided (the check ran out of time)"
+	return "undecided (the check ran out of time)"
+}
+
+// judgeNemesis holds each level to its promise under each fault: at the
+// quorum levels no history that is not linearizable, no stale read and no
+// acknowledged write lost; at every level, replicas that agree once the
+// fault has healed. What DC_ONE allows is a note.
+func judgeNemesis(n *NemesisPhase, held, broke, note func(string, ...any)) {
+	if n.NetworkNote != "" {
+		note("nemesis: %s", n.NetworkNote)
+	}
+	for _, r := range n.Rounds {
+		name := r.Fault
+		if r.Node != "" {
+			name += " of " + r.Node
+		}
+		name += ", " + r.Level
+		if r.Error != "" {
+			note("nemesis, %s: the fault could not be put in place (%s)", name, r.Error)
+		}
+		v, a := r.Registers, r.Audit
+		var bad []string
+		switch v.Result {
+		case "Illegal":
+			bad = append(bad, fmt.Sprintf("not linearizable (counterexample on %s)", v.Counterexample.Key))
+		case "Unknown":
+			note("nemesis, %s: the linearizability check ran out of time", name)
+		}
+		if v.StaleReads > 0 {
+			bad = append(bad, fmt.Sprintf("%d stale reads", v.StaleReads))
+		}
+		if a.Lost > 0 || a.Corrupt > 0 {
+			bad = append(bad, fmt.Sprintf("%d acknowledged writes lost and %d corrupt of %d keys", a.Lost, a.Corrupt, a.Keys))
+		}
+		if a.Errors > 0 {
+			bad = append(bad, fmt.Sprintf("%d of %d keys unreadable at DC_QUORUM after the heal", a.Errors, a.Keys))
+		}
+		switch {
+		case len(bad) > 0 && r.Level != "DC_ONE":
+			broke("nemesis, %s: %s", name, strings.Join(bad, "; "))
+		case len(bad) > 0:
+			note("nemesis, %s: %s (the level allows it)", name, strings.Join(bad, "; "))
+		case v.Linearizable():
+			held("nemesis, %s: %d register operations linearizable, %d keys written, none lost", name, v.Ops, a.Keys)
+		}
+		if r.Differ > 0 {
+			broke("nemesis, %s: the replicas of %d keys still differed %s after the heal", name, r.Differ, n.Config.Settle)
+		}
+	}
 }

@@ -21,6 +21,7 @@ func init() { subcommands = append(subcommands, newRunCmd) }
 func newRunCmd() *cobra.Command {
 	var (
 		quick, strict bool
+		loopback      bool
 		out, labDir   string
 		configFile    string
 		seed          uint64
@@ -50,7 +51,7 @@ half a minute; the default about a minute and a half. See docs/run.md.`,
 			if cmd.Flags().Changed("seed") || configFile == "" {
 				cfg.Seed = seed
 			}
-			cfg.Lab, cfg.Version = labDir, version
+			cfg.Lab, cfg.Version, cfg.Loopback = labDir, version, loopback
 			cfg.Dir, cfg.Out = filepath.Join(out, "lab"), out
 			if isTerminal(os.Stderr) {
 				cfg.Progress = os.Stderr
@@ -74,6 +75,7 @@ half a minute; the default about a minute and a half. See docs/run.md.`,
 	f.StringVar(&labDir, "lab", "", "use the lab running in this directory (troop lab up) instead of starting one")
 	f.Uint64Var(&seed, "seed", 1, "seed of the workloads and of the chaos monkey's choice")
 	f.BoolVar(&strict, "strict", false, "exit with status 1 when the verdict says something broke")
+	f.BoolVar(&loopback, "loopback", false, "start the lab on loopback even as root (the nemesis then runs only its clock faults)")
 	return cmd
 }
 

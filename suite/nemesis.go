@@ -1,0 +1,417 @@
+package suite
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/troop-lab/troop/bench"
+	"github.com/troop-lab/troop/chaos"
+	"github.com/troop-lab/troop/chaos/fault"
+	"github.com/troop-lab/troop/chaos/lease"
+	"github.com/troop-lab/troop/chaos/monkey"
+	"github.com/troop-lab/troop/chaos/records"
+	"github.com/troop-lab/troop/check"
+	"github.com/troop-lab/troop/client"
+	"github.com/troop-lab/troop/lab"
+	"github.com/troop-lab/troop/node"
+	"github.com/troop-lab/troop/resp"
+)
+
+// NemesisConfig is the nemesis phase: one fault at a time from a seeded
+// schedule of network and clock faults, while the register workload and
+// a write workload run at each level, then the heal, and the checks.
+type NemesisConfig struct {
+	// Faults are the kinds to inject, in order: partition, loss, delay,
+	// clock-skew. Each gets parameters drawn from the seed. Empty skips
+	// the phase.
+	Faults []string `json:"faults" yaml:"faults"`
+	// Fault is how long each fault lasts; the workloads run Lead before it
+	// and Lead after its end.
+	Fault time.Duration `json:"fault" yaml:"fault"`
+	Lead  time.Duration `json:"lead" yaml:"lead"`
+	// Settle bounds the wait for the replicas to agree after the heal: a
+	// key whose replicas still differ then is a finding.
+	Settle time.Duration `json:"settle" yaml:"settle"`
+}
+
+// DefaultNemesisConfig: the four kinds, 8 s each.
+func DefaultNemesisConfig() NemesisConfig {
+	return NemesisConfig{Faults: []string{"partition", "loss", "delay", "clock-skew"},
+		Fault: 8 * time.Second, Lead: time.Second, Settle: 10 * time.Second}
+}
+
+// NemesisPhase is what the nemesis found.
+type NemesisPhase struct {
+	// Network says whether the lab gives each node its own address: without
+	// it, only the clock faults run (NetworkNote says why).
+	Network     bool            `json:"network"`
+	NetworkNote string          `json:"network_note,omitempty"`
+	Rounds      []NemesisRound  `json:"rounds"`
+	Events      []Event         `json:"events"` // seconds into the phase
+	Config      NemesisConfig   `json:"config"`
+	Register    RegisterConfig  `json:"register"` // the register workload of every round, but its level and keys
+	Writes      NemesisWorkload `json:"writes"`
+}
+
+// NemesisWorkload is the write workload of each round and level.
+type NemesisWorkload struct {
+	Keys           uint64 `json:"keys"`
+	ContendedKeys  uint64 `json:"contended_keys"` // get half of the operations
+	ReadersPerNode int    `json:"readers_per_node"`
+	WritersPerNode int    `json:"writers_per_node"`
+}
+
+// NemesisRound is one fault, and what the workloads at one level met under
+// it: a fault runs once per level, on the same node, with the level's
+// workloads alone, so that each has the machine to itself.
+type NemesisRound struct {
+	Fault string `json:"fault"` // the action, e.g. "partition isolate 8s"
+	Node  string `json:"node"`  // the instance it was aimed at
+	Level string `json:"level"`
+	// Start, End and Healed are seconds into the phase: the fault began,
+	// its lease ended, and the group was whole again (the fault gone and
+	// every failure detector holding every node up).
+	Start     float64           `json:"start"`
+	End       float64           `json:"end"`
+	Healed    float64           `json:"healed"`
+	Error     string            `json:"error,omitempty"` // the fault could not be put in place
+	Registers check.Verdict     `json:"registers"`
+	Writes    *bench.Result     `json:"writes"`
+	Audit     bench.AuditResult `json:"audit"`
+	// Differ counts the round's keys whose replicas still differed Settle
+	// after the heal.
+	Differ  int      `json:"replicas_differ"`
+	Samples []string `json:"differ_samples,omitempty"`
+}
+
+// nemesisWrites is the write workload's shape.
+var nemesisWrites = NemesisWorkload{Keys: 1000, ContendedKeys: 10, ReadersPerNode: 2, WritersPerNode: 2}
+
+// nemesisWriteRate is the write workload's rate, in operations a second:
+// open loop, so that the register workload keeps the CPU it needs to meet
+// writes within a millisecond.
+const nemesisWriteRate = 300
+
+// nemesisAction draws the parameters of a fault of kind from r.
+func nemesisAction(kind string, d time.Duration, r *rand.Rand) (chaos.Action, error) {
+	params := map[string]string{}
+	switch chaos.Kind(kind) {
+	case chaos.Partition:
+		params["partition"] = string(chaos.PartitionModes[r.IntN(len(chaos.PartitionModes))])
+	case chaos.Loss:
+		params["percent"] = "20"
+	case chaos.Delay:
+		params["delay"], params["jitter"] = "50ms", "10ms"
+	case chaos.ClockSkew:
+		params["offset"] = []string{"2s", "-2s"}[r.IntN(2)]
+	default:
+		return chaos.Action{}, fmt.Errorf("nemesis: %q is not a network or clock fault (want partition, loss, delay or clock-skew)", kind)
+	}
+	return chaos.NewAction(chaos.Kind(kind), d, params)
+}
+
+// nemesis runs the nemesis phase on the lab in c.labDir.
+func (c *cluster) nemesis(ctx context.Context, cfg Config, step func(string, ...any)) (*NemesisPhase, error) {
+	nc := cfg.Nemesis
+	st, err := c.status(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ph := &NemesisPhase{Network: st.Network != nil, Config: nc, Writes: nemesisWrites}
+	if !ph.Network {
+		ph.NetworkNote = "the lab's nodes share one loopback (it is not in address mode, which needs root), so nothing can come between them: only the clock faults ran"
+	}
+	m, closeMonkey, err := c.newMonkey(cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer closeMonkey()
+	r := rand.New(rand.NewPCG(cfg.Seed, 0x6e656d65736973)) // "nemesis"
+	start := time.Now()
+	for i, kind := range nc.Faults {
+		a, err := nemesisAction(kind, nc.Fault, r)
+		if err != nil {
+			return nil, err
+		}
+		if fault.Network(a.Kind) && !ph.Network {
+			continue
+		}
+		pick := r.Uint64() // the same node at every level
+		for _, level := range cfg.Levels {
+			step("nemesis: %s while the workloads run at %s", a, level)
+			round, events, err := c.nemesisRound(ctx, cfg, m, a, pick, level, i, start)
+			ph.Events = append(ph.Events, events...)
+			if err != nil {
+				return nil, err
+			}
+			ph.Rounds = append(ph.Rounds, round)
+		}
+	}
+	ph.Register = nemesisRegisters(cfg, "", 0)
+	return ph, nil
+}
+
+// newMonkey builds the chaos monkey that injects the nemesis's faults: one
+// group of every node of the lab, its records and leases under the run's
+// output, every fault leased and watched by a process of its own, so that
+// it is undone at its end even if this run dies.
+func (c *cluster) newMonkey(cfg Config) (*monkey.Monkey, func(), error) {
+	dir := filepath.Join(cfg.Out, "nemesis")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, nil, err
+	}
+	rec, err := records.Open(filepath.Join(dir, "records.db"), 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	leases, err := lease.Open(filepath.Join(dir, "leases"))
+	if err != nil {
+		rec.Close()
+		return nil, nil, err
+	}
+	troop, err := troopBinary(cfg)
+	if err != nil {
+		rec.Close()
+		return nil, nil, err
+	}
+	labDir, err := filepath.Abs(c.labDir)
+	if err != nil {
+		rec.Close()
+		return nil, nil, err
+	}
+	m := &monkey.Monkey{
+		Config:  &chaos.Config{Groups: []chaos.Group{{Name: nemesisGroup, Backend: chaos.Lab, Enabled: true, Probability: 1}}},
+		Records: rec, Leases: leases,
+		Backend: func(chaos.Backend) (chaos.Terminator, error) { return c.terminator, nil },
+		StartWatchdog: func(id string) error {
+			_, err := lease.Spawn([]string{troop, "chaos", "watchdog", "--leases", leases.Dir(), "--id", id, "--lab", labDir},
+				filepath.Join(leases.Dir(), id+".log"))
+			return err
+		},
+		RecoverWithin: time.Minute,
+	}
+	return m, func() { rec.Close() }, nil
+}
+
+const nemesisGroup = "store"
+
+// troopBinary is the troop the run's lab runs, whose chaos watchdog
+// reverts the nemesis's leases.
+func troopBinary(cfg Config) (string, error) {
+	if cfg.Troop != "" {
+		return cfg.Troop, nil
+	}
+	return os.Executable()
+}
+
+// nemesisRegisters is the register workload of a round at level: the
+// contended workload, without its own delays and skew (the fault is the
+// adversary now).
+func nemesisRegisters(cfg Config, level string, round int) RegisterConfig {
+	rc := cfg.Register
+	rc.Level, rc.Seed = level, cfg.Seed+uint64(round)
+	rc.Duration = cfg.Nemesis.Fault + 2*cfg.Nemesis.Lead
+	rc.Skew = 0 // the clock-skew fault sets clocks now; the delays stay: they make a fault's anomalies likelier
+	rc.Prefix = fmt.Sprintf("troop:nemesis:%d:%d:%s", time.Now().UnixNano(), round, level)
+	return rc
+}
+
+// nemesisRound runs one fault at one level: the level's register and
+// write workloads, the fault after Lead, the wait for the heal, then the
+// checks.
+func (c *cluster) nemesisRound(ctx context.Context, cfg Config, m *monkey.Monkey, a chaos.Action, pick uint64, level string, i int, phaseStart time.Time) (NemesisRound, []Event, error) {
+	nc := cfg.Nemesis
+	round := NemesisRound{Fault: a.String(), Level: level}
+	since := func() float64 { return time.Since(phaseStart).Seconds() }
+	regs := nemesisRegisters(cfg, level, i)
+	bc := nemesisBench(cfg, level, fmt.Sprintf("nemesis:%d:%d:%s:", time.Now().UnixNano(), i, level))
+	var (
+		hist          []check.Op
+		model         *bench.Model
+		regErr, wrErr error
+		wg            sync.WaitGroup
+	)
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		hist, regErr = RunRegisters(ctx, c.nodes, regs)
+	}()
+	go func() {
+		defer wg.Done()
+		round.Writes, model, wrErr = c.bench(ctx, bc)
+	}()
+	var events []Event
+	term, ferr := c.nemesisFault(ctx, m, a, pick, nc.Lead)
+	round.Start = since()
+	if ferr != nil {
+		round.Error = ferr.Error()
+		events = append(events, Event{round.Start, fmt.Sprintf("the nemesis could not put %s in place: %v", a, ferr)})
+	} else {
+		// The lease counts from the action's start, before the fault was
+		// in place (a delay's queue takes a moment to start).
+		round.Start = term.Executed.Sub(phaseStart).Seconds()
+		round.Node = term.Instance.ID
+		round.End = round.Start + a.Duration.Seconds()
+		events = append(events, Event{round.Start, fmt.Sprintf("nemesis: %s of %s, at %s", a, term.Instance.ID, level)})
+	}
+	wg.Wait()
+	if err := errors.Join(regErr, wrErr); err != nil {
+		return round, events, fmt.Errorf("%s at %s: %w", a, level, err)
+	}
+	if ferr == nil {
+		rctx, cancel := context.WithTimeout(ctx, time.Until(term.Executed.Add(a.Duration))+time.Minute)
+		_, err := m.AwaitRecovery(rctx, term)
+		cancel()
+		if err != nil {
+			return round, events, fmt.Errorf("%s of %s did not heal: %w", a, term.Instance.ID, err)
+		}
+		round.Healed = since()
+		events = append(events, Event{round.Healed, fmt.Sprintf("healed: %s gone, every node holds every other up", a.Kind)})
+	}
+	round.Registers = check.CheckRegisters(hist, 10*time.Second)
+	keys := keysOf(hist)
+	for _, k := range model.Written() {
+		keys = append(keys, string(bc.Key(nil, k)))
+	}
+	differ, err := c.awaitConvergence(ctx, keys, nc.Settle)
+	if err != nil {
+		return round, events, err
+	}
+	round.Differ, round.Samples = len(differ), differ[:min(len(differ), 10)]
+	if round.Audit, err = c.audit(ctx, bc, model); err != nil {
+		return round, events, fmt.Errorf("audit after %s at %s: %w", a, level, err)
+	}
+	return round, events, nil
+}
+
+// nemesisFault waits lead, then has the monkey inject a on the node of
+// the lab that pick chooses, under a lease.
+func (c *cluster) nemesisFault(ctx context.Context, m *monkey.Monkey, a chaos.Action, pick uint64, lead time.Duration) (chaos.Termination, error) {
+	select {
+	case <-ctx.Done():
+		return chaos.Termination{}, ctx.Err()
+	case <-time.After(lead):
+	}
+	term, err := m.Execute(ctx, chaos.PlannedKill{Group: nemesisGroup, Action: a, Pick: pick}, monkey.Forced)
+	if err == nil && term.Outcome != chaos.Executed {
+		err = fmt.Errorf("%s: %s", term.Outcome, term.Reason)
+	}
+	return term, err
+}
+
+// nemesisBench is the write workload of a round at level, its keys under
+// prefix: troop run's mixed job, half reads, on fewer keys, half of the
+// operations on a few of them.
+func nemesisBench(cfg Config, level, prefix string) bench.Config {
+	w := nemesisWrites
+	nc := cfg
+	nc.Keys, nc.ContendedKeys, nc.ValueSize = w.Keys, w.ContendedKeys, 256
+	nc.ReadersPerNode, nc.WritersPerNode = w.ReadersPerNode, w.WritersPerNode
+	bc := benchConfig(nc, level, cfg.Nemesis.Fault+2*cfg.Nemesis.Lead, nemesisWriteRate, true)
+	bc.KeyPrefix, bc.Ratio, bc.Progress = prefix, bench.Ratio{Get: 50, Set: 50}, nil
+	return bc
+}
+
+// keysOf lists the keys of a history.
+func keysOf(hist []check.Op) []string {
+	var out []string
+	for _, o := range hist {
+		if !slices.Contains(out, o.Key) {
+			out = append(out, o.Key)
+		}
+	}
+	return out
+}
+
+// awaitConvergence waits until every key's replicas hold the same value
+// and version, for at most settle, and returns the keys that still differ
+// then, each with what its replicas hold.
+func (c *cluster) awaitConvergence(ctx context.Context, keys []string, settle time.Duration) ([]string, error) {
+	deadline := time.Now().Add(settle)
+	for {
+		differ, err := c.differingReplicas(ctx, keys)
+		if err != nil || len(differ) == 0 || !time.Now().Before(deadline) {
+			return differ, err
+		}
+		keys = keys[:0]
+		for _, d := range differ {
+			keys = append(keys, d[:strings.IndexByte(d, ' ')])
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// differingReplicas reads each key, value and version, from the
+// redis-server of its replica in every rack of the first datacenter, and
+// lists the keys they disagree on: "key rack1=... rack2=...".
+func (c *cluster) differingReplicas(ctx context.Context, keys []string) ([]string, error) {
+	st, err := c.status(ctx)
+	if err != nil {
+		return nil, err
+	}
+	redisOf := map[string]string{}
+	for _, n := range st.Nodes {
+		redisOf[n.Name] = n.Redis
+	}
+	conns := map[string]*client.Plain{}
+	defer func() {
+		for _, p := range conns {
+			p.Close()
+		}
+	}()
+	var out []string
+	for _, key := range keys {
+		reps, err := client.Replicas(c.nodes, c.nodes[0].DC, []byte(key))
+		if err != nil {
+			return nil, err
+		}
+		var held []string
+		differs := false
+		for _, r := range reps {
+			addr := redisOf[r.Name]
+			p := conns[addr]
+			if p == nil {
+				if p, err = client.NewPlain([]string{addr}, client.PlainOptions{Timeout: 5 * time.Second}); err != nil {
+					return nil, err
+				}
+				conns[addr] = p
+			}
+			raw, err := p.Do(ctx, []byte("MGET"), []byte(key), []byte(node.VersionPrefix+key))
+			if err != nil {
+				return nil, fmt.Errorf("reading %s from the redis-server of %s: %w", key, r.Name, err)
+			}
+			v, err := resp.Parse(raw)
+			if err != nil || len(v.Elems) != 2 {
+				return nil, fmt.Errorf("reading %s from the redis-server of %s: unexpected reply %q", key, r.Name, raw)
+			}
+			got := fmt.Sprintf("%s@%s", v.Elems[0], v.Elems[1])
+			differs = differs || len(held) > 0 && got != held[0][strings.IndexByte(held[0], '=')+1:]
+			held = append(held, r.Rack+"="+got)
+		}
+		if differs {
+			out = append(out, key+" "+strings.Join(held, " "))
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// status is the lab's status: the lab's own when this run started it.
+func (c *cluster) status(ctx context.Context) (*lab.Status, error) {
+	if c.lab != nil {
+		return c.lab.Status(), nil
+	}
+	return lab.Inspect(ctx, c.labDir)
+}
