@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/troop-lab/troop/internal/freeport"
 )
@@ -24,6 +25,11 @@ type Shape struct {
 	Racks        int `json:"racks"`
 	NodesPerRack int `json:"nodes_per_rack"`
 }
+
+// NodeTimeout is a lab node's request timeout (its config's timeout): it
+// answers every request within twice that, once for a quorum write's
+// version query and once for its replicas.
+const NodeTimeout = 5 * time.Second
 
 // DefaultShape is one datacenter of three racks with one node each: the
 // smallest shape where quorum differs from one.
@@ -156,7 +162,7 @@ func NodeConfig(n Node, all []Node, readConsistency, writeConsistency string) []
 	fmt.Fprintf(&b, "  data_store: 0\n")
 	fmt.Fprintf(&b, "  read_consistency: %s\n", readConsistency)
 	fmt.Fprintf(&b, "  write_consistency: %s\n", writeConsistency)
-	fmt.Fprintf(&b, "  timeout: 5000\n")
+	fmt.Fprintf(&b, "  timeout: %d\n", NodeTimeout.Milliseconds())
 	fmt.Fprintf(&b, "  troop_node_name: %s\n", n.Name)
 	return []byte(b.String())
 }

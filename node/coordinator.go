@@ -135,7 +135,7 @@ func (n *Node) write(tr *trace, level consistency.Level, cmd *command, keys [][]
 		return
 	}
 	q := &versionQuery{replicated: n.newReplicated(tr, level, args[0], reps, done), key: keys[0],
-		asker: asker{order: askOrder(reps)}, release: g.hold(keys[0])}
+		asker: asker{order: askOrder(reps)}, release: g.hold(keys[0]), deadline: time.Now().Add(n.cfg.Timeout)}
 	q.write = func(newest []byte, b *batch) {
 		n.clock.observe(newest)
 		n.writeAt(tr, level, cmd, keys, args, reps, n.clock.next(), b, done)
@@ -175,13 +175,19 @@ func (n *Node) writeAt(tr *trace, level consistency.Level, cmd *command, keys []
 // this phase a coordinator's clock alone would stamp the write, and two
 // coordinators writing within one millisecond could order a later write
 // before an earlier one, which the replicas would then keep.
+//
+// A write is stamped within the node's timeout of its start, or not at
+// all. A query still undecided then (its first replica partitioned away,
+// say) is not applied: stamped later, it would outrank writes acknowledged
+// meanwhile, among them the retry of a client that gave up on it.
 type versionQuery struct {
 	replicated
 	asker
-	key     []byte
-	newest  []byte // the newest version answered so far
-	write   func(newest []byte, b *batch)
-	release func() // of the key in the connection's gate, once the write is queued or failed
+	key      []byte
+	newest   []byte // the newest version answered so far
+	deadline time.Time
+	write    func(newest []byte, b *batch)
+	release  func() // of the key in the connection's gate, once the write is queued or failed
 }
 
 func (q *versionQuery) ask(replicas []int, b *batch) {
@@ -220,6 +226,16 @@ func (q *versionQuery) answer(i int, version []byte, err error, b *batch) {
 	}
 	if q.decided {
 		q.mu.Unlock()
+		return
+	}
+	if time.Now().After(q.deadline) {
+		q.decided = true
+		q.n.stats.quorumFailures.Add(1)
+		out := resp.AppendError(nil, fmt.Sprintf("ERR troop: %s write (%s) failed and was not applied: its version query took more than the node's timeout (%v): %d of %d replicas answered (%s)",
+			q.level, q.name, q.n.cfg.Timeout, q.tally.OK, q.tally.Replicas, explain(q.replicas, q.reasons)))
+		q.mu.Unlock()
+		q.release()
+		q.done(out)
 		return
 	}
 	switch consistency.DecideRead(consistency.DCQuorum, q.tally) {

@@ -210,6 +210,19 @@ func TestInjectionAndLineage(t *testing.T) {
 	if l := lineageOf(t, c); l.Command != "MGET" || !slices.Equal(l.Used, []string{local}) {
 		t.Errorf("MGET lineage %+v", l)
 	}
+
+	// A quorum write whose version query outlives the node's timeout (its
+	// first peer never answers) is not stamped late: it is not applied.
+	c.must("TROOP", "CONSISTENCY", "DC_QUORUM")
+	c.must("TROOP", "FIT", to2+"=timeout")
+	if v := c.do("SET", "k", "late"); !v.IsError() || !contains(string(v.Str), "was not applied: its version query took more than the node's timeout") {
+		t.Errorf("SET past the timeout = %s", v)
+	}
+	c.must("TROOP", "FIT", "RESET")
+	c.must("TROOP", "CONSISTENCY", "DC_SAFE_QUORUM")
+	if got := c.must("GET", "k"); got != "v5" {
+		t.Errorf("GET after the write that was not applied = %q, want v5", got)
+	}
 }
 
 // A pipelined TROOP LINEAGE answers for the request before it, once that
