@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"slices"
 	"strings"
+	"time"
 
 	"gopkg.in/yaml.v3"
 )
@@ -68,6 +70,19 @@ func (c *Config) Validate() error {
 	for _, l := range c.Levels {
 		if !slices.Contains(levels, l) {
 			return fmt.Errorf("levels: %q is not one of %s", l, strings.Join(levels, ", "))
+		}
+	}
+	for _, l := range c.Nemesis.Levels {
+		if !slices.Contains(levels, l) {
+			return fmt.Errorf("nemesis: levels: %q is not one of %s", l, strings.Join(levels, ", "))
+		}
+	}
+	if len(c.Nemesis.Faults) > 0 && (c.Nemesis.Fault < time.Second || c.Nemesis.Lead < 0 || c.Nemesis.Settle <= 0) {
+		return errors.New("nemesis: fault must be at least 1s, lead not negative and settle positive")
+	}
+	for _, f := range c.Nemesis.Faults {
+		if _, err := nemesisAction(f, c.Nemesis.Fault, rand.New(rand.NewPCG(0, 0))); err != nil {
+			return err
 		}
 	}
 	return nil

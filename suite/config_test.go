@@ -39,6 +39,9 @@ func TestLoadConfig(t *testing.T) {
 		"register: {clients: 0}\nkeys: 5000\n": "register: keys, clients",
 		"register: {ops: -1}\n":                "register: ops must not be negative",
 		"keys: 50\ncontended_keys: 50\n":       "contended_keys 50 must be fewer than keys 50",
+		"nemesis: {faults: [terminate]}\n":     `nemesis: "terminate" is not a network or clock fault`,
+		"nemesis: {levels: [DC_TWO]}\n":        `nemesis: levels: "DC_TWO"`,
+		"nemesis: {fault: 10ms}\n":             "nemesis: fault must be at least 1s",
 	} {
 		_, err := LoadConfig(write(body), DefaultConfig())
 		if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "run.yml") {

@@ -33,6 +33,9 @@ type NemesisConfig struct {
 	// clock-skew. Each gets parameters drawn from the seed. Empty skips
 	// the phase.
 	Faults []string `json:"faults" yaml:"faults"`
+	// Levels are the levels each fault runs at, one after the other; empty:
+	// the run's levels.
+	Levels []string `json:"levels,omitempty" yaml:"levels"`
 	// Fault is how long each fault lasts; the workloads run Lead before it
 	// and Lead after its end.
 	Fault time.Duration `json:"fault" yaml:"fault"`
@@ -86,14 +89,17 @@ type NemesisRound struct {
 	Registers check.Verdict     `json:"registers"`
 	Writes    *bench.Result     `json:"writes"`
 	Audit     bench.AuditResult `json:"audit"`
-	// Differ counts the round's keys whose replicas still differed Settle
-	// after the heal.
-	Differ  int      `json:"replicas_differ"`
-	Samples []string `json:"differ_samples,omitempty"`
+	// Converged is the seconds from the heal until the replicas of every
+	// key the round wrote agreed; Differ counts the keys whose replicas
+	// still differed Settle after the heal.
+	Converged float64  `json:"converged"`
+	Differ    int      `json:"replicas_differ"`
+	Samples   []string `json:"differ_samples,omitempty"`
 }
 
-// nemesisWrites is the write workload's shape.
-var nemesisWrites = NemesisWorkload{Keys: 1000, ContendedKeys: 10, ReadersPerNode: 2, WritersPerNode: 2}
+// nemesisWrites is the write workload's shape: workers enough to keep
+// its rate while some of them wait out a node's timeout.
+var nemesisWrites = NemesisWorkload{Keys: 1000, ContendedKeys: 10, ReadersPerNode: 100, WritersPerNode: 100}
 
 // nemesisWriteRate is the write workload's rate, in operations a second:
 // open loop, so that the register workload keeps the CPU it needs to meet
@@ -145,7 +151,7 @@ func (c *cluster) nemesis(ctx context.Context, cfg Config, step func(string, ...
 			continue
 		}
 		pick := r.Uint64() // the same node at every level
-		for _, level := range cfg.Levels {
+		for _, level := range nemesisLevels(cfg) {
 			step("nemesis: %s while the workloads run at %s", a, level)
 			round, events, err := c.nemesisRound(ctx, cfg, m, a, pick, level, i, start)
 			ph.Events = append(ph.Events, events...)
@@ -157,6 +163,14 @@ func (c *cluster) nemesis(ctx context.Context, cfg Config, step func(string, ...
 	}
 	ph.Register = nemesisRegisters(cfg, "", 0)
 	return ph, nil
+}
+
+// nemesisLevels are the levels each fault runs at.
+func nemesisLevels(cfg Config) []string {
+	if len(cfg.Nemesis.Levels) > 0 {
+		return cfg.Nemesis.Levels
+	}
+	return cfg.Levels
 }
 
 // newMonkey builds the chaos monkey that injects the nemesis's faults: one
@@ -276,7 +290,6 @@ func (c *cluster) nemesisRound(ctx context.Context, cfg Config, m *monkey.Monkey
 		round.Healed = since()
 		events = append(events, Event{round.Healed, fmt.Sprintf("healed: %s gone, every node holds every other up", a.Kind)})
 	}
-	round.Registers = check.CheckRegisters(hist, 10*time.Second)
 	keys := keysOf(hist)
 	for _, k := range model.Written() {
 		keys = append(keys, string(bc.Key(nil, k)))
@@ -285,7 +298,9 @@ func (c *cluster) nemesisRound(ctx context.Context, cfg Config, m *monkey.Monkey
 	if err != nil {
 		return round, events, err
 	}
+	round.Converged = since() - round.Healed
 	round.Differ, round.Samples = len(differ), differ[:min(len(differ), 10)]
+	round.Registers = check.CheckRegisters(hist, 10*time.Second)
 	if round.Audit, err = c.audit(ctx, bc, model); err != nil {
 		return round, events, fmt.Errorf("audit after %s at %s: %w", a, level, err)
 	}

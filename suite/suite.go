@@ -99,7 +99,7 @@ func QuickConfig() Config {
 	c.ReadersPerNode, c.WritersPerNode = 8, 2
 	c.Baseline, c.Fault, c.KillAt, c.ReplaceAfter = 5*time.Second, 15*time.Second, 4*time.Second, 2*time.Second
 	c.Register.Duration = 5 * time.Second
-	c.Nemesis.Fault = 4 * time.Second
+	c.Nemesis.Fault, c.Nemesis.Levels = 4*time.Second, []string{"DC_QUORUM"}
 	return c
 }
 
@@ -353,10 +353,16 @@ func (c *cluster) describe() string {
 	return fmt.Sprintf("lab %s: %d nodes", filepath.Clean(c.labDir), len(c.nodes))
 }
 
+// requestTimeout is the workloads' timeout per request: longer than a lab
+// node takes to answer, so that a client retries only a request the node
+// has given up on. A shorter one retries writes the node is still working
+// on, which may then land after later writes, and outrank them.
+const requestTimeout = 2*lab.NodeTimeout + time.Second
+
 // target is a Dyno-style client per rack at level, failing over across
 // racks once, as a Dyno client configured for availability does.
 func (c *cluster) target(level string) (*bench.ClusterTarget, error) {
-	return bench.NewClusterTarget(c.nodes, "", client.Options{ConnsPerNode: 2, Timeout: 2 * time.Second,
+	return bench.NewClusterTarget(c.nodes, "", client.Options{ConnsPerNode: 2, Timeout: requestTimeout,
 		ReadLevel: level, WriteLevel: level, Retry: client.Retry{Attempts: 1, CrossRack: true}})
 }
 
@@ -371,7 +377,7 @@ func benchConfig(cfg Config, level string, d time.Duration, rate float64, conten
 	}
 	bc.Readers, bc.Writers = cfg.ReadersPerNode, cfg.WritersPerNode
 	bc.Duration, bc.Rate, bc.Seed, bc.Consistency = d, rate, cfg.Seed, level
-	bc.Timeout, bc.Version, bc.Progress = 2*time.Second, cfg.Version, cfg.Progress
+	bc.Timeout, bc.Version, bc.Progress = requestTimeout, cfg.Version, cfg.Progress
 	if level == "DC_ONE" {
 		bc.Staleness = 1 // DC_ONE reads may come from a replica an acknowledged write has not reached
 	}
