@@ -130,7 +130,7 @@ func runDemo(ctx context.Context, out io.Writer, dir, troop string) error {
 	first.Do("TROOP", "CONSISTENCY", "DC_QUORUM")
 	say("   DC_QUORUM       SET demo:failure recovered -> %s", first.Do("SET", "demo:failure", "recovered"))
 	say("   DC_QUORUM       GET demo:failure           -> %s", first.Do("GET", "demo:failure"))
-	say("\n   (the restarted redis-servers came back empty: troop does not repair them yet, see docs/store.md)")
+	say("\n   (the restarted redis-servers came back empty: read repair and hints refill them, and troop repair runs an anti-entropy pass; see docs/repair.md)")
 	return showCounters(say, nodes[0])
 }
 

@@ -33,9 +33,10 @@ func newRunCmd() *cobra.Command {
 (--lab), and run the suite: a baseline benchmark at DC_ONE and DC_QUORUM, a
 run at DC_QUORUM during which the chaos monkey terminates a node and the lab
 replaces it, an audit of every acknowledged write, a linearizability check of
-a register workload per level, and lineage-driven fault injection. Write
-DIR/report.html (self-contained) and DIR/report.json. --quick takes about
-half a minute; the default about a minute and a half. See docs/run.md.`,
+a register workload per level, a nemesis (partitions, packet loss and delay,
+clock skew) while those workloads run, and lineage-driven fault injection.
+Write DIR/report.html (self-contained) and DIR/report.json. --quick takes
+about a minute; the default about four. See docs/run.md.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg := suite.DefaultConfig()
@@ -69,7 +70,7 @@ half a minute; the default about a minute and a half. See docs/run.md.`,
 		},
 	}
 	f := cmd.Flags()
-	f.BoolVar(&quick, "quick", false, "a short run, about half a minute")
+	f.BoolVar(&quick, "quick", false, "a short run, about a minute")
 	f.StringVar(&out, "out", ".troop/run", "directory for the report, its JSON and the lab")
 	f.StringVar(&configFile, "config", "", "a YAML file of phase settings over the preset (see docs/run.md)")
 	f.StringVar(&labDir, "lab", "", "use the lab running in this directory (troop lab up) instead of starting one")
