@@ -36,6 +36,10 @@ func (n *Node) levelFor(sess *session, write bool) consistency.Level {
 
 func (n *Node) handleClient(cmd resp.Command, s *slot, sess *session, b *batch) {
 	args := cmd.Args
+	if sess.refusedMulti && !isCommand(args[0], "QUIT") {
+		s.complete(sess.afterRefusedMulti(args[0]))
+		return
+	}
 	c := lookup(args[0])
 	if c == nil {
 		s.complete(unknownCommand(args))
@@ -55,6 +59,7 @@ func (n *Node) handleClient(cmd resp.Command, s *slot, sess *session, b *batch) 
 		s.complete(n.local(c, args, sess))
 		return
 	case kindUnsupported:
+		sess.refusedMulti = c.name == "MULTI"
 		s.complete(resp.AppendError(nil, fmt.Sprintf("ERR troop: '%s' is not supported: %s", c.name, c.why)))
 		return
 	}
@@ -424,4 +429,24 @@ func (n *Node) infoText() string {
 	fmt.Fprintf(&b, "\r\n# Stats\r\ntotal_connections_received:%d\r\ninflight_requests:%d\r\nforwarded_requests:%d\r\nbusy_replies:%d\r\nquorum_failures:%d\r\ntimeouts:%d\r\n",
 		n.stats.connsAccepted.Load(), n.inflight.Load(), n.stats.forwarded.Load(), n.stats.busy.Load(), n.stats.quorumFailures.Load(), n.stats.timeouts.Load())
 	return b.String()
+}
+
+// afterRefusedMulti answers a command sent after a MULTI the node refused.
+// A client that pipelines MULTI ... EXEC expects Redis to queue those
+// commands and run them together at EXEC; running them one by one would run
+// half a transaction without its atomicity. So nothing runs until EXEC
+// (which aborts, as Redis aborts a transaction with a bad command in it) or
+// DISCARD.
+func (sess *session) afterRefusedMulti(name []byte) []byte {
+	switch {
+	case isCommand(name, "EXEC"):
+		sess.refusedMulti = false
+		return resp.AppendError(nil, "EXECABORT Transaction discarded because MULTI was refused: troop does not run transactions")
+	case isCommand(name, "DISCARD"):
+		sess.refusedMulti = false
+		return []byte("+OK\r\n")
+	case isCommand(name, "MULTI"):
+		return resp.AppendError(nil, "ERR MULTI calls can not be nested")
+	}
+	return resp.AppendError(nil, "ERR troop: not run: this connection's MULTI was refused (troop does not run transactions), so every command up to its EXEC or DISCARD is refused too")
 }

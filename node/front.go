@@ -46,6 +46,9 @@ type session struct {
 	quit                  bool
 	fit                   *connFit // nil until TROOP FIT or TROOP LINEAGE ON
 	gate                  keyGate  // keeps the connection's requests on a key in order
+	// refusedMulti is set from a refused MULTI to its EXEC or DISCARD:
+	// the commands between are refused too (afterRefusedMulti).
+	refusedMulti bool
 }
 
 // requestHandler answers one request, now or later, by completing its slot;

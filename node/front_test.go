@@ -92,7 +92,7 @@ func TestCommandSupport(t *testing.T) {
 		{[]string{"SELECT", "1"}, "ERR troop: only database 0"},
 		{[]string{"INFO"}, ""},
 		{[]string{"COMMAND", "COUNT"}, ""},
-		{[]string{"MULTI"}, "ERR troop: 'MULTI' is not supported"},
+		{[]string{"WATCH", "k"}, "ERR troop: 'WATCH' is not supported"},
 		{[]string{"SUBSCRIBE", "ch"}, "ERR troop: 'SUBSCRIBE' is not supported"},
 		{[]string{"BLPOP", "l", "0"}, "ERR troop: 'BLPOP' is not supported"},
 		{[]string{"FLUSHALL"}, "ERR troop: 'FLUSHALL' is not supported"},
@@ -122,6 +122,33 @@ func TestCommandSupport(t *testing.T) {
 	v := c.do("TROOP", "CONSISTENCY")
 	if len(v.Elems) != 2 || string(v.Elems[0].Str) != "DC_QUORUM" {
 		t.Errorf("after DYNO_CONFIG:CONN_CONSISTENCY DC_QUORUM, TROOP CONSISTENCY = %s", v)
+	}
+}
+
+// A transaction the node refuses runs nothing: not the commands queued
+// after its MULTI, and EXEC aborts it. DISCARD ends it too.
+func TestRefusedMultiRunsNothing(t *testing.T) {
+	tc := startCluster(t, clusterOpts{racks: 1})
+	c := tc.client(0, "")
+	for _, end := range []string{"EXEC", "DISCARD"} {
+		c.must("SET", "tx", "before")
+		var replies []resp.Value
+		for _, cmd := range [][]string{{"MULTI"}, {"SET", "tx", "inside"}, {"INCR", "tx:n"}, {"MULTI"}, {end}} {
+			replies = append(replies, c.do(cmd...))
+		}
+		want := []string{"ERR troop: 'MULTI' is not supported", "ERR troop: not run", "ERR troop: not run", "ERR MULTI calls can not be nested",
+			map[string]string{"EXEC": "EXECABORT Transaction discarded", "DISCARD": ""}[end]}
+		for i, v := range replies {
+			if want[i] == "" && v.IsError() || want[i] != "" && (!v.IsError() || !strings.HasPrefix(string(v.Str), want[i])) {
+				t.Errorf("%s: reply %d = %s, want %q", end, i, v, want[i])
+			}
+		}
+		if got := c.must("GET", "tx"); got != "before" {
+			t.Errorf("%s: GET tx = %q: a command of the refused transaction ran", end, got)
+		}
+		if v := c.do("EXISTS", "tx:n"); v.Int != 0 {
+			t.Errorf("%s: INCR of the refused transaction ran", end)
+		}
 	}
 }
 
