@@ -10,7 +10,7 @@ import (
 const queueCap = 4096
 
 // hypotheses hands out the minimal hitting sets of a growing formula,
-// smallest first, at random among those of one size (seeds/000: "compute
+// smallest first, at random among those of one size (Netflix's LDFI post: "compute
 // all solutions ... and then choose randomly from the smallest"). It fills
 // a queue with every minimal hitting set of the smallest size and draws from
 // it, dropping a drawn set that a clause learned since no longer lets hit,

@@ -51,7 +51,7 @@ type Config struct {
 	// Probes is the number of requests per experiment.
 	Probes int `json:"probes"`
 	// FailRatio: an experiment finds a failure set when more than this share
-	// of the requests that reached an injected point failed (seeds/000: 0.75).
+	// of the requests that reached an injected point failed (Netflix's LDFI post: 0.75).
 	FailRatio float64 `json:"fail_ratio"`
 	// MaxExperiments bounds the experiments, the baseline not counted.
 	MaxExperiments int `json:"max_experiments"`
@@ -281,7 +281,7 @@ func experimentScope(ctx context.Context, cfg Config, t Target, f *Formula, cloc
 	return e, nil
 }
 
-// judge is the oracle over an experiment's requests (seeds/000).
+// judge is the oracle over an experiment's requests (Netflix's LDFI post).
 func judge(reached, failed int, ratio float64) string {
 	switch {
 	case reached == 0:

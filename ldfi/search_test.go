@@ -26,7 +26,7 @@ func (c *fakeClock) Sleep(ctx context.Context, d time.Duration) error {
 	return ctx.Err()
 }
 
-// appBoot is the seed's worked example (seeds/000): the API calls Ratings
+// appBoot is the worked example of Netflix's LDFI post: the API calls Ratings
 // (optional), Playlist (with the fallback PF) and B; A (the API itself) and
 // B are critical.
 type appBoot struct{ probes int }

@@ -46,7 +46,7 @@ func newLDFICmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "ldfi",
 		Short: "Lineage-driven fault injection: find the smallest sets of failures that break a request",
-		Long: `Lineage-driven fault injection (seeds/000, Molly): probe a request class,
+		Long: `Lineage-driven fault injection (Netflix's LDFI post, after Molly): probe a request class,
 read each successful request's lineage (the injection points its answer
 depended on), and inject the smallest sets of failures that could break every
 execution seen so far, learning from each fallback. See docs/ldfi.md.`,

@@ -1,5 +1,5 @@
 // Package appboot is a set of small HTTP services modelled on Netflix's App
-// Boot request (seeds/000), instrumented with fit, for ldfi to explore: the
+// Boot request (Netflix's LDFI post), instrumented with fit, for ldfi to explore: the
 // api gateway's GET /appboot touches fifteen services, some calls optional,
 // some with fallbacks, and planted faults, one of which only a combination
 // of two failures triggers.
@@ -84,7 +84,7 @@ const Gateway = "api"
 const Path = "/appboot"
 
 // MemberError marks an answer that is a 200 but a failure for the member: a
-// partial success with the error embedded in the payload (seeds/000).
+// partial success with the error embedded in the payload (Netflix's LDFI post).
 const MemberError = "member_error"
 
 // Expected lists the minimal failure sets of the App Boot request, by design

@@ -43,7 +43,7 @@ type config struct {
 	Anchor    bool    `json:"anchor"`  // also run redis-benchmark against redis-server
 	Proxy     bool    `json:"proxy"`   // run the proxy-overhead experiment
 	Cluster   bool    `json:"cluster"` // also run the three-rack experiment
-	Repair    bool    `json:"repair"`  // also run the repair experiments (issue 6)
+	Repair    bool    `json:"repair"`  // also run the repair experiments
 	AEKeys    int     `json:"ae_keys"` // keys in the anti-entropy experiment
 	AEDiff    int     `json:"ae_diff"` // keys made to differ on one replica
 	Quick     bool    `json:"quick"`

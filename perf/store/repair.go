@@ -16,7 +16,7 @@ import (
 	"github.com/troop-lab/troop/topology"
 )
 
-// The repair experiments (issue 6, docs/performance.md):
+// The repair experiments (docs/performance.md):
 //
 //   - writes, writes_one_down: DC_QUORUM SETs on three three-rack clusters
 //     side by side: "on" with hinted handoff, read repair and versions on
