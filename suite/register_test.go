@@ -92,23 +92,6 @@ func TestMinimalRegistersLinearizable(t *testing.T) {
 		Level: "DC_QUORUM", Writes: 0.5, Timeout: time.Second, Seed: 1, Prefix: "minimal"}))
 }
 
-// The minimal case finds the store as it was before the version query
-// (no-version-query), in rounds of 5 s, at most six. It does not find
-// no-read-write-back (0 of 4 rounds when measured): with no delay between
-// nodes, the read repair that follows a read is in place before another
-// read can miss it; the contended workload below finds it.
-func TestMinimalRegistersFindNoVersionQuery(t *testing.T) {
-	nodes := startLab(t, 3, topology.BugNoVersionQuery)
-	for round := 1; round <= 6; round++ {
-		v := runRegisters(t, nodes, RegisterConfig{Keys: 1, Clients: 3, Duration: 5 * time.Second,
-			Level: "DC_QUORUM", Writes: 0.5, Timeout: time.Second, Seed: uint64(round), Prefix: fmt.Sprintf("minimal:%d", round)})
-		if v.Result == "Illegal" {
-			return
-		}
-	}
-	t.Error("30 s of the minimal workload did not find no-version-query")
-}
-
 // contended is the register workload of troop run (six clients, delays
 // between nodes, one clock ahead) on one key, for d.
 func contended(d time.Duration, round int) RegisterConfig {
