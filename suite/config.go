@@ -72,6 +72,9 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("levels: %q is not one of %s", l, strings.Join(levels, ", "))
 		}
 	}
+	if c.RequestTimeout <= 0 {
+		return errors.New("request_timeout must be positive")
+	}
 	for _, l := range c.Nemesis.Levels {
 		if !slices.Contains(levels, l) {
 			return fmt.Errorf("nemesis: levels: %q is not one of %s", l, strings.Join(levels, ", "))

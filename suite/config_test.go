@@ -42,6 +42,7 @@ func TestLoadConfig(t *testing.T) {
 		"nemesis: {faults: [terminate]}\n":     `nemesis: "terminate" is not a network or clock fault`,
 		"nemesis: {levels: [DC_TWO]}\n":        `nemesis: levels: "DC_TWO"`,
 		"nemesis: {fault: 10ms}\n":             "nemesis: fault must be at least 1s",
+		"request_timeout: 0s\n":                "request_timeout must be positive",
 	} {
 		_, err := LoadConfig(write(body), DefaultConfig())
 		if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "run.yml") {

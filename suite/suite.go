@@ -66,11 +66,16 @@ type Config struct {
 	// operations, so that each is written by many writers through every
 	// coordinator and the audit judges keys whose writes raced; 0 spreads
 	// the operations evenly.
-	ContendedKeys uint64         `json:"contended_keys" yaml:"contended_keys"`
-	Register      RegisterConfig `json:"register" yaml:"register"`
-	Nemesis       NemesisConfig  `json:"nemesis" yaml:"nemesis"`
-	Levels        []string       `json:"levels" yaml:"levels"`                   // of the baseline and the consistency phase
-	LDFIMaxFaults int            `json:"ldfi_max_faults" yaml:"ldfi_max_faults"` // k of the LDFI phase; 0 skips it
+	ContendedKeys uint64 `json:"contended_keys" yaml:"contended_keys"`
+	// RequestTimeout is how long the benchmark workloads' clients wait for
+	// an answer before they retry through another rack. The default
+	// outwaits a lab node; a shorter one retries writes still in flight,
+	// which may then land after later writes (store.md says why).
+	RequestTimeout time.Duration  `json:"request_timeout" yaml:"request_timeout"`
+	Register       RegisterConfig `json:"register" yaml:"register"`
+	Nemesis        NemesisConfig  `json:"nemesis" yaml:"nemesis"`
+	Levels         []string       `json:"levels" yaml:"levels"`                   // of the baseline and the consistency phase
+	LDFIMaxFaults  int            `json:"ldfi_max_faults" yaml:"ldfi_max_faults"` // k of the LDFI phase; 0 skips it
 	// Out is where the run writes what it produces beside the report (the
 	// LDFI phase's reports and scenario files).
 	Out string `json:"out" yaml:"-"`
@@ -79,19 +84,19 @@ type Config struct {
 	Progress io.Writer `json:"-" yaml:"-"` // bench's progress line; nil = quiet
 }
 
-// DefaultConfig is the full run: about a minute and a half here.
+// DefaultConfig is the full run: about four minutes here.
 func DefaultConfig() Config {
 	reg := DefaultRegisterConfig()
 	return Config{
 		Seed: 1, Dir: ".troop/run/lab", Out: ".troop/run", Keys: 100_000, ValueSize: 1024,
 		ReadersPerNode: 32, WritersPerNode: 8,
 		Baseline: 20 * time.Second, Fault: 40 * time.Second, KillAt: 10 * time.Second,
-		ReplaceAfter: 5 * time.Second, ContendedKeys: 100, Register: reg, Nemesis: DefaultNemesisConfig(),
+		ReplaceAfter: 5 * time.Second, ContendedKeys: 100, RequestTimeout: requestTimeout, Register: reg, Nemesis: DefaultNemesisConfig(),
 		Levels: []string{"DC_ONE", "DC_QUORUM"}, LDFIMaxFaults: 2,
 	}
 }
 
-// QuickConfig finishes in about half a minute.
+// QuickConfig finishes in about a minute.
 func QuickConfig() Config {
 	c := DefaultConfig()
 	c.Quick = true
@@ -353,16 +358,17 @@ func (c *cluster) describe() string {
 	return fmt.Sprintf("lab %s: %d nodes", filepath.Clean(c.labDir), len(c.nodes))
 }
 
-// requestTimeout is the workloads' timeout per request: longer than a lab
-// node takes to answer, so that a client retries only a request the node
-// has given up on. A shorter one retries writes the node is still working
-// on, which may then land after later writes, and outrank them.
+// requestTimeout is the workloads' default timeout per request: longer
+// than a lab node takes to answer, so that a client retries only a request
+// the node has given up on. A shorter one retries writes the node is still
+// working on, which may then land after later writes, and outrank them.
 const requestTimeout = 2*lab.NodeTimeout + time.Second
 
-// target is a Dyno-style client per rack at level, failing over across
-// racks once, as a Dyno client configured for availability does.
-func (c *cluster) target(level string) (*bench.ClusterTarget, error) {
-	return bench.NewClusterTarget(c.nodes, "", client.Options{ConnsPerNode: 2, Timeout: requestTimeout,
+// target is a Dyno-style client per rack at level, waiting timeout for
+// each answer and then failing over across racks once, as a Dyno client
+// configured for availability does.
+func (c *cluster) target(level string, timeout time.Duration) (*bench.ClusterTarget, error) {
+	return bench.NewClusterTarget(c.nodes, "", client.Options{ConnsPerNode: 2, Timeout: timeout,
 		ReadLevel: level, WriteLevel: level, Retry: client.Retry{Attempts: 1, CrossRack: true}})
 }
 
@@ -377,7 +383,7 @@ func benchConfig(cfg Config, level string, d time.Duration, rate float64, conten
 	}
 	bc.Readers, bc.Writers = cfg.ReadersPerNode, cfg.WritersPerNode
 	bc.Duration, bc.Rate, bc.Seed, bc.Consistency = d, rate, cfg.Seed, level
-	bc.Timeout, bc.Version, bc.Progress = requestTimeout, cfg.Version, cfg.Progress
+	bc.Timeout, bc.Version, bc.Progress = cfg.RequestTimeout, cfg.Version, cfg.Progress
 	if level == "DC_ONE" {
 		bc.Staleness = 1 // DC_ONE reads may come from a replica an acknowledged write has not reached
 	}
@@ -387,7 +393,7 @@ func benchConfig(cfg Config, level string, d time.Duration, rate float64, conten
 // bench runs bc against the cluster, through a client at its level, and
 // returns the result and the model of what it wrote.
 func (c *cluster) bench(ctx context.Context, bc bench.Config) (*bench.Result, *bench.Model, error) {
-	t, err := c.target(bc.Consistency)
+	t, err := c.target(bc.Consistency, bc.Timeout)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -508,7 +514,7 @@ func window(series []bench.Point, from, to int) Window {
 // audit reads back what a run of bc wrote, through a fresh client at
 // DC_QUORUM, against its model.
 func (c *cluster) audit(ctx context.Context, bc bench.Config, model *bench.Model) (bench.AuditResult, error) {
-	t, err := c.target("DC_QUORUM")
+	t, err := c.target("DC_QUORUM", bc.Timeout)
 	if err != nil {
 		return bench.AuditResult{}, err
 	}
