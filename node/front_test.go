@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/troop-lab/troop/resp"
 	"github.com/troop-lab/troop/ring"
+	"github.com/troop-lab/troop/topology"
 )
 
 // keysOnDifferentOwners finds two keys owned by different nodes of a rack
@@ -157,39 +158,118 @@ func TestBadInputClosesOnlyThatConnection(t *testing.T) {
 	}
 }
 
-// Past the per-connection bound on requests in flight, the client gets
-// -BUSY at once, and every request still gets exactly one reply in order.
-func TestBackpressureBusy(t *testing.T) {
+// Past the per-connection bound on requests in flight, the node stops
+// reading that connection until replies drain: every request is served, in
+// order, and none is refused.
+func TestBackpressureSlowsAConnection(t *testing.T) {
 	tc := startCluster(t, clusterOpts{racks: 1, maxInflightPerConn: 4, timeout: 3 * time.Second})
 	p := tc.nodes[0].redis.Cmd.Process
 	c := dial(t, tc.nodes[0].cfg.Listen)
 	p.Signal(syscall.SIGSTOP) // requests pile up in flight
+	defer p.Signal(syscall.SIGCONT)
 	var req []byte
 	for i := 0; i < 10; i++ {
-		req = resp.AppendCommandStrings(req, "GET", fmt.Sprintf("k%d", i))
+		req = resp.AppendCommandStrings(req, "SET", fmt.Sprintf("k%d", i), "v")
 	}
 	c.c.Write(req)
 	time.Sleep(300 * time.Millisecond)
+	if got := tc.nodes[0].node.inflight.Load(); got != 4 {
+		t.Errorf("%d requests in flight while redis-server is stopped, want the connection's bound, 4", got)
+	}
 	p.Signal(syscall.SIGCONT)
-	busy := 0
 	for i := 0; i < 10; i++ {
 		c.c.SetDeadline(time.Now().Add(5 * time.Second))
 		v, err := c.rd.ReadValue()
 		if err != nil {
 			t.Fatalf("reply %d: %v", i, err)
 		}
-		if v.IsError() && strings.HasPrefix(string(v.Str), "BUSY") {
-			busy++
-			if i < 4 {
-				t.Errorf("reply %d is BUSY, but only 4 were in flight", i)
+		if v.IsError() || string(v.Str) != "OK" {
+			t.Errorf("reply %d: %s, want OK", i, v)
+		}
+	}
+	if got := tc.nodes[0].node.Info().Busy; got != 0 {
+		t.Errorf("%d BUSY replies, want none", got)
+	}
+}
+
+// Past the node's bound on requests in flight, across its connections, a
+// request is refused with -BUSY at once; the connection goes on.
+func TestBusyWhenTheNodeIsOverloaded(t *testing.T) {
+	tc := startCluster(t, clusterOpts{racks: 1, maxInflightPerConn: 4, timeout: 3 * time.Second,
+		configure: func(c *topology.Config) { c.MaxInflight = 4 }})
+	p := tc.nodes[0].redis.Cmd.Process
+	first, second := dial(t, tc.nodes[0].cfg.Listen), dial(t, tc.nodes[0].cfg.Listen)
+	p.Signal(syscall.SIGSTOP)
+	defer p.Signal(syscall.SIGCONT)
+	var req []byte
+	for i := 0; i < 4; i++ {
+		req = resp.AppendCommandStrings(req, "GET", fmt.Sprintf("k%d", i))
+	}
+	first.c.Write(req)
+	eventually(t, 2*time.Second, func() string {
+		if got := tc.nodes[0].node.inflight.Load(); got != 4 {
+			return fmt.Sprintf("%d in flight, want 4", got)
+		}
+		return ""
+	})
+	if v := second.do("GET", "x"); !v.IsError() || !strings.HasPrefix(string(v.Str), "BUSY") {
+		t.Errorf("GET on a full node: %s, want BUSY", v)
+	}
+	p.Signal(syscall.SIGCONT)
+	for i := 0; i < 4; i++ {
+		first.c.SetDeadline(time.Now().Add(5 * time.Second))
+		if v, err := first.rd.ReadValue(); err != nil || v.IsError() {
+			t.Fatalf("reply %d: %v %s", i, err, v)
+		}
+	}
+	if got := second.must("GET", "x"); got != "(nil)" {
+		t.Errorf("GET after the overload: %q", got)
+	}
+}
+
+// One connection pipelines far past its bound on requests in flight, as
+// redis-cli --pipe does: every request gets its reply, none an error, and
+// the pipeline never stalls (a stall would cost the node's timeout).
+func TestDeepPipeline(t *testing.T) {
+	const n = 200_000
+	tc := startCluster(t, clusterOpts{racks: 3, timeout: 2 * time.Second})
+	c := dial(t, tc.nodes[0].cfg.Listen)
+	deadline := time.Now().Add(60 * time.Second)
+	c.c.SetDeadline(deadline)
+	go func() {
+		var buf []byte
+		for i := 0; i < n; i++ {
+			buf = resp.AppendCommandStrings(buf, "SET", fmt.Sprintf("pipe:%d", i), "v")
+			if len(buf) > 64<<10 || i == n-1 {
+				if _, err := c.c.Write(buf); err != nil {
+					return // the reader reports it
+				}
+				buf = buf[:0]
+			}
+		}
+	}()
+	start := time.Now()
+	errs := 0
+	for i := 0; i < n; i++ {
+		v, err := c.rd.ReadValue()
+		if err != nil {
+			t.Fatalf("after %d replies in %v: %v", i, time.Since(start), err)
+		}
+		if v.IsError() || string(v.Str) != "OK" {
+			if errs++; errs <= 3 {
+				t.Errorf("reply %d: %s", i, v)
 			}
 		}
 	}
-	if busy != 6 {
-		t.Errorf("%d BUSY replies, want 6", busy)
+	t.Logf("%d SETs on one connection through a node of 3 racks: %v, %d errors", n, time.Since(start), errs)
+	if errs > 0 {
+		t.Errorf("%d of %d replies were errors", errs, n)
 	}
-	if got := c.must("PING"); got != "PONG" {
-		t.Fatalf("after BUSY: %q", got)
+	if got := tc.nodes[0].node.Info().Busy; got != 0 {
+		t.Errorf("%d BUSY replies, want none", got)
+	}
+	if got := tc.nodes[0].node.Info().Timeouts; got != 0 {
+		t.Errorf("%d timeouts: the pipeline stalled", got)
 	}
 }
 
