@@ -48,6 +48,7 @@ bench: build
 	@scripts/need redis-server redis-benchmark nutcracker
 	$(GO) run ./perf/store --troop $(BIN) --out .troop/perf-store.json
 	perf/store/rediscost.sh
+	perf/store/bulkload.sh
 	$(BIN) ldfi bench --out .troop/ldfi-bench.json
 
 clean:
