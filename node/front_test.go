@@ -424,3 +424,54 @@ func TestPeerPortWithArbitraryRequests(t *testing.T) {
 		t.Fatalf("after the sweep: %q", got)
 	}
 }
+
+// With hash_tag "{}", the part of a key between the braces places it: keys
+// of one tag land on one owner, so multi-key commands on them run, however
+// their whole keys would hash.
+func TestHashTag(t *testing.T) {
+	tc := startCluster(t, clusterOpts{racks: 2, perRack: 2, configure: func(c *topology.Config) { c.HashTag = "{}" }})
+	n := tc.nodes[0].node
+	owner := func(k string) int { return n.localRacks[0].ring.Owner(ring.Hash([]byte(k))) }
+	// Two keys of one tag whose whole keys have different owners.
+	var a, b string
+	for i := 0; a == ""; i++ {
+		x, y := fmt.Sprintf("{user%d}:a", i), fmt.Sprintf("{user%d}:b", i)
+		if owner(x) != owner(y) {
+			a, b = x, y
+		}
+	}
+	c := tc.client(0, "DC_QUORUM")
+	c.must("SADD", a, "x", "y")
+	c.must("SADD", b, "y", "z")
+	if v := c.do("SUNION", a, b); v.IsError() || len(v.Elems) != 3 {
+		t.Fatalf("SUNION %s %s: %s", a, b, v)
+	}
+	if got := c.must("SINTERSTORE", a+"-both", a, b); got == "(nil)" {
+		t.Fatalf("SINTERSTORE: %s", got)
+	}
+	// Both live where the tag places them: on its owner in each rack, and
+	// on no other node.
+	tag := ring.Tag([]byte(a), "{}")
+	for _, tn := range tc.nodes {
+		r := dial(t, tn.redis.Addr)
+		want := "0"
+		if tn.node.members[tn.node.localRacks[0].ring.Owner(ring.Hash(tag))].self {
+			want = "1"
+		}
+		for _, k := range []string{a, b} {
+			if got := r.must("EXISTS", k); got != want {
+				t.Errorf("%s's redis-server: EXISTS %s = %s, want %s", tn.cfg.Name, k, got, want)
+			}
+		}
+	}
+	// Keys of different tags on different owners are still refused.
+	var d string
+	for i := 0; d == ""; i++ {
+		if x := fmt.Sprintf("{other%d}:a", i); owner(string(ring.Tag([]byte(x), "{}"))) != owner(string(tag)) {
+			d = x
+		}
+	}
+	if v := c.do("SUNION", a, d); !v.IsError() || !contains(string(v.Str), "belong to different nodes") {
+		t.Fatalf("SUNION across tags on different owners: %s", v)
+	}
+}

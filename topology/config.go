@@ -44,6 +44,11 @@ type Config struct {
 
 	DataStore int // 0 = Redis, the only data store troop supports
 
+	// HashTag is Dynomite's hash_tag: two characters, such as "{}"; when a
+	// key holds a non-empty part between them, that part alone places the
+	// key (ring.Tag). "" hashes whole keys.
+	HashTag string
+
 	ReadConsistency, WriteConsistency consistency.Level // default DC_ONE
 	Timeout                           time.Duration     // datastore and peer request timeout; default 5000 ms
 

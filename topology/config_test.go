@@ -103,6 +103,7 @@ func TestFixtures(t *testing.T) {
 			eq(t, "MaxInflight", c.MaxInflight, 4096)
 			eq(t, "MaxRequestBytes", c.MaxRequestBytes, 1<<20)
 			eq(t, "TombstoneGrace", c.TombstoneGrace, 30*time.Second)
+			eq(t, "HashTag", c.HashTag, "{}")
 		}},
 	}
 	for _, tt := range tests {
@@ -169,8 +170,12 @@ func TestErrors(t *testing.T) {
 			`x.yml:6: redis_requirepass: not supported by troop yet (troop connects to redis-server without AUTH)`},
 		{"old password key", with("  requirepass: hunter2\n"),
 			`x.yml:6: requirepass: not supported by troop yet (troop connects to redis-server without AUTH)`},
-		{"hash tag", with("  hash_tag: \"{}\"\n"),
-			`x.yml:6: hash_tag: "{}" is not supported by troop yet (troop hashes the whole key)`},
+		{"hash tag of one character", with("  hash_tag: \"{\"\n"),
+			`x.yml:6: hash_tag: "{" is not two printable ASCII characters, the start and the end of a key's tag (for example "{}")`},
+		{"hash tag of three", with("  hash_tag: \"{}}\"\n"),
+			`x.yml:6: hash_tag: "{}}" is not two printable ASCII characters, the start and the end of a key's tag (for example "{}")`},
+		{"hash tag not ASCII", with("  hash_tag: \"«»\"\n"),
+			`x.yml:6: hash_tag: "«»" is not two printable ASCII characters, the start and the end of a key's tag (for example "{}")`},
 		{"rate limit", with("  conn_msg_rate: 100\n"),
 			`x.yml:6: conn_msg_rate: "100" is not supported by troop yet (troop does not rate-limit connections)`},
 		{"each safe quorum", with("  write_consistency: DC_EACH_SAFE_QUORUM\n"),
