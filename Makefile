@@ -33,6 +33,7 @@ test:
 fuzz:
 	scripts/fuzz ./resp FuzzReadCommand $(FUZZTIME)
 	scripts/fuzz ./resp FuzzReadRaw $(FUZZTIME)
+	scripts/fuzz ./node FuzzParseTxRequest $(FUZZTIME)
 	scripts/fuzz ./topology FuzzParse $(FUZZTIME)
 	scripts/fuzz ./chaos FuzzParseConfig $(FUZZTIME)
 	scripts/fuzz ./fit FuzzParseScope $(FUZZTIME)

@@ -37,6 +37,13 @@ func (n *Node) levelFor(sess *session, write bool) consistency.Level {
 func (n *Node) handleClient(cmd resp.Command, s *slot, sess *session, b *batch) {
 	args := cmd.Args
 	c := lookup(args[0])
+	if sess.tx != nil && (c == nil || c.kind != kindTransaction || c.name == "UNWATCH") {
+		if c != nil {
+			n.stats.commands[c.id].Add(1)
+		}
+		s.complete(n.queue(c, args, sess))
+		return
+	}
 	if c == nil {
 		s.complete(unknownCommand(args))
 		return
@@ -56,6 +63,9 @@ func (n *Node) handleClient(cmd resp.Command, s *slot, sess *session, b *batch) 
 		return
 	case kindUnsupported:
 		s.complete(resp.AppendError(nil, fmt.Sprintf("ERR troop: '%s' is not supported: %s", c.name, c.why)))
+		return
+	case kindTransaction:
+		n.transaction(c, args, sess, b, s)
 		return
 	}
 	write := c.kind == kindWrite || c.kind == kindMultiWrite || (c.kind == kindSplit && c.lww) || c.name == "MSET"
@@ -254,7 +264,7 @@ func (n *Node) local(c *command, args [][]byte, sess *session) []byte {
 		out = resp.AppendBulkString(out, "modules")
 		return resp.AppendArrayHeader(out, 0)
 	case "CLIENT":
-		return clientCommand(args)
+		return clientCommand(args, sess)
 	case "CONFIG":
 		if len(args) >= 3 && strings.EqualFold(string(args[1]), "GET") {
 			return resp.AppendArrayHeader(nil, 0) // no redis-server settings are exposed through the node
@@ -277,15 +287,29 @@ func (n *Node) local(c *command, args [][]byte, sess *session) []byte {
 // check it before using a feature.
 const redisCompatVersion = "7.0.0"
 
-func clientCommand(args [][]byte) []byte {
+func clientCommand(args [][]byte, sess *session) []byte {
 	if len(args) < 2 {
 		return resp.AppendError(nil, "ERR wrong number of arguments for 'client' command")
 	}
 	switch strings.ToUpper(string(args[1])) {
-	case "SETNAME", "SETINFO", "NO-EVICT", "NO-TOUCH":
+	case "SETNAME":
+		if len(args) != 3 {
+			return resp.AppendError(nil, "ERR wrong number of arguments for 'client|setname' command")
+		}
+		for _, c := range args[2] {
+			if c <= ' ' || c > '~' { // as Redis: no spaces, newlines or special characters
+				return resp.AppendError(nil, "ERR Client names cannot contain spaces, newlines or special characters.")
+			}
+		}
+		sess.name = string(args[2])
+		return resp.AppendSimple(nil, "OK")
+	case "SETINFO", "NO-EVICT", "NO-TOUCH":
 		return resp.AppendSimple(nil, "OK")
 	case "GETNAME":
-		return resp.AppendNullBulk(nil)
+		if sess.name == "" {
+			return resp.AppendNullBulk(nil)
+		}
+		return resp.AppendBulkString(nil, sess.name)
 	case "ID":
 		return resp.AppendInt(nil, 1)
 	}

@@ -10,12 +10,13 @@ import (
 type kind int
 
 const (
-	kindRead       kind = iota // one key, read
-	kindWrite                  // one key, write
-	kindMultiRead              // several keys that must share an owner, read
-	kindMultiWrite             // several keys that must share an owner, write
-	kindSplit                  // several keys, split per key and merged (MGET, MSET, DEL, EXISTS ...)
-	kindLocal                  // answered by the node itself (PING, INFO, TROOP ...)
+	kindRead        kind = iota // one key, read
+	kindWrite                   // one key, write
+	kindMultiRead               // several keys that must share an owner, read
+	kindMultiWrite              // several keys that must share an owner, write
+	kindSplit                   // several keys, split per key and merged (MGET, MSET, DEL, EXISTS ...)
+	kindLocal                   // answered by the node itself (PING, INFO, TROOP ...)
+	kindTransaction             // MULTI, EXEC, DISCARD, WATCH, UNWATCH (transaction.go)
 	kindUnsupported
 )
 
@@ -55,6 +56,8 @@ func init() {
 	add(kindRead, 3, "GETBIT")
 	add(kindRead, -2, "BITCOUNT")
 	add(kindRead, -3, "BITPOS")
+	add(kindRead, -2, "BITFIELD_RO")
+	add(kindWrite, -2, "BITFIELD")
 	add(kindWrite, -3, "SET")
 	add(kindWrite, 3, "SETNX", "GETSET", "APPEND", "INCRBY", "DECRBY", "INCRBYFLOAT")
 	add(kindWrite, 4, "SETEX", "PSETEX", "SETRANGE", "SETBIT")
@@ -101,7 +104,8 @@ func init() {
 	// Multi-key commands whose keys must share an owner.
 	add(kindMultiRead, -2, "SUNION", "SINTER", "SDIFF", "PFCOUNT")
 	add(kindMultiRead, -3, "LCS")
-	add(kindMultiRead, -3, "ZUNION", "ZINTER", "ZDIFF")
+	add(kindMultiRead, -3, "ZUNION", "ZINTER", "ZDIFF", "SINTERCARD", "ZINTERCARD")
+	add(kindMultiWrite, -4, "LMPOP", "ZMPOP")
 	add(kindMultiWrite, 3, "RENAME", "RENAMENX", "RPOPLPUSH")
 	add(kindMultiWrite, 4, "SMOVE")
 	add(kindMultiWrite, 5, "LMOVE")
@@ -118,6 +122,8 @@ func init() {
 	add(kindLocal, 2, "ECHO", "SELECT", "DYNO_CONFIG:CONN_CONSISTENCY")
 	add(kindLocal, 1, "QUIT", "TIME")
 	add(kindLocal, -2, "AUTH")
+	add(kindTransaction, 1, "MULTI", "EXEC", "DISCARD", "UNWATCH")
+	add(kindTransaction, -2, "WATCH")
 
 	unsupported := func(why string, names ...string) {
 		for _, n := range names {
@@ -125,7 +131,6 @@ func init() {
 			id++
 		}
 	}
-	unsupported("transactions would span replicas", "MULTI", "EXEC", "DISCARD", "WATCH", "UNWATCH")
 	unsupported("pub/sub is not replicated", "SUBSCRIBE", "PSUBSCRIBE", "SSUBSCRIBE", "UNSUBSCRIBE", "PUNSUBSCRIBE", "SUNSUBSCRIBE", "PUBLISH", "SPUBLISH", "PUBSUB")
 	unsupported("blocking commands are not supported", "BLPOP", "BRPOP", "BLMOVE", "BRPOPLPUSH", "BZPOPMIN", "BZPOPMAX", "BLMPOP", "BZMPOP")
 	unsupported("it would have to reach every node", "FLUSHALL", "FLUSHDB", "KEYS", "SCAN", "RANDOMKEY", "DBSIZE", "SWAPDB", "WAIT")
@@ -160,7 +165,7 @@ func init() {
 	for _, n := range []string{"RENAME", "RENAMENX", "RPOPLPUSH", "SMOVE", "LMOVE", "COPY", "ZRANGESTORE", "LCS"} {
 		commandTable[n].keys = pair
 	}
-	for _, n := range []string{"ZUNION", "ZINTER", "ZDIFF"} {
+	for _, n := range []string{"ZUNION", "ZINTER", "ZDIFF", "SINTERCARD", "ZINTERCARD", "LMPOP", "ZMPOP"} {
 		commandTable[n].keys = numkeys(1, false)
 	}
 	for _, n := range []string{"ZUNIONSTORE", "ZINTERSTORE", "ZDIFFSTORE"} {

@@ -48,7 +48,9 @@ for i = 1, #KEYS, 2 do
   if ARGV[4] ~= 'persist' then ttl = redis.call('PTTL', KEYS[i]) end
   if ttl == -2 then
     redis.call('SET', vk, nv, 'PX', ARGV[3])
-  elseif ttl == -1 then
+  elseif ttl == -1 or ttl + tonumber(ARGV[3]) > 9007199254740991 then
+    -- an expiry too far to add the grace to exactly (Lua numbers are
+    -- doubles): the version outlives the key anyway
     redis.call('SET', vk, nv)
   else
     redis.call('SET', vk, nv, 'PX', ttl + tonumber(ARGV[3]))
@@ -125,13 +127,13 @@ func scriptSHA(s string) string {
 // restarted empty since the last one.
 func loadScripts(conn net.Conn, rd *resp.Reader) error {
 	var req []byte
-	for _, s := range []string{writeScript, readScript, fetchScript, repairScript, digestScript} {
+	for _, s := range []string{writeScript, readScript, fetchScript, repairScript, digestScript, txScript, watchScript} {
 		req = resp.AppendCommandStrings(req, "SCRIPT", "LOAD", s)
 	}
 	if _, err := conn.Write(req); err != nil {
 		return err
 	}
-	for _, want := range []string{writeSHA, readSHA, fetchSHA, repairSHA, digestSHA} {
+	for _, want := range []string{writeSHA, readSHA, fetchSHA, repairSHA, digestSHA, txSHA, watchSHA} {
 		v, err := rd.ReadValue()
 		if err != nil {
 			return err

@@ -34,6 +34,9 @@ func newSlot() *slot {
 
 // complete hands the reply over; it never blocks and is called once.
 func (s *slot) complete(reply []byte) {
+	if hidesScript(reply) { // troop's scripts are its business, not the client's
+		reply = resp.AppendError(nil, cleanScriptError(reply))
+	}
 	if s.conn != nil {
 		s.conn.release()
 		s.node.Add(-1)
@@ -69,6 +72,9 @@ type session struct {
 	quit                  bool
 	fit                   *connFit // nil until TROOP FIT or TROOP LINEAGE ON
 	gate                  keyGate  // keeps the connection's requests on a key in order
+	tx                    *txn     // between MULTI and EXEC or DISCARD
+	watches               []*watch // since the last EXEC, DISCARD or UNWATCH
+	name                  string   // CLIENT SETNAME
 }
 
 // requestHandler answers one request, now or later, by completing its slot;
