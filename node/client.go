@@ -37,6 +37,9 @@ func (n *Node) levelFor(sess *session, write bool) consistency.Level {
 func (n *Node) handleClient(cmd resp.Command, s *slot, sess *session, b *batch) {
 	args := cmd.Args
 	c := lookup(args[0])
+	if sess.proto == 3 {
+		s.conv = func(reply []byte) []byte { return resp3Reply(c, args, reply) }
+	}
 	if sess.tx != nil && (c == nil || c.kind != kindTransaction || c.name == "UNWATCH") {
 		if c != nil {
 			n.stats.commands[c.id].Add(1)
@@ -249,20 +252,7 @@ func (n *Node) local(c *command, args [][]byte, sess *session) []byte {
 	case "INFO":
 		return resp.AppendBulkString(nil, n.infoText())
 	case "HELLO":
-		if len(args) > 1 && string(args[1]) != "2" {
-			return resp.AppendError(nil, "NOPROTO troop speaks RESP2 only")
-		}
-		out := resp.AppendArrayHeader(nil, 14)
-		for _, kv := range [][2]string{{"server", "troop"}, {"version", redisCompatVersion}, {"mode", "cluster"}, {"role", "master"}} {
-			out = resp.AppendBulkString(out, kv[0])
-			out = resp.AppendBulkString(out, kv[1])
-		}
-		out = resp.AppendBulkString(out, "proto")
-		out = resp.AppendInt(out, 2)
-		out = resp.AppendBulkString(out, "id")
-		out = resp.AppendInt(out, n.stats.connsAccepted.Load())
-		out = resp.AppendBulkString(out, "modules")
-		return resp.AppendArrayHeader(out, 0)
+		return n.hello(args, sess)
 	case "CLIENT":
 		return clientCommand(args, sess)
 	case "CONFIG":

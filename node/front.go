@@ -22,13 +22,15 @@ type slot struct {
 	// What to release on completion; nil for replies given at once.
 	conn *connLimit
 	node *atomic.Int64
+	// conv maps the reply for the client (RESP3, resp3.go); nil for none.
+	conv func([]byte) []byte
 }
 
 var slotPool = sync.Pool{New: func() any { return &slot{ch: make(chan []byte, 1)} }}
 
 func newSlot() *slot {
 	s := slotPool.Get().(*slot)
-	s.conn, s.node = nil, nil
+	s.conn, s.node, s.conv = nil, nil, nil
 	return s
 }
 
@@ -36,6 +38,9 @@ func newSlot() *slot {
 func (s *slot) complete(reply []byte) {
 	if hidesScript(reply) { // troop's scripts are its business, not the client's
 		reply = resp.AppendError(nil, cleanScriptError(reply))
+	}
+	if s.conv != nil {
+		reply = s.conv(reply)
 	}
 	if s.conn != nil {
 		s.conn.release()
@@ -75,6 +80,7 @@ type session struct {
 	tx                    *txn     // between MULTI and EXEC or DISCARD
 	watches               []*watch // since the last EXEC, DISCARD or UNWATCH
 	name                  string   // CLIENT SETNAME
+	proto                 int      // RESP version (HELLO); 0 is 2
 }
 
 // requestHandler answers one request, now or later, by completing its slot;

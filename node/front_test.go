@@ -531,3 +531,49 @@ func TestRedisCompatibility(t *testing.T) {
 		t.Errorf("BITFIELD = %s", v)
 	}
 }
+
+// After HELLO 3 a node's replies are, byte for byte, what redis-server
+// gives a RESP3 client, for commands whose replies RESP3 changes.
+func TestRESP3MatchesRedis(t *testing.T) {
+	tc := startCluster(t, clusterOpts{racks: 1})
+	plain := startRedis(t)
+	raw := func(addr string) func(args ...string) string {
+		c := dial(t, addr)
+		return func(args ...string) string {
+			c.c.SetDeadline(time.Now().Add(5 * time.Second))
+			if _, err := c.c.Write(resp.AppendCommandStrings(nil, args...)); err != nil {
+				t.Fatal(err)
+			}
+			frame, err := c.rd.ReadRaw(nil)
+			if err != nil {
+				t.Fatalf("%v: %v", args, err)
+			}
+			return string(frame)
+		}
+	}
+	node, redis := raw(tc.nodes[0].cfg.Listen), raw(plain.Addr)
+	if got := node("HELLO", "3"); !strings.HasPrefix(got, "%7\r\n$6\r\nserver\r\n$5\r\ntroop\r\n") || !contains(got, "$5\r\nproto\r\n:3\r\n") {
+		t.Fatalf("HELLO 3 = %q", got)
+	}
+	redis("HELLO", "3")
+	for _, cmd := range [][]string{
+		{"SET", "s", "v"}, {"HSET", "h", "a", "1"}, {"SADD", "set", "x"}, {"ZADD", "z", "1.5", "a", "2", "b", "3", "c"}, {"RPUSH", "l", "a", "b"},
+		{"GET", "s"}, {"GET", "missing"}, {"MGET", "s", "missing"}, {"HGETALL", "h"}, {"HGETALL", "missing"}, {"HGET", "h", "nope"},
+		{"SMEMBERS", "set"}, {"SINTER", "set"}, {"ZSCORE", "z", "a"}, {"ZSCORE", "z", "nope"}, {"ZMSCORE", "z", "a", "nope"},
+		{"ZRANGE", "z", "0", "-1", "WITHSCORES"}, {"ZRANGE", "z", "0", "-1"}, {"ZINCRBY", "z", "1", "b"}, {"ZADD", "z", "INCR", "1", "a"},
+		{"ZPOPMIN", "z"}, {"ZPOPMAX", "z", "2"}, {"LRANGE", "l", "0", "-1"}, {"LPOP", "missing"}, {"EXISTS", "s"}, {"PING"},
+	} {
+		if got, want := node(cmd...), redis(cmd...); got != want {
+			t.Errorf("%v: node %q, redis-server %q", cmd, got, want)
+		}
+	}
+	if got := node("HELLO", "4"); !strings.HasPrefix(got, "-NOPROTO") {
+		t.Errorf("HELLO 4 = %q", got)
+	}
+	if got := node("HELLO", "2"); !strings.HasPrefix(got, "*14\r\n") {
+		t.Errorf("HELLO 2 = %q", got)
+	}
+	if got := node("GET", "missing"); got != "$-1\r\n" {
+		t.Errorf("GET missing after HELLO 2 = %q", got)
+	}
+}
