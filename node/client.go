@@ -58,8 +58,19 @@ func (n *Node) handleClient(cmd resp.Command, s *slot, sess *session, b *batch) 
 	n.stats.commands[c.id].Add(1)
 	switch c.kind {
 	case kindLocal:
-		if c.name == "TROOP" {
+		switch {
+		case c.name == "TROOP":
 			n.troopCommand(args, sess, s.complete)
+			return
+		case c.name == "DBSIZE":
+			n.keyspace(true, "", s.complete)
+			return
+		case c.name == "INFO" && len(args) > 1 && wantsKeyspace(args[1:]):
+			info := ""
+			if len(args) > 2 || !strings.EqualFold(string(args[1]), "keyspace") {
+				info = n.infoText()
+			}
+			n.keyspace(false, info, s.complete)
 			return
 		}
 		s.complete(n.local(c, args, sess))
@@ -423,6 +434,18 @@ func (n *Node) troopConsistency(args [][]byte, sess *session) []byte {
 		return resp.AppendSimple(nil, "OK")
 	}
 	return resp.AppendError(nil, "ERR wrong number of arguments for 'troop consistency' command")
+}
+
+// wantsKeyspace says whether INFO's sections name the keyspace: it takes a
+// scan of the rack, so plain INFO leaves it out.
+func wantsKeyspace(sections [][]byte) bool {
+	for _, s := range sections {
+		switch strings.ToLower(string(s)) {
+		case "keyspace", "all", "everything":
+			return true
+		}
+	}
+	return false
 }
 
 // infoText is the node's INFO reply, in Redis's format.

@@ -577,3 +577,42 @@ func TestRESP3MatchesRedis(t *testing.T) {
 		t.Errorf("GET missing after HELLO 2 = %q", got)
 	}
 }
+
+// DBSIZE and INFO keyspace count the cluster's keys, as one redis-server
+// holding them all would: not troop's version keys or tombstones, and
+// not each key once per rack.
+func TestKeyspace(t *testing.T) {
+	tc := startCluster(t, clusterOpts{racks: 2, perRack: 2})
+	c := tc.client(0, "DC_QUORUM")
+	if got := c.must("DBSIZE"); got != "0" {
+		t.Fatalf("DBSIZE of an empty cluster = %s", got)
+	}
+	for i := 0; i < 50; i++ {
+		c.must("SET", fmt.Sprintf("k%d", i), "v")
+	}
+	for i := 0; i < 5; i++ {
+		c.must("SETEX", fmt.Sprintf("e%d", i), "100", "v")
+	}
+	c.must("DEL", "k0", "k1", "k2") // leaves tombstones
+	for i, tn := range tc.nodes {
+		other := dial(t, tn.cfg.Listen)
+		if got := other.must("DBSIZE"); got != "52" {
+			t.Errorf("DBSIZE through node %d = %s, want 52", i, got)
+		}
+	}
+	info := c.must("INFO", "keyspace")
+	if !strings.HasPrefix(info, "# Keyspace\r\n") || !contains(info, "db0:keys=52,expires=5,") || contains(info, "# Server") {
+		t.Errorf("INFO keyspace = %q", info)
+	}
+	if all := c.must("INFO", "all"); !contains(all, "# Server") || !contains(all, "db0:keys=52") {
+		t.Errorf("INFO all = %q", all)
+	}
+	if plain := c.must("INFO"); contains(plain, "# Keyspace") {
+		t.Errorf("plain INFO scans the keyspace: %q", plain)
+	}
+	// A node of the rack down: an error naming it, not a short count.
+	tc.nodes[1].stop()
+	if v := c.do("DBSIZE"); !v.IsError() || !contains(string(v.Str), "every node of rack") {
+		t.Errorf("DBSIZE with a node of the rack down = %s", v)
+	}
+}

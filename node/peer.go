@@ -173,6 +173,15 @@ func (n *Node) handlePeer(tr *trace, op string, args [][]byte, s *slot, b *batch
 		if op == "TXFWD" {
 			n.fanOutTx(version, cmds, b)
 		}
+	case op == "KEYCOUNT" && len(args) == 1:
+		go func() { // a scan of the whole keyspace: not on the connection's reader
+			c, err := n.localKeyCount()
+			if err != nil {
+				done(nil, err)
+				return
+			}
+			s.complete(appendKeyCount(c))
+		}()
 	case op == "FETCH" && len(args) == 2:
 		b.send(n.storeFor(args[1]), appendFetch(nil, args[1]), done)
 	case op == "REPAIR" && len(args) == 6:

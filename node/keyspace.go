@@ -1,0 +1,160 @@
+package node
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/troop-lab/troop/link"
+	"github.com/troop-lab/troop/resp"
+)
+
+// DBSIZE and INFO keyspace count the cluster's keys: every rack holds a
+// full copy, so they add up what the nodes of this node's rack hold. Each
+// node counts its redis-server's keys with SCAN, leaving out troop's own
+// (version keys and tombstones): that is O(keys), as KEYS is, and runs on
+// the anti-entropy links, beside the request traffic.
+
+// keyCount is what one node holds: keys, and how many have an expiry.
+type keyCount struct{ keys, expires int64 }
+
+// countExpiring counts the keys of KEYS that have an expiry.
+const countExpiring = `
+local e = 0
+for i = 1, #KEYS do
+  if redis.call('PTTL', KEYS[i]) > 0 then e = e + 1 end
+end
+return e
+`
+
+// localKeyCount scans this node's redis-server.
+func (n *Node) localKeyCount() (keyCount, error) {
+	store, _ := n.aeLinks()
+	var total keyCount
+	cursor := "0"
+	for {
+		raw, err := doSync(store, resp.AppendCommandStrings(nil, "SCAN", cursor, "COUNT", "1000"))
+		if err != nil {
+			return total, err
+		}
+		v, err := resp.Parse(raw)
+		if err != nil || v.IsError() || len(v.Elems) != 2 {
+			return total, fmt.Errorf("SCAN: unexpected reply %s", raw)
+		}
+		var keys [][]byte
+		for _, e := range v.Elems[1].Elems {
+			if !strings.HasPrefix(string(e.Str), reservedPrefix) {
+				keys = append(keys, e.Str)
+			}
+		}
+		if len(keys) > 0 {
+			total.keys += int64(len(keys))
+			req := resp.AppendCommand(nil, append([][]byte{[]byte("EVAL"), []byte(countExpiring), []byte(strconv.Itoa(len(keys)))}, keys...)...)
+			raw, err := doSync(store, req)
+			if err != nil {
+				return total, err
+			}
+			if e, err := resp.Parse(raw); err == nil && e.Type == resp.Integer {
+				total.expires += e.Int
+			}
+		}
+		if cursor = string(v.Elems[0].Str); cursor == "0" {
+			return total, nil
+		}
+	}
+}
+
+// rackKeyCount adds up the counts of the nodes of this node's rack.
+func (n *Node) rackKeyCount() (keyCount, error) {
+	_, peers := n.aeLinks()
+	var (
+		mu       sync.Mutex
+		wg       sync.WaitGroup
+		total    keyCount
+		failures []string
+	)
+	for _, m := range n.members {
+		if m.dc != n.cfg.Datacenter || m.rack != n.cfg.Rack {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var c keyCount
+			var err error
+			if m.self {
+				c, err = n.localKeyCount()
+			} else if m.isDown() {
+				err = errMarkedDown(m)
+			} else {
+				c, err = peerKeyCount(peers[m])
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				failures = append(failures, m.name()+": "+err.Error())
+				return
+			}
+			total.keys += c.keys
+			total.expires += c.expires
+		}()
+	}
+	wg.Wait()
+	if len(failures) > 0 {
+		return total, fmt.Errorf("every node of rack %s must answer (%s)", n.cfg.Rack, strings.Join(failures, "; "))
+	}
+	return total, nil
+}
+
+// peerKeyCount asks a peer for its count (peer request KEYCOUNT).
+func peerKeyCount(l *link.Link) (keyCount, error) {
+	raw, err := doSync(l, resp.AppendCommandStrings(nil, "KEYCOUNT"))
+	if err == nil {
+		fromPeer(func(r []byte, e error) { raw, err = r, e })(raw, nil)
+	}
+	if err != nil {
+		return keyCount{}, err
+	}
+	v, perr := resp.Parse(raw)
+	if perr != nil || len(v.Elems) != 2 || v.Elems[0].Type != resp.Integer || v.Elems[1].Type != resp.Integer {
+		return keyCount{}, fmt.Errorf("unexpected KEYCOUNT answer %q", raw)
+	}
+	return keyCount{keys: v.Elems[0].Int, expires: v.Elems[1].Int}, nil
+}
+
+// appendKeyCount encodes a peer's KEYCOUNT answer.
+func appendKeyCount(c keyCount) []byte {
+	out := resp.AppendArrayHeader(nil, 2)
+	out = resp.AppendInt(out, c.keys)
+	return resp.AppendInt(out, c.expires)
+}
+
+// keyspace answers DBSIZE, or INFO's keyspace section, through complete,
+// from a goroutine of its own: the count takes a scan of every node of
+// the rack.
+func (n *Node) keyspace(dbsize bool, info string, complete func([]byte)) {
+	go func() {
+		c, err := n.rackKeyCount()
+		if err != nil {
+			what := "DBSIZE"
+			if !dbsize {
+				what = "INFO keyspace"
+			}
+			complete(resp.AppendError(nil, "ERR troop: "+what+" could not count the keys: "+err.Error()))
+			return
+		}
+		if dbsize {
+			complete(resp.AppendInt(nil, c.keys))
+			return
+		}
+		section := "# Keyspace\r\n"
+		if c.keys > 0 {
+			section += fmt.Sprintf("db0:keys=%d,expires=%d,avg_ttl=0\r\n", c.keys, c.expires)
+		}
+		if info != "" {
+			section = info + "\r\n" + section
+		}
+		complete(resp.AppendBulkString(nil, section))
+	}()
+}
