@@ -62,6 +62,12 @@ func (n *Node) handleClient(cmd resp.Command, s *slot, sess *session, b *batch) 
 		case c.name == "TROOP":
 			n.troopCommand(args, sess, s.complete)
 			return
+		case c.name == "SCAN":
+			n.scanCommand(args, b, s.complete)
+			return
+		case c.name == "KEYS":
+			n.keysCommand(args, b, s.complete)
+			return
 		case c.name == "DBSIZE":
 			n.keyspace(true, "", s.complete)
 			return

@@ -616,3 +616,54 @@ func TestKeyspace(t *testing.T) {
 		t.Errorf("DBSIZE with a node of the rack down = %s", v)
 	}
 }
+
+// SCAN walks the nodes of the rack one after the other with a cursor that
+// carries which node it is at; KEYS asks them all. Both leave troop's own
+// keys out.
+func TestScanAndKeys(t *testing.T) {
+	tc := startCluster(t, clusterOpts{racks: 2, perRack: 2})
+	c := tc.client(0, "DC_QUORUM")
+	want := map[string]bool{}
+	for i := 0; i < 30; i++ {
+		k := fmt.Sprintf("key:%d", i)
+		c.must("SET", k, "v")
+		want[k] = true
+	}
+	c.must("SET", "other", "v")
+	seen := map[string]bool{}
+	cursor := "0"
+	for i := 0; i < 1000; i++ { // bounded: a loop here is a bug
+		v := c.do("SCAN", cursor, "MATCH", "key:*", "COUNT", "5")
+		if v.IsError() || len(v.Elems) != 2 {
+			t.Fatalf("SCAN %s = %s", cursor, v)
+		}
+		for _, k := range v.Elems[1].Elems {
+			seen[string(k.Str)] = true
+		}
+		if cursor = string(v.Elems[0].Str); cursor == "0" {
+			break
+		}
+	}
+	if cursor != "0" {
+		t.Fatal("SCAN did not end")
+	}
+	if len(seen) != len(want) {
+		t.Errorf("SCAN saw %d keys, want %d: %v", len(seen), len(want), seen)
+	}
+	for k := range seen {
+		if !want[k] {
+			t.Errorf("SCAN answered %q", k)
+		}
+	}
+	if v := c.do("KEYS", "*"); v.IsError() || len(v.Elems) != 31 {
+		t.Errorf("KEYS * answered %d keys, want 31: %s", len(v.Elems), v)
+	}
+	for _, bad := range []string{"abc", "-1", "1023", "99999999999999999999999"} {
+		if v := c.do("SCAN", bad); !v.IsError() || !contains(string(v.Str), "invalid cursor") {
+			t.Errorf("SCAN %s = %s, want an invalid cursor error", bad, v)
+		}
+	}
+	if v := c.do("SCAN", "0", "COUNT", "x"); !v.IsError() {
+		t.Errorf("SCAN 0 COUNT x = %s", v)
+	}
+}

@@ -2,6 +2,7 @@ package node
 
 import (
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -157,4 +158,125 @@ func (n *Node) keyspace(dbsize bool, info string, complete func([]byte)) {
 		}
 		complete(resp.AppendBulkString(nil, section))
 	}()
+}
+
+// rackMembers are the nodes of this node's rack, in token order: the
+// nodes a SCAN visits one after the other, and KEYS asks.
+func (n *Node) rackMembers() []*member {
+	var out []*member
+	for _, m := range n.members {
+		if m.dc == n.cfg.Datacenter && m.rack == n.cfg.Rack {
+			out = append(out, m)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].tokens[0] < out[j].tokens[0] })
+	return out
+}
+
+// A SCAN cursor through a node holds the node of the rack being scanned in
+// its low bits and that node's redis-server cursor above them, so it is a
+// number, as clients expect.
+const (
+	scanNodeBits = 10
+	maxScanNodes = 1 << scanNodeBits
+)
+
+// scanCommand runs SCAN over the nodes of this node's rack, one after the
+// other: each answer is one node's, without troop's own keys.
+func (n *Node) scanCommand(args [][]byte, b *batch, complete func([]byte)) {
+	nodes := n.rackMembers()
+	cursor, err := strconv.ParseUint(string(args[1]), 10, 64)
+	node := int(cursor % maxScanNodes)
+	if err != nil || node >= len(nodes) || len(nodes) > maxScanNodes {
+		complete(resp.AppendError(nil, fmt.Sprintf("ERR troop: invalid cursor '%s': not one this cluster's SCAN gave", printableArg(args[1]))))
+		return
+	}
+	m := nodes[node]
+	req := append([][]byte{[]byte("SCAN"), []byte(strconv.FormatUint(cursor>>scanNodeBits, 10))}, args[2:]...)
+	got := func(raw []byte, err error) {
+		v, perr := resp.Parse(raw)
+		switch {
+		case err != nil:
+			complete(resp.AppendError(nil, fmt.Sprintf("ERR troop: SCAN needs every node of rack %s: %s: %v", n.cfg.Rack, m.name(), err)))
+			return
+		case perr != nil || v.IsError() || len(v.Elems) != 2:
+			complete(raw) // redis-server's error (a bad option, say)
+			return
+		}
+		next, err := strconv.ParseUint(string(v.Elems[0].Str), 10, 64)
+		if err != nil || next >= 1<<(64-scanNodeBits) {
+			complete(resp.AppendError(nil, fmt.Sprintf("ERR troop: SCAN: %s answered a cursor troop cannot carry", m.name())))
+			return
+		}
+		out := next<<scanNodeBits | uint64(node)
+		if next == 0 {
+			out = uint64(node + 1) // the next node, from its start
+			if node+1 == len(nodes) {
+				out = 0
+			}
+		}
+		var keys []resp.Value
+		for _, k := range v.Elems[1].Elems {
+			if !strings.HasPrefix(string(k.Str), reservedPrefix) {
+				keys = append(keys, k)
+			}
+		}
+		reply := resp.AppendArrayHeader(nil, 2)
+		reply = resp.AppendBulkString(reply, strconv.FormatUint(out, 10))
+		complete(resp.AppendValue(reply, resp.Value{Type: resp.Array, Elems: keys}))
+	}
+	n.onNode(b, m, req, got)
+}
+
+// keysCommand runs KEYS on every node of this node's rack and merges the
+// answers, without troop's own keys.
+func (n *Node) keysCommand(args [][]byte, b *batch, complete func([]byte)) {
+	nodes := n.rackMembers()
+	var mu sync.Mutex
+	var keys []resp.Value
+	var failures []string
+	remaining := len(nodes)
+	for _, m := range nodes {
+		n.onNode(b, m, args, func(raw []byte, err error) {
+			v, perr := resp.Parse(raw)
+			mu.Lock()
+			switch {
+			case err != nil:
+				failures = append(failures, m.name()+": "+err.Error())
+			case perr != nil || v.IsError():
+				failures = append(failures, m.name()+": "+strings.TrimSpace(string(raw)))
+			default:
+				for _, k := range v.Elems {
+					if !strings.HasPrefix(string(k.Str), reservedPrefix) {
+						keys = append(keys, k)
+					}
+				}
+			}
+			remaining--
+			last := remaining == 0
+			mu.Unlock()
+			if !last {
+				return
+			}
+			if len(failures) > 0 {
+				complete(resp.AppendError(nil, fmt.Sprintf("ERR troop: KEYS needs every node of rack %s (%s)", n.cfg.Rack, strings.Join(failures, "; "))))
+				return
+			}
+			complete(resp.AppendValue(nil, resp.Value{Type: resp.Array, Elems: keys}))
+		})
+	}
+}
+
+// onNode runs a plain command on the redis-server of m: this node's own,
+// or a peer's (peer request LOCAL).
+func (n *Node) onNode(b *batch, m *member, args [][]byte, done func([]byte, error)) {
+	if m.self {
+		n.toStore(b, nil, n.store[0], resp.AppendCommand(nil, args...), done)
+		return
+	}
+	if m.isDown() {
+		done(nil, errMarkedDown(m))
+		return
+	}
+	n.toPeer(b, nil, m, appendPeerRequest(nil, "LOCAL", nil, args), fromPeer(done))
 }
