@@ -68,6 +68,12 @@ func (n *Node) handleClient(cmd resp.Command, s *slot, sess *session, b *batch) 
 		case c.name == "KEYS":
 			n.keysCommand(args, b, s.complete)
 			return
+		case c.name == "FLUSHALL" || c.name == "FLUSHDB":
+			n.flush(args, b, s.complete)
+			return
+		case c.name == "CONFIG":
+			n.configCommand(args, b, s.complete)
+			return
 		case c.name == "DBSIZE":
 			n.keyspace(true, "", s.complete)
 			return
@@ -272,11 +278,6 @@ func (n *Node) local(c *command, args [][]byte, sess *session) []byte {
 		return n.hello(args, sess)
 	case "CLIENT":
 		return clientCommand(args, sess)
-	case "CONFIG":
-		if len(args) >= 3 && strings.EqualFold(string(args[1]), "GET") {
-			return resp.AppendArrayHeader(nil, 0) // no redis-server settings are exposed through the node
-		}
-		return resp.AppendError(nil, "ERR troop: CONFIG is limited to GET; configure each redis-server directly")
 	case "COMMAND":
 		return commandCommand(args)
 	case "DYNO_CONFIG:CONN_CONSISTENCY":

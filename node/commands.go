@@ -118,7 +118,8 @@ func init() {
 	add(kindSplit, -2, "MGET", "DEL", "UNLINK", "EXISTS", "TOUCH")
 	add(kindSplit, -3, "MSET")
 	// Answered by the node.
-	add(kindLocal, -1, "PING", "COMMAND", "INFO", "HELLO", "CLIENT", "CONFIG", "TROOP")
+	add(kindLocal, -1, "PING", "COMMAND", "INFO", "HELLO", "CLIENT", "TROOP", "FLUSHALL", "FLUSHDB")
+	add(kindLocal, -2, "CONFIG")
 	add(kindLocal, 2, "ECHO", "SELECT", "DYNO_CONFIG:CONN_CONSISTENCY")
 	add(kindLocal, 1, "QUIT", "TIME", "DBSIZE")
 	add(kindLocal, -2, "AUTH", "SCAN")
@@ -134,7 +135,7 @@ func init() {
 	}
 	unsupported("pub/sub is not replicated", "SUBSCRIBE", "PSUBSCRIBE", "SSUBSCRIBE", "UNSUBSCRIBE", "PUNSUBSCRIBE", "SUNSUBSCRIBE", "PUBLISH", "SPUBLISH", "PUBSUB")
 	unsupported("blocking commands are not supported", "BLPOP", "BRPOP", "BLMOVE", "BRPOPLPUSH", "BZPOPMIN", "BZPOPMAX", "BLMPOP", "BZMPOP")
-	unsupported("it would have to reach every node", "FLUSHALL", "FLUSHDB", "RANDOMKEY", "SWAPDB", "WAIT")
+	unsupported("it would have to reach every node", "RANDOMKEY", "SWAPDB", "WAIT")
 	unsupported("scripts cannot be routed by key", "EVAL", "EVALSHA", "EVAL_RO", "EVALSHA_RO", "SCRIPT", "FUNCTION", "FCALL", "FCALL_RO")
 	unsupported("administrative commands go to each redis-server directly", "MONITOR", "DEBUG", "SHUTDOWN", "SAVE", "BGSAVE", "BGREWRITEAOF", "LASTSAVE", "REPLICAOF", "SLAVEOF", "SYNC", "PSYNC", "MIGRATE", "MOVE", "OBJECT", "SLOWLOG", "LATENCY", "MEMORY", "ACL", "MODULE", "FAILOVER", "RESET")
 	unsupported("its result would differ on each replica", "SPOP", "SORT", "SORT_RO")

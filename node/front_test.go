@@ -96,7 +96,8 @@ func TestCommandSupport(t *testing.T) {
 		{[]string{"EXEC"}, "ERR EXEC without MULTI"},
 		{[]string{"SUBSCRIBE", "ch"}, "ERR troop: 'SUBSCRIBE' is not supported"},
 		{[]string{"BLPOP", "l", "0"}, "ERR troop: 'BLPOP' is not supported"},
-		{[]string{"FLUSHALL"}, "ERR troop: 'FLUSHALL' is not supported"},
+		{[]string{"FLUSHALL"}, "ERR troop: 'FLUSHALL' is disabled"},
+		{[]string{"CONFIG", "SET", "maxmemory", "1"}, "ERR troop: CONFIG SET 'maxmemory' is not passed on"},
 		{[]string{"NOSUCH", "a"}, "ERR unknown command 'NOSUCH'"},
 		{[]string{"GET"}, "ERR wrong number of arguments for 'get'"},
 		{[]string{"GET", "__troop:v:x"}, "ERR troop: keys starting with"},
@@ -665,5 +666,45 @@ func TestScanAndKeys(t *testing.T) {
 	}
 	if v := c.do("SCAN", "0", "COUNT", "x"); !v.IsError() {
 		t.Errorf("SCAN 0 COUNT x = %s", v)
+	}
+}
+
+// With troop_allow_flush, FLUSHALL empties every node of the cluster;
+// CONFIG SET passes encoding parameters on to every node, and CONFIG GET
+// reads this node's redis-server.
+func TestFlushAndConfig(t *testing.T) {
+	tc := startCluster(t, clusterOpts{racks: 2, dcs: 2, configure: func(c *topology.Config) { c.AllowFlush = true }})
+	c := tc.client(0, "DC_QUORUM")
+	for i := 0; i < 20; i++ {
+		c.must("SET", fmt.Sprintf("k%d", i), "v")
+	}
+	tc.redisesHold("k1", "v", 5*time.Second) // the remote datacenter too
+	if got := c.must("FLUSHALL"); got != "OK" {
+		t.Fatalf("FLUSHALL = %q", got)
+	}
+	for _, tn := range tc.nodes {
+		if got := dial(t, tn.redis.Addr).must("DBSIZE"); got != "0" {
+			t.Errorf("%s's redis-server holds %s keys after FLUSHALL", tn.cfg.Name, got)
+		}
+	}
+	if v := c.do("FLUSHDB", "NOW"); !v.IsError() {
+		t.Errorf("FLUSHDB NOW = %s", v)
+	}
+	if got := c.must("CONFIG", "SET", "set-max-intset-entries", "77"); got != "OK" {
+		t.Fatalf("CONFIG SET = %q", got)
+	}
+	for _, tn := range tc.nodes {
+		v := dial(t, tn.redis.Addr).do("CONFIG", "GET", "set-max-intset-entries")
+		if len(v.Elems) != 2 || string(v.Elems[1].Str) != "77" {
+			t.Errorf("%s's redis-server: CONFIG GET set-max-intset-entries = %s", tn.cfg.Name, v)
+		}
+	}
+	if v := c.do("CONFIG", "GET", "set-max-intset-entries"); len(v.Elems) != 2 || string(v.Elems[1].Str) != "77" {
+		t.Errorf("CONFIG GET through the node = %s", v)
+	}
+	tc.nodes[3].stop()
+	v := c.do("FLUSHALL")
+	if !v.IsError() || !contains(string(v.Str), "reached 3 of 4 nodes") || !contains(string(v.Str), tc.nodes[3].cfg.Name) {
+		t.Errorf("FLUSHALL with a node down = %s", v)
 	}
 }

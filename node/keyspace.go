@@ -280,3 +280,116 @@ func (n *Node) onNode(b *batch, m *member, args [][]byte, done func([]byte, erro
 	}
 	n.toPeer(b, nil, m, appendPeerRequest(nil, "LOCAL", nil, args), fromPeer(done))
 }
+
+// onEveryNode runs a plain command on the redis-server of every node of
+// the cluster, every datacenter, and answers OK once all did; otherwise an
+// error that names the nodes it did not reach.
+func (n *Node) onEveryNode(what string, args [][]byte, b *batch, complete func([]byte)) {
+	var mu sync.Mutex
+	var failures []string
+	remaining := len(n.members)
+	for _, m := range n.members {
+		n.onNode(b, m, args, func(raw []byte, err error) {
+			mu.Lock()
+			switch {
+			case err != nil:
+				failures = append(failures, m.name()+": "+err.Error())
+			case len(raw) > 0 && raw[0] == '-':
+				failures = append(failures, m.name()+": "+strings.TrimSpace(string(raw[1:])))
+			}
+			remaining--
+			last := remaining == 0
+			mu.Unlock()
+			if !last {
+				return
+			}
+			if len(failures) > 0 {
+				sort.Strings(failures)
+				complete(resp.AppendError(nil, fmt.Sprintf("ERR troop: %s reached %d of %d nodes; it was not applied on: %s",
+					what, len(n.members)-len(failures), len(n.members), strings.Join(failures, "; "))))
+				return
+			}
+			complete(resp.AppendSimple(nil, "OK"))
+		})
+	}
+}
+
+// flush answers FLUSHALL and FLUSHDB: every node's redis-server is emptied
+// (there is one database), when troop_allow_flush says so.
+func (n *Node) flush(args [][]byte, b *batch, complete func([]byte)) {
+	name := strings.ToUpper(string(args[0]))
+	if !n.cfg.AllowFlush {
+		complete(resp.AppendError(nil, fmt.Sprintf("ERR troop: '%s' is disabled: it empties every node of the cluster; set troop_allow_flush: true in the node's config to allow it", name)))
+		return
+	}
+	mode := "SYNC"
+	switch {
+	case len(args) == 2 && (strings.EqualFold(string(args[1]), "SYNC") || strings.EqualFold(string(args[1]), "ASYNC")):
+		mode = strings.ToUpper(string(args[1]))
+	case len(args) != 1:
+		complete(resp.AppendError(nil, "ERR syntax error"))
+		return
+	}
+	n.onEveryNode(name, [][]byte{[]byte(name), []byte(mode)}, b, complete)
+}
+
+// configSettable are the redis-server parameters CONFIG SET passes on to
+// every node: they change how redis-server encodes values, never what a
+// command answers, so replicas stay alike and troop's own use of
+// redis-server (scripts, versions, persistence) is untouched.
+var configSettable = map[string]bool{
+	"hash-max-listpack-entries": true, "hash-max-listpack-value": true,
+	"hash-max-ziplist-entries": true, "hash-max-ziplist-value": true,
+	"list-max-listpack-size": true, "list-max-ziplist-size": true, "list-compress-depth": true,
+	"set-max-intset-entries": true, "set-max-listpack-entries": true, "set-max-listpack-value": true,
+	"zset-max-listpack-entries": true, "zset-max-listpack-value": true,
+	"zset-max-ziplist-entries": true, "zset-max-ziplist-value": true,
+	"hll-sparse-max-bytes": true, "stream-node-max-bytes": true, "stream-node-max-entries": true,
+	"active-defrag-ignore-bytes": true, "activedefrag": true,
+}
+
+// configCommand answers CONFIG GET from this node's redis-server, and
+// CONFIG SET of configSettable parameters on every node.
+func (n *Node) configCommand(args [][]byte, b *batch, complete func([]byte)) {
+	sub := strings.ToUpper(string(args[1]))
+	switch {
+	case sub == "GET" && len(args) >= 3:
+		n.onNode(b, n.selfMember(), args, func(raw []byte, err error) {
+			if err != nil {
+				complete(resp.AppendError(nil, "ERR troop: CONFIG GET: "+err.Error()))
+				return
+			}
+			complete(raw)
+		})
+	case sub == "SET" && len(args) >= 4 && len(args)%2 == 0:
+		for i := 2; i < len(args); i += 2 {
+			if p := strings.ToLower(string(args[i])); !configSettable[p] {
+				complete(resp.AppendError(nil, fmt.Sprintf("ERR troop: CONFIG SET '%s' is not passed on: only parameters that change how redis-server encodes values are (%s); configure each redis-server directly", printableArg(args[i]), strings.Join(settableNames(), ", "))))
+				return
+			}
+		}
+		n.onEveryNode("CONFIG SET", args, b, complete)
+	case sub == "RESETSTAT" && len(args) == 2:
+		n.onEveryNode("CONFIG RESETSTAT", args, b, complete)
+	default:
+		complete(resp.AppendError(nil, fmt.Sprintf("ERR troop: 'CONFIG %s' is not supported: CONFIG GET, CONFIG SET of encoding parameters and CONFIG RESETSTAT are", strings.ToUpper(printableArg(args[1])))))
+	}
+}
+
+func settableNames() []string {
+	var out []string
+	for p := range configSettable {
+		out = append(out, p)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (n *Node) selfMember() *member {
+	for _, m := range n.members {
+		if m.self {
+			return m
+		}
+	}
+	panic("node: no member is this node") // New always adds it
+}

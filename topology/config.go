@@ -76,7 +76,10 @@ type Config struct {
 	// the node remembers so that a plain SET can skip the write script
 	// (docs/repair.md); 0 = every versioned write runs the script.
 	VersionCacheKeys int
-	LineageExport    string // troop_lineage_export: FILE or http(s)://OTLP endpoint for traced requests' lineage as spans; "" = off
+	// AllowFlush is troop_allow_flush, default false: whether FLUSHALL and
+	// FLUSHDB through this node empty every node of the cluster.
+	AllowFlush    bool
+	LineageExport string // troop_lineage_export: FILE or http(s)://OTLP endpoint for traced requests' lineage as spans; "" = off
 
 	// PlantedBug is troop_planted_bug: a deliberate defect, for testing the
 	// testers (ldfi, troop run); "" (none) by default and for any real use.

@@ -104,6 +104,7 @@ func TestFixtures(t *testing.T) {
 			eq(t, "MaxRequestBytes", c.MaxRequestBytes, 1<<20)
 			eq(t, "TombstoneGrace", c.TombstoneGrace, 30*time.Second)
 			eq(t, "HashTag", c.HashTag, "{}")
+			eq(t, "AllowFlush", c.AllowFlush, true)
 		}},
 	}
 	for _, tt := range tests {

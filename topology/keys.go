@@ -235,6 +235,7 @@ var keys = []keySpec{
 	msKey("troop_anti_entropy_interval_ms", func(c *Config) *time.Duration { return &c.AntiEntropyInterval }, 0, DefaultAntiEntropyInterval, false),
 	intKey("troop_repair_keys_per_sec", func(c *Config) *int { return &c.RepairKeysPerSec }, 1, DefaultRepairKeysPerSec),
 	boolKey("troop_versions", func(c *Config) *bool { return &c.Versions }, true),
+	boolKey("troop_allow_flush", func(c *Config) *bool { return &c.AllowFlush }, false),
 	intKey("troop_version_cache_keys", func(c *Config) *int { return &c.VersionCacheKeys }, 0, DefaultVersionCacheKeys),
 	{
 		name:  "troop_lineage_export",
