@@ -71,6 +71,13 @@ func (n *Node) handleClient(cmd resp.Command, s *slot, sess *session, b *batch) 
 		case c.name == "FLUSHALL" || c.name == "FLUSHDB":
 			n.flush(args, b, s.complete)
 			return
+		case c.name == "FUNCTION":
+			if !strings.EqualFold(string(args[1]), "FLUSH") {
+				s.complete(resp.AppendError(nil, fmt.Sprintf("ERR troop: 'FUNCTION %s' is not supported: scripts cannot be routed by key", strings.ToUpper(printableArg(args[1])))))
+				return
+			}
+			n.flush(args[1:], b, s.complete)
+			return
 		case c.name == "CONFIG":
 			n.configCommand(args, b, s.complete)
 			return

@@ -34,7 +34,7 @@ func commandDoc() string {
 	row("transactional", list(byKind[kindTransaction]),
 		"the queued commands run as one transaction on every replica when all their keys (and the watched ones) share their replicas; otherwise `EXECABORT` and nothing runs ([Transactions](#transactions))")
 	row("answered by the node", list(byKind[kindLocal]),
-		"SELECT 0 only; HELLO 2 or 3, with AUTH default (no password is configured) and SETNAME; CLIENT SETNAME, GETNAME, SETINFO, ID; CONFIG GET reads this node's redis-server, CONFIG SET passes encoding parameters to every node, CONFIG RESETSTAT resets every node's; FLUSHALL and FLUSHDB empty every node when `troop_allow_flush` is set ([Cluster-wide commands](#cluster-wide-commands)); COMMAND lists the table; AUTH: no password is configured; SCAN, KEYS, DBSIZE and INFO keyspace cover the cluster's keys ([Scanning and counting keys](#scanning-and-counting-keys)); TROOP and DYNO_CONFIG:CONN_CONSISTENCY below")
+		"SELECT 0 only; HELLO 2 or 3, with AUTH default (no password is configured) and SETNAME; CLIENT SETNAME, GETNAME, SETINFO, ID; CONFIG GET reads this node's redis-server, CONFIG SET passes encoding parameters to every node, CONFIG RESETSTAT resets every node's; FLUSHALL, FLUSHDB and FUNCTION FLUSH empty every node when `troop_allow_flush` is set, other FUNCTION subcommands are refused ([Cluster-wide commands](#cluster-wide-commands)); COMMAND lists the table; AUTH: no password is configured; SCAN, KEYS, DBSIZE and INFO keyspace cover the cluster's keys ([Scanning and counting keys](#scanning-and-counting-keys)); TROOP and DYNO_CONFIG:CONN_CONSISTENCY below")
 	var whys []string
 	for why := range refused {
 		whys = append(whys, why)

@@ -57,6 +57,8 @@ func init() {
 	add(kindRead, -2, "BITCOUNT")
 	add(kindRead, -3, "BITPOS")
 	add(kindRead, -2, "BITFIELD_RO")
+	add(kindRead, 3, "OBJECT")  // OBJECT ENCODING|FREQ|IDLETIME|REFCOUNT key
+	add(kindRead, -3, "MEMORY") // MEMORY USAGE key [SAMPLES n]: this replica's
 	add(kindWrite, -2, "BITFIELD")
 	add(kindWrite, -3, "SET")
 	add(kindWrite, 3, "SETNX", "GETSET", "APPEND", "INCRBY", "DECRBY", "INCRBYFLOAT")
@@ -113,13 +115,14 @@ func init() {
 	add(kindMultiWrite, -4, "ZUNIONSTORE", "ZINTERSTORE", "ZDIFFSTORE")
 	add(kindMultiWrite, -5, "ZRANGESTORE")
 	add(kindMultiWrite, -2, "PFMERGE")
+	add(kindMultiWrite, -3, "MSETNX")
 	add(kindMultiWrite, -4, "BITOP")
 	// Split across owners and merged.
 	add(kindSplit, -2, "MGET", "DEL", "UNLINK", "EXISTS", "TOUCH")
 	add(kindSplit, -3, "MSET")
 	// Answered by the node.
 	add(kindLocal, -1, "PING", "COMMAND", "INFO", "HELLO", "CLIENT", "TROOP", "FLUSHALL", "FLUSHDB")
-	add(kindLocal, -2, "CONFIG")
+	add(kindLocal, -2, "CONFIG", "FUNCTION")
 	add(kindLocal, 2, "ECHO", "SELECT", "DYNO_CONFIG:CONN_CONSISTENCY")
 	add(kindLocal, 1, "QUIT", "TIME", "DBSIZE")
 	add(kindLocal, -2, "AUTH", "SCAN")
@@ -136,10 +139,9 @@ func init() {
 	unsupported("pub/sub is not replicated", "SUBSCRIBE", "PSUBSCRIBE", "SSUBSCRIBE", "UNSUBSCRIBE", "PUNSUBSCRIBE", "SUNSUBSCRIBE", "PUBLISH", "SPUBLISH", "PUBSUB")
 	unsupported("blocking commands are not supported", "BLPOP", "BRPOP", "BLMOVE", "BRPOPLPUSH", "BZPOPMIN", "BZPOPMAX", "BLMPOP", "BZMPOP")
 	unsupported("it would have to reach every node", "RANDOMKEY", "SWAPDB", "WAIT")
-	unsupported("scripts cannot be routed by key", "EVAL", "EVALSHA", "EVAL_RO", "EVALSHA_RO", "SCRIPT", "FUNCTION", "FCALL", "FCALL_RO")
-	unsupported("administrative commands go to each redis-server directly", "MONITOR", "DEBUG", "SHUTDOWN", "SAVE", "BGSAVE", "BGREWRITEAOF", "LASTSAVE", "REPLICAOF", "SLAVEOF", "SYNC", "PSYNC", "MIGRATE", "MOVE", "OBJECT", "SLOWLOG", "LATENCY", "MEMORY", "ACL", "MODULE", "FAILOVER", "RESET")
+	unsupported("scripts cannot be routed by key", "EVAL", "EVALSHA", "EVAL_RO", "EVALSHA_RO", "SCRIPT", "FCALL", "FCALL_RO")
+	unsupported("administrative commands go to each redis-server directly", "MONITOR", "DEBUG", "SHUTDOWN", "SAVE", "BGSAVE", "BGREWRITEAOF", "LASTSAVE", "REPLICAOF", "SLAVEOF", "SYNC", "PSYNC", "MIGRATE", "MOVE", "SLOWLOG", "LATENCY", "ACL", "MODULE", "FAILOVER", "RESET")
 	unsupported("its result would differ on each replica", "SPOP", "SORT", "SORT_RO")
-	unsupported("it cannot be atomic across owners", "MSETNX")
 	unsupported("streams are not supported yet", "XADD", "XRANGE", "XREVRANGE", "XREAD", "XREADGROUP", "XLEN", "XDEL", "XTRIM", "XGROUP", "XACK", "XPENDING", "XCLAIM", "XAUTOCLAIM", "XINFO", "XSETID")
 	unsupported("geo commands are not supported yet", "GEOADD", "GEOPOS", "GEODIST", "GEOHASH", "GEORADIUS", "GEORADIUSBYMEMBER", "GEOSEARCH", "GEOSEARCHSTORE", "GEORADIUS_RO", "GEORADIUSBYMEMBER_RO")
 
@@ -174,9 +176,23 @@ func init() {
 		commandTable[n].keys = numkeys(2, true)
 	}
 	commandTable["BITOP"].keys = all(2)
+	commandTable["MEMORY"].keys = func(a [][]byte) ([][]byte, string) {
+		if strings.EqualFold(string(a[1]), "USAGE") {
+			return a[2:3], ""
+		}
+		return nil, "troop: MEMORY " + strings.ToUpper(printableArg(a[1])) + " is not supported (MEMORY USAGE key is)"
+	}
+	commandTable["OBJECT"].keys = func(a [][]byte) ([][]byte, string) {
+		switch strings.ToUpper(string(a[1])) {
+		case "ENCODING", "FREQ", "IDLETIME", "REFCOUNT":
+			return a[2:3], ""
+		}
+		return nil, "troop: OBJECT " + strings.ToUpper(printableArg(a[1])) + " is not supported (ENCODING, FREQ, IDLETIME and REFCOUNT are)"
+	}
+	commandTable["MSETNX"].keys = func(a [][]byte) ([][]byte, string) { return commandTable["MSET"].keys(a) }
 	commandTable["MSET"].keys = func(a [][]byte) ([][]byte, string) {
 		if len(a)%2 == 0 {
-			return nil, "wrong number of arguments for 'mset' command"
+			return nil, "wrong number of arguments for '" + strings.ToLower(string(a[0])) + "' command"
 		}
 		keys := make([][]byte, 0, len(a)/2)
 		for i := 1; i < len(a); i += 2 {

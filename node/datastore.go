@@ -174,6 +174,15 @@ func (n *Node) writeLocal(b *batch, tr *trace, version []byte, cmd *command, key
 	}
 	req := appendWrite(nil, version, keys, lww, n.cfg.TombstoneGrace.Milliseconds(), args)
 	if !lww {
+		if nilIsArray(cmd, args) { // Lua turned redis-server's null array into false, a null bulk
+			inner := done
+			done = func(raw []byte, err error) {
+				if err == nil && string(raw) == "$-1\r\n" {
+					raw = []byte("*-1\r\n")
+				}
+				inner(raw, err)
+			}
+		}
 		n.toStore(b, tr, l, req, done)
 		return
 	}
@@ -186,6 +195,18 @@ func (n *Node) writeLocal(b *batch, tr *trace, version []byte, cmd *command, key
 		}
 		done(raw, err)
 	})
+}
+
+// nilIsArray says whether redis-server answers a null array, not a null
+// bulk string, when the command finds nothing: the pops with a count.
+func nilIsArray(cmd *command, args [][]byte) bool {
+	switch cmd.name {
+	case "LPOP", "RPOP":
+		return len(args) > 2
+	case "LMPOP", "ZMPOP":
+		return true
+	}
+	return false
 }
 
 // appendVersionedSet encodes `MSET key value versionkey version`: a plain

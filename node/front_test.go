@@ -708,3 +708,21 @@ func TestFlushAndConfig(t *testing.T) {
 		t.Errorf("FLUSHALL with a node down = %s", v)
 	}
 }
+
+// A pop with a count on a missing key answers a null array, as in Redis,
+// although the write script (Lua) turns it into false.
+func TestNullArrays(t *testing.T) {
+	tc := startCluster(t, clusterOpts{racks: 1})
+	c := dial(t, tc.nodes[0].cfg.Listen)
+	for _, cmd := range [][]string{{"LPOP", "none", "2"}, {"RPOP", "none", "2"}, {"LMPOP", "1", "none", "LEFT"}, {"ZMPOP", "1", "none", "MIN"}} {
+		c.c.Write(resp.AppendCommandStrings(nil, cmd...))
+		raw, err := c.rd.ReadRaw(nil)
+		if err != nil || string(raw) != "*-1\r\n" {
+			t.Errorf("%v = %q, %v; want a null array", cmd, raw, err)
+		}
+	}
+	c.c.Write(resp.AppendCommandStrings(nil, "LPOP", "none"))
+	if raw, _ := c.rd.ReadRaw(nil); string(raw) != "$-1\r\n" {
+		t.Errorf("LPOP none = %q, want a null bulk string", raw)
+	}
+}

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"bytes"
 	"fmt"
 	"sort"
 	"strconv"
@@ -315,9 +316,15 @@ func (n *Node) onEveryNode(what string, args [][]byte, b *batch, complete func([
 }
 
 // flush answers FLUSHALL and FLUSHDB: every node's redis-server is emptied
-// (there is one database), when troop_allow_flush says so.
+// (there is one database), when troop_allow_flush says so. FUNCTION FLUSH
+// comes as FLUSH: it empties redis-server's functions, which troop does not
+// use (its own scripts are loaded with SCRIPT LOAD, and stay).
 func (n *Node) flush(args [][]byte, b *batch, complete func([]byte)) {
 	name := strings.ToUpper(string(args[0]))
+	cmd := [][]byte{[]byte(name)}
+	if name == "FLUSH" {
+		name, cmd = "FUNCTION FLUSH", [][]byte{[]byte("FUNCTION"), []byte("FLUSH")}
+	}
 	if !n.cfg.AllowFlush {
 		complete(resp.AppendError(nil, fmt.Sprintf("ERR troop: '%s' is disabled: it empties every node of the cluster; set troop_allow_flush: true in the node's config to allow it", name)))
 		return
@@ -330,7 +337,7 @@ func (n *Node) flush(args [][]byte, b *batch, complete func([]byte)) {
 		complete(resp.AppendError(nil, "ERR syntax error"))
 		return
 	}
-	n.onEveryNode(name, [][]byte{[]byte(name), []byte(mode)}, b, complete)
+	n.onEveryNode(string(bytes.Join(cmd, []byte(" "))), append(cmd, []byte(mode)), b, complete)
 }
 
 // configSettable are the redis-server parameters CONFIG SET passes on to

@@ -25,9 +25,11 @@ import (
 
 // txn is a connection's transaction between MULTI and EXEC or DISCARD.
 type txn struct {
-	cmds      [][][]byte
-	keys      [][]byte // every key the commands name
-	writeKeys [][]byte // the keys they may change, whose versions EXEC moves
+	cmds      [][][]byte       // what the replicas run
+	nodeCmds  map[int][][]byte // what the node answers itself (INFO, TIME ...), by position in EXEC's reply
+	count     int              // commands queued
+	keys      [][]byte         // every key the commands name
+	writeKeys [][]byte         // the keys they may change, whose versions EXEC moves
 	writes    bool
 	bytes     int
 	dirty     bool // a command was refused while queueing: EXEC aborts
@@ -107,7 +109,7 @@ func txCommand(c *command, args [][]byte) (keys [][]byte, write bool, bad string
 	}
 	switch c.kind {
 	case kindLocal:
-		if c.name == "PING" || c.name == "ECHO" { // redis-server answers them as well
+		if c.name == "PING" || c.name == "ECHO" || answeredInTx(c, args) { // redis-server answers them as well
 			return nil, false, ""
 		}
 		return nil, false, fmt.Sprintf("-ERR troop: '%s' cannot run inside a transaction\r\n", c.name)
@@ -130,6 +132,21 @@ func txCommand(c *command, args [][]byte) (keys [][]byte, write bool, bad string
 	}
 	write = c.kind == kindWrite || c.kind == kindMultiWrite || (c.kind == kindSplit && c.lww) || c.name == "MSET"
 	return keys, write, ""
+}
+
+// answeredInTx says whether the node answers a command of its own inside a
+// transaction, at EXEC, in its place in the reply: those it answers at once
+// and without changing the session's replicas.
+func answeredInTx(c *command, args [][]byte) bool {
+	switch c.name {
+	case "TIME", "SELECT", "COMMAND":
+		return true
+	case "INFO":
+		return !wantsKeyspace(args[1:])
+	case "CLIENT":
+		return len(args) >= 2 && (strings.EqualFold(string(args[1]), "GETNAME") || strings.EqualFold(string(args[1]), "ID"))
+	}
+	return false
 }
 
 // transaction handles MULTI, EXEC, DISCARD, WATCH and UNWATCH.
@@ -181,7 +198,15 @@ func (n *Node) queue(c *command, args [][]byte, sess *session) []byte {
 		tx.dirty = true
 		return []byte(bad)
 	}
-	tx.cmds = append(tx.cmds, args)
+	if c.kind == kindLocal && answeredInTx(c, args) {
+		if tx.nodeCmds == nil {
+			tx.nodeCmds = map[int][][]byte{}
+		}
+		tx.nodeCmds[tx.count] = args
+	} else {
+		tx.cmds = append(tx.cmds, args)
+	}
+	tx.count++
 	tx.bytes += resp.CommandSize(args)
 	tx.keys = append(tx.keys, keys...)
 	if write {
@@ -319,7 +344,7 @@ func (n *Node) exec(tx *txn, watches []*watch, sess *session, b *batch, s *slot)
 			done(resp.AppendArrayHeader(nil, -1))
 			return
 		}
-		decided := raw
+		decided := n.withNodeReplies(raw, tx, sess)
 		answer := func(reply []byte) { // the deciding replica's, once the level is met
 			if len(reply) > 0 && reply[0] != '-' {
 				reply = decided
@@ -348,6 +373,31 @@ func (n *Node) exec(tx *txn, watches []*watch, sess *session, b *batch, s *slot)
 			}
 		}
 	})
+}
+
+// withNodeReplies puts the node's own answers to a transaction's commands
+// (answeredInTx) into the replicas' reply, each in its place.
+func (n *Node) withNodeReplies(raw []byte, tx *txn, sess *session) []byte {
+	if len(tx.nodeCmds) == 0 {
+		return raw
+	}
+	v, err := resp.Parse(raw)
+	if err != nil || v.Type != resp.Array {
+		return raw
+	}
+	out := resp.AppendArrayHeader(nil, tx.count)
+	next := 0
+	for i := 0; i < tx.count; i++ {
+		if args, ok := tx.nodeCmds[i]; ok {
+			out = append(out, n.local(lookup(args[0]), args, sess)...)
+			continue
+		}
+		if next < len(v.Elems) {
+			out = resp.AppendValue(out, v.Elems[next])
+			next++
+		}
+	}
+	return out
 }
 
 // runTx runs a transaction on replica m: its own redis-server or a peer.

@@ -104,6 +104,18 @@ func TestTransactions(t *testing.T) {
 		}
 	})
 
+	t.Run("the node's own commands inside", func(t *testing.T) {
+		c.must("SET", a, "1")
+		got := c.pipeline([]string{"MULTI"}, []string{"INCR", a}, []string{"INFO", "server"}, []string{"CLIENT", "GETNAME"},
+			[]string{"PING"}, []string{"INCR", a}, []string{"EXEC"})
+		exec := got[6]
+		if exec.IsError() || len(exec.Elems) != 5 || exec.Elems[0].Int != 2 || !contains(string(exec.Elems[1].Str), "troop_node:") ||
+			!exec.Elems[2].IsNull || string(exec.Elems[3].Str) != "PONG" || exec.Elems[4].Int != 3 {
+			t.Fatalf("EXEC = %s", exec)
+		}
+		c.must("SET", a, "before")
+	})
+
 	t.Run("DISCARD and errors of Redis", func(t *testing.T) {
 		got := c.pipeline([]string{"MULTI"}, []string{"SET", a, "discarded"}, []string{"MULTI"}, []string{"DISCARD"},
 			[]string{"EXEC"}, []string{"DISCARD"}, []string{"GET", a})
