@@ -110,6 +110,15 @@ func (n *Node) handleClient(cmd resp.Command, s *slot, sess *session, b *batch) 
 	if c.keys != nil {
 		var bad string
 		if keys, bad = c.keys(args); bad != "" {
+			if bad == badNumkeys {
+				n.toStore(b, nil, n.store[0], resp.AppendCommand(nil, args...), func(raw []byte, err error) {
+					if err != nil || len(raw) == 0 || raw[0] != '-' {
+						raw = resp.AppendError(nil, "ERR "+bad) // it ran after all, or redis-server is down
+					}
+					s.complete(raw)
+				})
+				return
+			}
 			s.complete(resp.AppendError(nil, "ERR "+bad))
 			return
 		}

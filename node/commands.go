@@ -42,6 +42,11 @@ type command struct {
 
 var commandTable = map[string]*command{}
 
+// badNumkeys is the keys function's answer to a command whose numkeys does
+// not name its keys: redis-server refuses such a command whatever it holds,
+// so the node lets it say why, in its own words.
+const badNumkeys = "numkeys should be greater than 0 and match the keys given"
+
 func init() {
 	id := 0
 	add := func(k kind, arity int, names ...string) {
@@ -63,6 +68,7 @@ func init() {
 	add(kindWrite, -3, "SET")
 	add(kindWrite, 3, "SETNX", "GETSET", "APPEND", "INCRBY", "DECRBY", "INCRBYFLOAT")
 	add(kindWrite, 4, "SETEX", "PSETEX", "SETRANGE", "SETBIT")
+	add(kindWrite, -4, "RESTORE")
 	add(kindWrite, 2, "GETDEL", "INCR", "DECR", "PERSIST")
 	add(kindWrite, -2, "GETEX")
 	// Expiry.
@@ -154,7 +160,7 @@ func init() {
 		return func(a [][]byte) ([][]byte, string) {
 			n, err := strconv.Atoi(string(a[at]))
 			if err != nil || n < 1 || at+1+n > len(a) {
-				return nil, "numkeys should be greater than 0 and match the keys given"
+				return nil, badNumkeys
 			}
 			keys := a[at+1 : at+1+n]
 			if dest {

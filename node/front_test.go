@@ -562,7 +562,7 @@ func TestRESP3MatchesRedis(t *testing.T) {
 		{"GET", "s"}, {"GET", "missing"}, {"MGET", "s", "missing"}, {"HGETALL", "h"}, {"HGETALL", "missing"}, {"HGET", "h", "nope"},
 		{"SMEMBERS", "set"}, {"SINTER", "set"}, {"ZSCORE", "z", "a"}, {"ZSCORE", "z", "nope"}, {"ZMSCORE", "z", "a", "nope"},
 		{"ZRANGE", "z", "0", "-1", "WITHSCORES"}, {"ZRANGE", "z", "0", "-1"}, {"ZINCRBY", "z", "1", "b"}, {"ZADD", "z", "INCR", "1", "a"},
-		{"ZPOPMIN", "z"}, {"ZPOPMAX", "z", "2"}, {"LRANGE", "l", "0", "-1"}, {"LPOP", "missing"}, {"EXISTS", "s"}, {"PING"},
+		{"ZPOPMIN", "z"}, {"ZPOPMAX", "z", "2"}, {"ZADD", "z", "1", "x", "2", "y"}, {"ZMPOP", "1", "z", "MIN", "COUNT", "2"}, {"ZMPOP", "1", "none", "MIN"}, {"LRANGE", "l", "0", "-1"}, {"LPOP", "missing"}, {"EXISTS", "s"}, {"PING"},
 	} {
 		if got, want := node(cmd...), redis(cmd...); got != want {
 			t.Errorf("%v: node %q, redis-server %q", cmd, got, want)
@@ -724,5 +724,19 @@ func TestNullArrays(t *testing.T) {
 	c.c.Write(resp.AppendCommandStrings(nil, "LPOP", "none"))
 	if raw, _ := c.rd.ReadRaw(nil); string(raw) != "$-1\r\n" {
 		t.Errorf("LPOP none = %q, want a null bulk string", raw)
+	}
+}
+
+// A command whose numkeys does not name its keys gets redis-server's own
+// error, as a Redis client expects it.
+func TestBadNumkeysIsRedisError(t *testing.T) {
+	tc := startCluster(t, clusterOpts{racks: 1})
+	c := tc.client(0, "")
+	plain := dial(t, startRedis(t).Addr)
+	for _, cmd := range [][]string{{"SINTERCARD", "0", "a"}, {"ZUNION", "3", "a"}, {"ZINTERSTORE", "d", "x", "a"}, {"LMPOP", "-1", "a", "LEFT"}} {
+		got, want := c.do(cmd...), plain.do(cmd...)
+		if !got.IsError() || string(got.Str) != string(want.Str) {
+			t.Errorf("%v: node %s, redis-server %s", cmd, got, want)
+		}
 	}
 }

@@ -57,6 +57,14 @@ func resp3Reply(c *command, args [][]byte, reply []byte) []byte {
 		if hasWord(args, "WITHSCORES") {
 			v = scorePairs(v)
 		}
+	case "ZMPOP": // [key, [[member, score] ...]]
+		if len(v.Elems) == 2 {
+			for i, p := range v.Elems[1].Elems {
+				if len(p.Elems) == 2 {
+					v.Elems[1].Elems[i].Elems[1] = toDouble(p.Elems[1])
+				}
+			}
+		}
 	case "HRANDFIELD":
 		if hasWord(args, "WITHVALUES") {
 			v = pairs(v, false)
