@@ -35,6 +35,9 @@ type txn struct {
 	dirty     bool // a command was refused while queueing: EXEC aborts
 }
 
+// maxWatchedKeys bounds the keys one connection watches at once.
+const maxWatchedKeys = 4096
+
 // watch is one WATCH: its keys and, once read, their tokens.
 type watch struct {
 	keys   [][]byte
@@ -227,6 +230,14 @@ func (n *Node) watch(keys [][]byte, sess *session, b *batch, s *slot) {
 	}
 	if !n.sameReplicas(keys) {
 		s.complete(resp.AppendError(nil, "ERR troop: the keys of 'WATCH' belong to different nodes, and a transaction can only run on keys that share their replicas"))
+		return
+	}
+	watched := 0
+	for _, w := range sess.watches {
+		watched += len(w.keys)
+	}
+	if watched+len(keys) > maxWatchedKeys { // a session's memory stays bounded
+		s.complete(resp.AppendError(nil, fmt.Sprintf("ERR troop: a connection may watch at most %d keys until EXEC, DISCARD or UNWATCH", maxWatchedKeys)))
 		return
 	}
 	w := &watch{keys: keys, ready: make(chan struct{})}

@@ -155,6 +155,14 @@ func TestTransactions(t *testing.T) {
 		if v := c.do("WATCH", a, other); !v.IsError() {
 			t.Fatalf("WATCH across nodes = %s", v)
 		}
+		many := []string{"WATCH"}
+		for i := 0; i <= maxWatchedKeys; i++ {
+			many = append(many, a)
+		}
+		if v := c.do(many...); !v.IsError() || !contains(string(v.Str), "at most") {
+			t.Fatalf("WATCH of %d keys = %s", len(many)-1, v)
+		}
+		c.must("UNWATCH")
 	})
 }
 
