@@ -40,7 +40,7 @@ func (n *Node) handleClient(cmd resp.Command, s *slot, sess *session, b *batch) 
 	if sess.proto == 3 {
 		s.conv = func(reply []byte) []byte { return resp3Reply(c, args, reply) }
 	}
-	if sess.tx != nil && (c == nil || c.kind != kindTransaction || c.name == "UNWATCH") {
+	if sess.tx != nil && (c == nil || c.kind != kindTransaction || c.name == "UNWATCH") && (c == nil || c.name != "QUIT") {
 		if c != nil {
 			n.stats.commands[c.id].Add(1)
 		}
