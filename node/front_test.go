@@ -568,6 +568,15 @@ func TestRESP3MatchesRedis(t *testing.T) {
 			t.Errorf("%v: node %q, redis-server %q", cmd, got, want)
 		}
 	}
+	// Inside a transaction, each reply as its command's (the keys share a
+	// node: one rack of one node).
+	for _, cmd := range [][]string{{"MULTI"}, {"HGETALL", "h"}, {"ZSCORE", "z", "c"}, {"GET", "missing"}, {"SMEMBERS", "set"}} {
+		node(cmd...)
+		redis(cmd...)
+	}
+	if got, want := node("EXEC"), redis("EXEC"); got != want {
+		t.Errorf("EXEC: node %q, redis-server %q", got, want)
+	}
 	if got := node("HELLO", "4"); !strings.HasPrefix(got, "-NOPROTO") {
 		t.Errorf("HELLO 4 = %q", got)
 	}

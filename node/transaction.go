@@ -28,6 +28,7 @@ type txn struct {
 	cmds      [][][]byte       // what the replicas run
 	nodeCmds  map[int][][]byte // what the node answers itself (INFO, TIME ...), by position in EXEC's reply
 	count     int              // commands queued
+	order     [][][]byte       // every command queued, in order
 	keys      [][]byte         // every key the commands name
 	writeKeys [][]byte         // the keys they may change, whose versions EXEC moves
 	writes    bool
@@ -210,6 +211,7 @@ func (n *Node) queue(c *command, args [][]byte, sess *session) []byte {
 		tx.cmds = append(tx.cmds, args)
 	}
 	tx.count++
+	tx.order = append(tx.order, args)
 	tx.bytes += resp.CommandSize(args)
 	tx.keys = append(tx.keys, keys...)
 	if write {
@@ -342,6 +344,7 @@ func (n *Node) exec(tx *txn, watches []*watch, sess *session, b *batch, s *slot)
 	} else {
 		version = []byte{}
 	}
+	proto := sess.proto // the callback runs on another goroutine
 	first, fi := n.decider(reps)
 	n.runTx(b, first, version, wkeys, tokens, tx.cmds, func(raw []byte, err error) {
 		switch {
@@ -356,6 +359,9 @@ func (n *Node) exec(tx *txn, watches []*watch, sess *session, b *batch, s *slot)
 			return
 		}
 		decided := n.withNodeReplies(raw, tx, sess)
+		if proto == 3 {
+			decided = resp3EachReply(decided, tx.order)
+		}
 		answer := func(reply []byte) { // the deciding replica's, once the level is met
 			if len(reply) > 0 && reply[0] != '-' {
 				reply = decided
@@ -407,6 +413,20 @@ func (n *Node) withNodeReplies(raw []byte, tx *txn, sess *session) []byte {
 			out = resp.AppendValue(out, v.Elems[next])
 			next++
 		}
+	}
+	return out
+}
+
+// resp3EachReply maps each reply in EXEC's array as RESP3 maps the reply
+// of the command that made it (an HGETALL inside a transaction is a map).
+func resp3EachReply(raw []byte, cmds [][][]byte) []byte {
+	v, err := resp.Parse(raw)
+	if err != nil || v.Type != resp.Array || len(v.Elems) != len(cmds) {
+		return raw
+	}
+	out := resp.AppendArrayHeader(nil, len(cmds))
+	for i, e := range v.Elems {
+		out = append(out, resp3Reply(lookup(cmds[i][0]), cmds[i], resp.AppendValue(nil, e))...)
 	}
 	return out
 }
