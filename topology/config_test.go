@@ -628,3 +628,20 @@ func TestDocExample(t *testing.T) {
 	eq(t, "ReadConsistency", c.ReadConsistency, consistency.DCQuorum)
 	roundTrip(t, c)
 }
+
+// A cluster of one node has no seeds: "dyn_seeds:" with no entries is an
+// empty list, as a lab of one rack writes it; an empty servers list is
+// still refused, as servers wants exactly one.
+func TestEmptyList(t *testing.T) {
+	c, err := Parse([]byte(with("  dyn_seeds:\n")), "x.yml")
+	if err != nil {
+		t.Fatalf("empty dyn_seeds: %v", err)
+	}
+	if len(c.Seeds) != 0 {
+		t.Errorf("Seeds = %v, want none", c.Seeds)
+	}
+	_, err = Parse([]byte(strings.Replace(base, "servers:\n  - 127.0.0.1:6379:1", "servers:", 1)), "x.yml")
+	if err == nil || !strings.Contains(err.Error(), "servers") {
+		t.Errorf("empty servers: %v, want an error naming servers", err)
+	}
+}
