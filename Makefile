@@ -18,7 +18,7 @@ export PATH := $(PATH):/usr/sbin
 # one set of compiled packages instead of compiling them twice.
 export CGO_ENABLED := 0
 
-.PHONY: build test unit fuzz demo bench clean
+.PHONY: build test unit fuzz demo bench compat clean
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/troop
@@ -33,6 +33,7 @@ test:
 fuzz:
 	scripts/fuzz ./resp FuzzReadCommand $(FUZZTIME)
 	scripts/fuzz ./resp FuzzReadRaw $(FUZZTIME)
+	scripts/fuzz ./node FuzzParseTxRequest $(FUZZTIME)
 	scripts/fuzz ./topology FuzzParse $(FUZZTIME)
 	scripts/fuzz ./chaos FuzzParseConfig $(FUZZTIME)
 	scripts/fuzz ./fit FuzzParseScope $(FUZZTIME)
@@ -48,7 +49,15 @@ bench: build
 	@scripts/need redis-server redis-benchmark nutcracker
 	$(GO) run ./perf/store --troop $(BIN) --out .troop/perf-store.json
 	perf/store/rediscost.sh
+	perf/store/bulkload.sh
 	$(BIN) ldfi bench --out .troop/ldfi-bench.json
+
+# Redis's own tests (the units of the installed redis-server's Debian source
+# package) through a node of a 3-rack cluster, against redis-server itself;
+# the report lists every test that fails only through the node.
+compat:
+	@scripts/need redis-server tclsh
+	TROOP_REDIS_SUITE=all TROOP_REDIS_SUITE_REPORT=$(CURDIR)/.troop/redis-suite.md $(GO) test -count=1 -run TestRedisSuite -timeout 30m -v ./node
 
 clean:
 	rm -rf bin .troop

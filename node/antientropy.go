@@ -14,7 +14,6 @@ import (
 	"github.com/troop-lab/troop/link"
 	"github.com/troop-lab/troop/node/consistency"
 	"github.com/troop-lab/troop/resp"
-	"github.com/troop-lab/troop/ring"
 )
 
 // Anti-entropy (docs/repair.md): for every token segment this node owns in
@@ -114,7 +113,7 @@ func (n *Node) scanLocal(ctx context.Context, seg segment, depth int, want map[i
 		var leaves []int
 		for _, e := range v.Elems[1].Elems {
 			key := e.Str[len(VersionPrefix):]
-			leaf, ok := seg.leafOf(ring.Hash(key), depth)
+			leaf, ok := seg.leafOf(n.token(key), depth)
 			if ok && (want == nil || want[leaf]) {
 				keys = append(keys, key)
 				leaves = append(leaves, leaf)

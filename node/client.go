@@ -36,11 +36,17 @@ func (n *Node) levelFor(sess *session, write bool) consistency.Level {
 
 func (n *Node) handleClient(cmd resp.Command, s *slot, sess *session, b *batch) {
 	args := cmd.Args
-	if sess.refusedMulti && !isCommand(args[0], "QUIT") {
-		s.complete(sess.afterRefusedMulti(args[0]))
+	c := lookup(args[0])
+	if sess.proto == 3 {
+		s.conv = func(reply []byte) []byte { return resp3Reply(c, args, reply) }
+	}
+	if sess.tx != nil && (c == nil || c.kind != kindTransaction || c.name == "UNWATCH") && (c == nil || c.name != "QUIT") {
+		if c != nil {
+			n.stats.commands[c.id].Add(1)
+		}
+		s.complete(n.queue(c, args, sess))
 		return
 	}
-	c := lookup(args[0])
 	if c == nil {
 		s.complete(unknownCommand(args))
 		return
@@ -52,15 +58,47 @@ func (n *Node) handleClient(cmd resp.Command, s *slot, sess *session, b *batch) 
 	n.stats.commands[c.id].Add(1)
 	switch c.kind {
 	case kindLocal:
-		if c.name == "TROOP" {
+		switch {
+		case c.name == "TROOP":
 			n.troopCommand(args, sess, s.complete)
+			return
+		case c.name == "SCAN":
+			n.scanCommand(args, b, s.complete)
+			return
+		case c.name == "KEYS":
+			n.keysCommand(args, b, s.complete)
+			return
+		case c.name == "FLUSHALL" || c.name == "FLUSHDB":
+			n.flush(args, b, s.complete)
+			return
+		case c.name == "FUNCTION":
+			if !strings.EqualFold(string(args[1]), "FLUSH") {
+				s.complete(resp.AppendError(nil, fmt.Sprintf("ERR troop: 'FUNCTION %s' is not supported: scripts cannot be routed by key", strings.ToUpper(printableArg(args[1])))))
+				return
+			}
+			n.flush(args[1:], b, s.complete)
+			return
+		case c.name == "CONFIG":
+			n.configCommand(args, b, s.complete)
+			return
+		case c.name == "DBSIZE":
+			n.keyspace(true, "", s.complete)
+			return
+		case c.name == "INFO" && len(args) > 1 && wantsKeyspace(args[1:]):
+			info := ""
+			if len(args) > 2 || !strings.EqualFold(string(args[1]), "keyspace") {
+				info = n.infoText()
+			}
+			n.keyspace(false, info, s.complete)
 			return
 		}
 		s.complete(n.local(c, args, sess))
 		return
 	case kindUnsupported:
-		sess.refusedMulti = c.name == "MULTI"
 		s.complete(resp.AppendError(nil, fmt.Sprintf("ERR troop: '%s' is not supported: %s", c.name, c.why)))
+		return
+	case kindTransaction:
+		n.transaction(c, args, sess, b, s)
 		return
 	}
 	write := c.kind == kindWrite || c.kind == kindMultiWrite || (c.kind == kindSplit && c.lww) || c.name == "MSET"
@@ -72,6 +110,15 @@ func (n *Node) handleClient(cmd resp.Command, s *slot, sess *session, b *batch) 
 	if c.keys != nil {
 		var bad string
 		if keys, bad = c.keys(args); bad != "" {
+			if bad == badNumkeys {
+				n.toStore(b, nil, n.store[0], resp.AppendCommand(nil, args...), func(raw []byte, err error) {
+					if err != nil || len(raw) == 0 || raw[0] != '-' {
+						raw = resp.AppendError(nil, "ERR "+bad) // it ran after all, or redis-server is down
+					}
+					s.complete(raw)
+				})
+				return
+			}
 			s.complete(resp.AppendError(nil, "ERR "+bad))
 			return
 		}
@@ -244,27 +291,9 @@ func (n *Node) local(c *command, args [][]byte, sess *session) []byte {
 	case "INFO":
 		return resp.AppendBulkString(nil, n.infoText())
 	case "HELLO":
-		if len(args) > 1 && string(args[1]) != "2" {
-			return resp.AppendError(nil, "NOPROTO troop speaks RESP2 only")
-		}
-		out := resp.AppendArrayHeader(nil, 14)
-		for _, kv := range [][2]string{{"server", "troop"}, {"version", redisCompatVersion}, {"mode", "cluster"}, {"role", "master"}} {
-			out = resp.AppendBulkString(out, kv[0])
-			out = resp.AppendBulkString(out, kv[1])
-		}
-		out = resp.AppendBulkString(out, "proto")
-		out = resp.AppendInt(out, 2)
-		out = resp.AppendBulkString(out, "id")
-		out = resp.AppendInt(out, n.stats.connsAccepted.Load())
-		out = resp.AppendBulkString(out, "modules")
-		return resp.AppendArrayHeader(out, 0)
+		return n.hello(args, sess)
 	case "CLIENT":
-		return clientCommand(args)
-	case "CONFIG":
-		if len(args) >= 3 && strings.EqualFold(string(args[1]), "GET") {
-			return resp.AppendArrayHeader(nil, 0) // no redis-server settings are exposed through the node
-		}
-		return resp.AppendError(nil, "ERR troop: CONFIG is limited to GET; configure each redis-server directly")
+		return clientCommand(args, sess)
 	case "COMMAND":
 		return commandCommand(args)
 	case "DYNO_CONFIG:CONN_CONSISTENCY":
@@ -282,15 +311,29 @@ func (n *Node) local(c *command, args [][]byte, sess *session) []byte {
 // check it before using a feature.
 const redisCompatVersion = "7.0.0"
 
-func clientCommand(args [][]byte) []byte {
+func clientCommand(args [][]byte, sess *session) []byte {
 	if len(args) < 2 {
 		return resp.AppendError(nil, "ERR wrong number of arguments for 'client' command")
 	}
 	switch strings.ToUpper(string(args[1])) {
-	case "SETNAME", "SETINFO", "NO-EVICT", "NO-TOUCH":
+	case "SETNAME":
+		if len(args) != 3 {
+			return resp.AppendError(nil, "ERR wrong number of arguments for 'client|setname' command")
+		}
+		for _, c := range args[2] {
+			if c <= ' ' || c > '~' { // as Redis: no spaces, newlines or special characters
+				return resp.AppendError(nil, "ERR Client names cannot contain spaces, newlines or special characters.")
+			}
+		}
+		sess.name = string(args[2])
+		return resp.AppendSimple(nil, "OK")
+	case "SETINFO", "NO-EVICT", "NO-TOUCH":
 		return resp.AppendSimple(nil, "OK")
 	case "GETNAME":
-		return resp.AppendNullBulk(nil)
+		if sess.name == "" {
+			return resp.AppendNullBulk(nil)
+		}
+		return resp.AppendBulkString(nil, sess.name)
 	case "ID":
 		return resp.AppendInt(nil, 1)
 	}
@@ -416,6 +459,18 @@ func (n *Node) troopConsistency(args [][]byte, sess *session) []byte {
 	return resp.AppendError(nil, "ERR wrong number of arguments for 'troop consistency' command")
 }
 
+// wantsKeyspace says whether INFO's sections name the keyspace: it takes a
+// scan of the rack, so plain INFO leaves it out.
+func wantsKeyspace(sections [][]byte) bool {
+	for _, s := range sections {
+		switch strings.ToLower(string(s)) {
+		case "keyspace", "all", "everything":
+			return true
+		}
+	}
+	return false
+}
+
 // infoText is the node's INFO reply, in Redis's format.
 func (n *Node) infoText() string {
 	var b strings.Builder
@@ -429,24 +484,4 @@ func (n *Node) infoText() string {
 	fmt.Fprintf(&b, "\r\n# Stats\r\ntotal_connections_received:%d\r\ninflight_requests:%d\r\nforwarded_requests:%d\r\nbusy_replies:%d\r\nquorum_failures:%d\r\ntimeouts:%d\r\n",
 		n.stats.connsAccepted.Load(), n.inflight.Load(), n.stats.forwarded.Load(), n.stats.busy.Load(), n.stats.quorumFailures.Load(), n.stats.timeouts.Load())
 	return b.String()
-}
-
-// afterRefusedMulti answers a command sent after a MULTI the node refused.
-// A client that pipelines MULTI ... EXEC expects Redis to queue those
-// commands and run them together at EXEC; running them one by one would run
-// half a transaction without its atomicity. So nothing runs until EXEC
-// (which aborts, as Redis aborts a transaction with a bad command in it) or
-// DISCARD.
-func (sess *session) afterRefusedMulti(name []byte) []byte {
-	switch {
-	case isCommand(name, "EXEC"):
-		sess.refusedMulti = false
-		return resp.AppendError(nil, "EXECABORT Transaction discarded because MULTI was refused: troop does not run transactions")
-	case isCommand(name, "DISCARD"):
-		sess.refusedMulti = false
-		return []byte("+OK\r\n")
-	case isCommand(name, "MULTI"):
-		return resp.AppendError(nil, "ERR MULTI calls can not be nested")
-	}
-	return resp.AppendError(nil, "ERR troop: not run: this connection's MULTI was refused (troop does not run transactions), so every command up to its EXEC or DISCARD is refused too")
 }

@@ -10,12 +10,13 @@ import (
 type kind int
 
 const (
-	kindRead       kind = iota // one key, read
-	kindWrite                  // one key, write
-	kindMultiRead              // several keys that must share an owner, read
-	kindMultiWrite             // several keys that must share an owner, write
-	kindSplit                  // several keys, split per key and merged (MGET, MSET, DEL, EXISTS ...)
-	kindLocal                  // answered by the node itself (PING, INFO, TROOP ...)
+	kindRead        kind = iota // one key, read
+	kindWrite                   // one key, write
+	kindMultiRead               // several keys that must share an owner, read
+	kindMultiWrite              // several keys that must share an owner, write
+	kindSplit                   // several keys, split per key and merged (MGET, MSET, DEL, EXISTS ...)
+	kindLocal                   // answered by the node itself (PING, INFO, TROOP ...)
+	kindTransaction             // MULTI, EXEC, DISCARD, WATCH, UNWATCH (transaction.go)
 	kindUnsupported
 )
 
@@ -41,6 +42,11 @@ type command struct {
 
 var commandTable = map[string]*command{}
 
+// badNumkeys is the keys function's answer to a command whose numkeys does
+// not name its keys: redis-server refuses such a command whatever it holds,
+// so the node lets it say why, in its own words.
+const badNumkeys = "numkeys should be greater than 0 and match the keys given"
+
 func init() {
 	id := 0
 	add := func(k kind, arity int, names ...string) {
@@ -55,9 +61,14 @@ func init() {
 	add(kindRead, 3, "GETBIT")
 	add(kindRead, -2, "BITCOUNT")
 	add(kindRead, -3, "BITPOS")
+	add(kindRead, -2, "BITFIELD_RO")
+	add(kindRead, 3, "OBJECT")  // OBJECT ENCODING|FREQ|IDLETIME|REFCOUNT key
+	add(kindRead, -3, "MEMORY") // MEMORY USAGE key [SAMPLES n]: this replica's
+	add(kindWrite, -2, "BITFIELD")
 	add(kindWrite, -3, "SET")
 	add(kindWrite, 3, "SETNX", "GETSET", "APPEND", "INCRBY", "DECRBY", "INCRBYFLOAT")
 	add(kindWrite, 4, "SETEX", "PSETEX", "SETRANGE", "SETBIT")
+	add(kindWrite, -4, "RESTORE")
 	add(kindWrite, 2, "GETDEL", "INCR", "DECR", "PERSIST")
 	add(kindWrite, -2, "GETEX")
 	// Expiry.
@@ -101,7 +112,8 @@ func init() {
 	// Multi-key commands whose keys must share an owner.
 	add(kindMultiRead, -2, "SUNION", "SINTER", "SDIFF", "PFCOUNT")
 	add(kindMultiRead, -3, "LCS")
-	add(kindMultiRead, -3, "ZUNION", "ZINTER", "ZDIFF")
+	add(kindMultiRead, -3, "ZUNION", "ZINTER", "ZDIFF", "SINTERCARD", "ZINTERCARD")
+	add(kindMultiWrite, -4, "LMPOP", "ZMPOP")
 	add(kindMultiWrite, 3, "RENAME", "RENAMENX", "RPOPLPUSH")
 	add(kindMultiWrite, 4, "SMOVE")
 	add(kindMultiWrite, 5, "LMOVE")
@@ -109,15 +121,20 @@ func init() {
 	add(kindMultiWrite, -4, "ZUNIONSTORE", "ZINTERSTORE", "ZDIFFSTORE")
 	add(kindMultiWrite, -5, "ZRANGESTORE")
 	add(kindMultiWrite, -2, "PFMERGE")
+	add(kindMultiWrite, -3, "MSETNX")
 	add(kindMultiWrite, -4, "BITOP")
 	// Split across owners and merged.
 	add(kindSplit, -2, "MGET", "DEL", "UNLINK", "EXISTS", "TOUCH")
 	add(kindSplit, -3, "MSET")
 	// Answered by the node.
-	add(kindLocal, -1, "PING", "COMMAND", "INFO", "HELLO", "CLIENT", "CONFIG", "TROOP")
+	add(kindLocal, -1, "PING", "COMMAND", "INFO", "HELLO", "CLIENT", "TROOP", "FLUSHALL", "FLUSHDB")
+	add(kindLocal, -2, "CONFIG", "FUNCTION")
 	add(kindLocal, 2, "ECHO", "SELECT", "DYNO_CONFIG:CONN_CONSISTENCY")
-	add(kindLocal, 1, "QUIT", "TIME")
-	add(kindLocal, -2, "AUTH")
+	add(kindLocal, 1, "QUIT", "TIME", "DBSIZE")
+	add(kindLocal, -2, "AUTH", "SCAN")
+	add(kindLocal, 2, "KEYS")
+	add(kindTransaction, 1, "MULTI", "EXEC", "DISCARD", "UNWATCH")
+	add(kindTransaction, -2, "WATCH")
 
 	unsupported := func(why string, names ...string) {
 		for _, n := range names {
@@ -125,14 +142,12 @@ func init() {
 			id++
 		}
 	}
-	unsupported("transactions would span replicas", "MULTI", "EXEC", "DISCARD", "WATCH", "UNWATCH")
 	unsupported("pub/sub is not replicated", "SUBSCRIBE", "PSUBSCRIBE", "SSUBSCRIBE", "UNSUBSCRIBE", "PUNSUBSCRIBE", "SUNSUBSCRIBE", "PUBLISH", "SPUBLISH", "PUBSUB")
 	unsupported("blocking commands are not supported", "BLPOP", "BRPOP", "BLMOVE", "BRPOPLPUSH", "BZPOPMIN", "BZPOPMAX", "BLMPOP", "BZMPOP")
-	unsupported("it would have to reach every node", "FLUSHALL", "FLUSHDB", "KEYS", "SCAN", "RANDOMKEY", "DBSIZE", "SWAPDB", "WAIT")
-	unsupported("scripts cannot be routed by key", "EVAL", "EVALSHA", "EVAL_RO", "EVALSHA_RO", "SCRIPT", "FUNCTION", "FCALL", "FCALL_RO")
-	unsupported("administrative commands go to each redis-server directly", "MONITOR", "DEBUG", "SHUTDOWN", "SAVE", "BGSAVE", "BGREWRITEAOF", "LASTSAVE", "REPLICAOF", "SLAVEOF", "SYNC", "PSYNC", "MIGRATE", "MOVE", "OBJECT", "SLOWLOG", "LATENCY", "MEMORY", "ACL", "MODULE", "FAILOVER", "RESET")
+	unsupported("it would have to reach every node", "RANDOMKEY", "SWAPDB", "WAIT")
+	unsupported("scripts cannot be routed by key", "EVAL", "EVALSHA", "EVAL_RO", "EVALSHA_RO", "SCRIPT", "FCALL", "FCALL_RO")
+	unsupported("administrative commands go to each redis-server directly", "MONITOR", "DEBUG", "SHUTDOWN", "SAVE", "BGSAVE", "BGREWRITEAOF", "LASTSAVE", "REPLICAOF", "SLAVEOF", "SYNC", "PSYNC", "MIGRATE", "MOVE", "SLOWLOG", "LATENCY", "ACL", "MODULE", "FAILOVER", "RESET")
 	unsupported("its result would differ on each replica", "SPOP", "SORT", "SORT_RO")
-	unsupported("it cannot be atomic across owners", "MSETNX")
 	unsupported("streams are not supported yet", "XADD", "XRANGE", "XREVRANGE", "XREAD", "XREADGROUP", "XLEN", "XDEL", "XTRIM", "XGROUP", "XACK", "XPENDING", "XCLAIM", "XAUTOCLAIM", "XINFO", "XSETID")
 	unsupported("geo commands are not supported yet", "GEOADD", "GEOPOS", "GEODIST", "GEOHASH", "GEORADIUS", "GEORADIUSBYMEMBER", "GEOSEARCH", "GEOSEARCHSTORE", "GEORADIUS_RO", "GEORADIUSBYMEMBER_RO")
 
@@ -145,7 +160,7 @@ func init() {
 		return func(a [][]byte) ([][]byte, string) {
 			n, err := strconv.Atoi(string(a[at]))
 			if err != nil || n < 1 || at+1+n > len(a) {
-				return nil, "numkeys should be greater than 0 and match the keys given"
+				return nil, badNumkeys
 			}
 			keys := a[at+1 : at+1+n]
 			if dest {
@@ -160,16 +175,30 @@ func init() {
 	for _, n := range []string{"RENAME", "RENAMENX", "RPOPLPUSH", "SMOVE", "LMOVE", "COPY", "ZRANGESTORE", "LCS"} {
 		commandTable[n].keys = pair
 	}
-	for _, n := range []string{"ZUNION", "ZINTER", "ZDIFF"} {
+	for _, n := range []string{"ZUNION", "ZINTER", "ZDIFF", "SINTERCARD", "ZINTERCARD", "LMPOP", "ZMPOP"} {
 		commandTable[n].keys = numkeys(1, false)
 	}
 	for _, n := range []string{"ZUNIONSTORE", "ZINTERSTORE", "ZDIFFSTORE"} {
 		commandTable[n].keys = numkeys(2, true)
 	}
 	commandTable["BITOP"].keys = all(2)
+	commandTable["MEMORY"].keys = func(a [][]byte) ([][]byte, string) {
+		if strings.EqualFold(string(a[1]), "USAGE") {
+			return a[2:3], ""
+		}
+		return nil, "troop: MEMORY " + strings.ToUpper(printableArg(a[1])) + " is not supported (MEMORY USAGE key is)"
+	}
+	commandTable["OBJECT"].keys = func(a [][]byte) ([][]byte, string) {
+		switch strings.ToUpper(string(a[1])) {
+		case "ENCODING", "FREQ", "IDLETIME", "REFCOUNT":
+			return a[2:3], ""
+		}
+		return nil, "troop: OBJECT " + strings.ToUpper(printableArg(a[1])) + " is not supported (ENCODING, FREQ, IDLETIME and REFCOUNT are)"
+	}
+	commandTable["MSETNX"].keys = func(a [][]byte) ([][]byte, string) { return commandTable["MSET"].keys(a) }
 	commandTable["MSET"].keys = func(a [][]byte) ([][]byte, string) {
 		if len(a)%2 == 0 {
-			return nil, "wrong number of arguments for 'mset' command"
+			return nil, "wrong number of arguments for '" + strings.ToLower(string(a[0])) + "' command"
 		}
 		keys := make([][]byte, 0, len(a)/2)
 		for i := 1; i < len(a); i += 2 {

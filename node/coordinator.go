@@ -14,10 +14,14 @@ import (
 	"github.com/troop-lab/troop/ring"
 )
 
+// token is a key's place on the ring: the hash of its hash_tag part, or of
+// the whole key.
+func (n *Node) token(key []byte) uint32 { return ring.Hash(ring.Tag(key, n.cfg.HashTag)) }
+
 // replicas returns, for a key, its owner in each rack of the local
 // datacenter, the coordinator's own rack first.
 func (n *Node) replicas(key []byte) []*member {
-	h := ring.Hash(key)
+	h := n.token(key)
 	out := make([]*member, len(n.localRacks))
 	for i, r := range n.localRacks {
 		out[i] = n.members[r.ring.Owner(h)]
@@ -285,7 +289,7 @@ func (n *Node) forwardToRemoteDCs(tr *trace, key, version []byte, args [][]byte,
 	if len(n.remoteDCs) == 0 {
 		return
 	}
-	h := ring.Hash(key)
+	h := n.token(key)
 	req := appendPeerRequest(nil, "FWD", version, args)
 	for _, dc := range n.remoteDCs {
 		n.sendWrite(b, tr, n.members[dc.ring.Owner(h)], req, n.asyncDone)
@@ -326,12 +330,13 @@ func (n *Node) countFailure(err error) {
 }
 
 // storeFor picks the datastore connection for a key; a key always uses the
-// same one, so one client's writes to it stay in order.
+// same one, so one client's writes to it stay in order, and keys of one
+// hash tag share it, so a transaction on them goes on one connection.
 func (n *Node) storeFor(key []byte) *link.Link {
 	if len(n.store) == 1 {
 		return n.store[0]
 	}
-	return n.store[ring.Hash(key)%uint32(len(n.store))]
+	return n.store[n.token(key)%uint32(len(n.store))]
 }
 
 // appendPeerRequest encodes a request to a peer: OP [version] command...

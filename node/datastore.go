@@ -48,7 +48,9 @@ for i = 1, #KEYS, 2 do
   if ARGV[4] ~= 'persist' then ttl = redis.call('PTTL', KEYS[i]) end
   if ttl == -2 then
     redis.call('SET', vk, nv, 'PX', ARGV[3])
-  elseif ttl == -1 then
+  elseif ttl == -1 or ttl + tonumber(ARGV[3]) > 9007199254740991 then
+    -- an expiry too far to add the grace to exactly (Lua numbers are
+    -- doubles): the version outlives the key anyway
     redis.call('SET', vk, nv)
   else
     redis.call('SET', vk, nv, 'PX', ttl + tonumber(ARGV[3]))
@@ -125,13 +127,13 @@ func scriptSHA(s string) string {
 // restarted empty since the last one.
 func loadScripts(conn net.Conn, rd *resp.Reader) error {
 	var req []byte
-	for _, s := range []string{writeScript, readScript, fetchScript, repairScript, digestScript} {
+	for _, s := range []string{writeScript, readScript, fetchScript, repairScript, digestScript, txScript, watchScript} {
 		req = resp.AppendCommandStrings(req, "SCRIPT", "LOAD", s)
 	}
 	if _, err := conn.Write(req); err != nil {
 		return err
 	}
-	for _, want := range []string{writeSHA, readSHA, fetchSHA, repairSHA, digestSHA} {
+	for _, want := range []string{writeSHA, readSHA, fetchSHA, repairSHA, digestSHA, txSHA, watchSHA} {
 		v, err := rd.ReadValue()
 		if err != nil {
 			return err
@@ -172,6 +174,15 @@ func (n *Node) writeLocal(b *batch, tr *trace, version []byte, cmd *command, key
 	}
 	req := appendWrite(nil, version, keys, lww, n.cfg.TombstoneGrace.Milliseconds(), args)
 	if !lww {
+		if nilIsArray(cmd, args) { // Lua turned redis-server's null array into false, a null bulk
+			inner := done
+			done = func(raw []byte, err error) {
+				if err == nil && string(raw) == "$-1\r\n" {
+					raw = []byte("*-1\r\n")
+				}
+				inner(raw, err)
+			}
+		}
 		n.toStore(b, tr, l, req, done)
 		return
 	}
@@ -184,6 +195,18 @@ func (n *Node) writeLocal(b *batch, tr *trace, version []byte, cmd *command, key
 		}
 		done(raw, err)
 	})
+}
+
+// nilIsArray says whether redis-server answers a null array, not a null
+// bulk string, when the command finds nothing: the pops with a count.
+func nilIsArray(cmd *command, args [][]byte) bool {
+	switch cmd.name {
+	case "LPOP", "RPOP":
+		return len(args) > 2
+	case "LMPOP", "ZMPOP":
+		return true
+	}
+	return false
 }
 
 // appendVersionedSet encodes `MSET key value versionkey version`: a plain

@@ -19,26 +19,57 @@ import (
 // get their replies in order.
 type slot struct {
 	ch chan []byte
-	// Counts to release on completion; nil for replies given at once.
-	connInflight, nodeInflight *atomic.Int64
+	// What to release on completion; nil for replies given at once.
+	conn *connLimit
+	node *atomic.Int64
+	// conv maps the reply for the client (RESP3, resp3.go); nil for none.
+	conv func([]byte) []byte
 }
 
 var slotPool = sync.Pool{New: func() any { return &slot{ch: make(chan []byte, 1)} }}
 
 func newSlot() *slot {
 	s := slotPool.Get().(*slot)
-	s.connInflight, s.nodeInflight = nil, nil
+	s.conn, s.node, s.conv = nil, nil, nil
 	return s
 }
 
 // complete hands the reply over; it never blocks and is called once.
 func (s *slot) complete(reply []byte) {
-	if s.connInflight != nil {
-		s.connInflight.Add(-1)
-		s.nodeInflight.Add(-1)
+	if hidesScript(reply) { // troop's scripts are its business, not the client's
+		reply = resp.AppendError(nil, cleanScriptError(reply))
+	}
+	if s.conv != nil {
+		reply = s.conv(reply)
+	}
+	if s.conn != nil {
+		s.conn.release()
+		s.node.Add(-1)
 	}
 	s.ch <- reply
 }
+
+// connLimit bounds a connection's requests in flight: a token per request,
+// taken by the reader before it handles one and given back when the reply is
+// ready. A reader that finds none left stops reading, so TCP pushes back on
+// the client, as Redis and twemproxy do, instead of refusing it.
+type connLimit struct{ tokens chan struct{} }
+
+func newConnLimit(max int) *connLimit { return &connLimit{tokens: make(chan struct{}, max)} }
+
+// acquire takes a token, flushing the connection's batch before it waits:
+// the requests whose replies would free one may still be in it.
+func (l *connLimit) acquire(b *batch) {
+	select {
+	case l.tokens <- struct{}{}:
+		return
+	default:
+	}
+	b.flush()
+	l.tokens <- struct{}{}
+}
+
+func (l *connLimit) release() { <-l.tokens }
 
 // session is the per-connection state a handler may change.
 type session struct {
@@ -46,9 +77,10 @@ type session struct {
 	quit                  bool
 	fit                   *connFit // nil until TROOP FIT or TROOP LINEAGE ON
 	gate                  keyGate  // keeps the connection's requests on a key in order
-	// refusedMulti is set from a refused MULTI to its EXEC or DISCARD:
-	// the commands between are refused too (afterRefusedMulti).
-	refusedMulti bool
+	tx                    *txn     // between MULTI and EXEC or DISCARD
+	watches               []*watch // since the last EXEC, DISCARD or UNWATCH
+	name                  string   // CLIENT SETNAME
+	proto                 int      // RESP version (HELLO); 0 is 2
 }
 
 // requestHandler answers one request, now or later, by completing its slot;
@@ -59,8 +91,10 @@ type requestHandler func(cmd resp.Command, s *slot, sess *session, b *batch)
 // serveConn runs a connection: a reader that parses requests and hands them
 // to handle, and a writer that sends replies back in order. At most
 // maxInflight requests of one connection are in progress; past that the
-// reader answers -BUSY at once. The reply queue is bounded too, so a client
-// that does not read its replies stops being read from: memory stays bounded.
+// reader stops reading until replies are ready, so a deep pipeline is slowed,
+// never refused. The reply queue is bounded too, so a client that does not
+// read its replies stops being read from: memory stays bounded. Only when
+// the whole node has too many requests in flight does a request get -BUSY.
 func (n *Node) serveConn(c net.Conn, maxInflight int, sess *session, handle requestHandler) {
 	if tc, ok := c.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
@@ -74,7 +108,7 @@ func (n *Node) serveConn(c net.Conn, maxInflight int, sess *session, handle requ
 
 	rd := resp.NewReader(c, n.limits)
 	var b batch
-	var inflight atomic.Int64
+	limit := newConnLimit(maxInflight)
 	for !sess.quit {
 		cmd, err := rd.ReadCommand()
 		if err != nil {
@@ -82,21 +116,22 @@ func (n *Node) serveConn(c net.Conn, maxInflight int, sess *session, handle requ
 				n.stats.protocolErrors.Add(1)
 				s := newSlot()
 				s.complete(resp.AppendError(nil, "ERR "+err.Error()))
-				replies <- s
+				queueReply(replies, s, &b)
 			} else if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
 				n.log.Debug("client connection", "remote", c.RemoteAddr().String(), "err", err)
 			}
 			break
 		}
+		limit.acquire(&b)
 		s := newSlot()
-		replies <- s
-		if inflight.Load() >= int64(maxInflight) || n.inflight.Load() >= int64(n.cfg.MaxInflight) {
+		queueReply(replies, s, &b)
+		if n.inflight.Load() >= int64(n.cfg.MaxInflight) {
+			limit.release()
 			n.stats.busy.Add(1)
-			s.complete(resp.AppendError(nil, "BUSY troop: too many requests in flight on this connection or node; retry later"))
+			s.complete(resp.AppendError(nil, "BUSY troop: too many requests in flight on this node; retry later"))
 		} else {
-			inflight.Add(1)
 			n.inflight.Add(1)
-			s.connInflight, s.nodeInflight = &inflight, &n.inflight
+			s.conn, s.node = limit, &n.inflight
 			handle(cmd, s, sess, &b)
 		}
 		if rd.Buffered() == 0 {
@@ -107,6 +142,18 @@ func (n *Node) serveConn(c net.Conn, maxInflight int, sess *session, handle requ
 	close(replies)
 	<-writerDone
 	c.Close()
+}
+
+// queueReply puts s in the writer's queue, flushing the batch before it
+// waits for room: the writer may be waiting for a reply to a request in it.
+func queueReply(replies chan<- *slot, s *slot, b *batch) {
+	select {
+	case replies <- s:
+		return
+	default:
+	}
+	b.flush()
+	replies <- s
 }
 
 // writeReplies writes replies in order, flushing whenever the next reply is

@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/troop-lab/troop/resp"
 	"github.com/troop-lab/troop/ring"
+	"github.com/troop-lab/troop/topology"
 )
 
 // keysOnDifferentOwners finds two keys owned by different nodes of a rack
@@ -92,10 +93,11 @@ func TestCommandSupport(t *testing.T) {
 		{[]string{"SELECT", "1"}, "ERR troop: only database 0"},
 		{[]string{"INFO"}, ""},
 		{[]string{"COMMAND", "COUNT"}, ""},
-		{[]string{"WATCH", "k"}, "ERR troop: 'WATCH' is not supported"},
+		{[]string{"EXEC"}, "ERR EXEC without MULTI"},
 		{[]string{"SUBSCRIBE", "ch"}, "ERR troop: 'SUBSCRIBE' is not supported"},
 		{[]string{"BLPOP", "l", "0"}, "ERR troop: 'BLPOP' is not supported"},
-		{[]string{"FLUSHALL"}, "ERR troop: 'FLUSHALL' is not supported"},
+		{[]string{"FLUSHALL"}, "ERR troop: 'FLUSHALL' is disabled"},
+		{[]string{"CONFIG", "SET", "maxmemory", "1"}, "ERR troop: CONFIG SET 'maxmemory' is not passed on"},
 		{[]string{"NOSUCH", "a"}, "ERR unknown command 'NOSUCH'"},
 		{[]string{"GET"}, "ERR wrong number of arguments for 'get'"},
 		{[]string{"GET", "__troop:v:x"}, "ERR troop: keys starting with"},
@@ -122,33 +124,6 @@ func TestCommandSupport(t *testing.T) {
 	v := c.do("TROOP", "CONSISTENCY")
 	if len(v.Elems) != 2 || string(v.Elems[0].Str) != "DC_QUORUM" {
 		t.Errorf("after DYNO_CONFIG:CONN_CONSISTENCY DC_QUORUM, TROOP CONSISTENCY = %s", v)
-	}
-}
-
-// A transaction the node refuses runs nothing: not the commands queued
-// after its MULTI, and EXEC aborts it. DISCARD ends it too.
-func TestRefusedMultiRunsNothing(t *testing.T) {
-	tc := startCluster(t, clusterOpts{racks: 1})
-	c := tc.client(0, "")
-	for _, end := range []string{"EXEC", "DISCARD"} {
-		c.must("SET", "tx", "before")
-		var replies []resp.Value
-		for _, cmd := range [][]string{{"MULTI"}, {"SET", "tx", "inside"}, {"INCR", "tx:n"}, {"MULTI"}, {end}} {
-			replies = append(replies, c.do(cmd...))
-		}
-		want := []string{"ERR troop: 'MULTI' is not supported", "ERR troop: not run", "ERR troop: not run", "ERR MULTI calls can not be nested",
-			map[string]string{"EXEC": "EXECABORT Transaction discarded", "DISCARD": ""}[end]}
-		for i, v := range replies {
-			if want[i] == "" && v.IsError() || want[i] != "" && (!v.IsError() || !strings.HasPrefix(string(v.Str), want[i])) {
-				t.Errorf("%s: reply %d = %s, want %q", end, i, v, want[i])
-			}
-		}
-		if got := c.must("GET", "tx"); got != "before" {
-			t.Errorf("%s: GET tx = %q: a command of the refused transaction ran", end, got)
-		}
-		if v := c.do("EXISTS", "tx:n"); v.Int != 0 {
-			t.Errorf("%s: INCR of the refused transaction ran", end)
-		}
 	}
 }
 
@@ -184,39 +159,118 @@ func TestBadInputClosesOnlyThatConnection(t *testing.T) {
 	}
 }
 
-// Past the per-connection bound on requests in flight, the client gets
-// -BUSY at once, and every request still gets exactly one reply in order.
-func TestBackpressureBusy(t *testing.T) {
+// Past the per-connection bound on requests in flight, the node stops
+// reading that connection until replies drain: every request is served, in
+// order, and none is refused.
+func TestBackpressureSlowsAConnection(t *testing.T) {
 	tc := startCluster(t, clusterOpts{racks: 1, maxInflightPerConn: 4, timeout: 3 * time.Second})
 	p := tc.nodes[0].redis.Cmd.Process
 	c := dial(t, tc.nodes[0].cfg.Listen)
 	p.Signal(syscall.SIGSTOP) // requests pile up in flight
+	defer p.Signal(syscall.SIGCONT)
 	var req []byte
 	for i := 0; i < 10; i++ {
-		req = resp.AppendCommandStrings(req, "GET", fmt.Sprintf("k%d", i))
+		req = resp.AppendCommandStrings(req, "SET", fmt.Sprintf("k%d", i), "v")
 	}
 	c.c.Write(req)
 	time.Sleep(300 * time.Millisecond)
+	if got := tc.nodes[0].node.inflight.Load(); got != 4 {
+		t.Errorf("%d requests in flight while redis-server is stopped, want the connection's bound, 4", got)
+	}
 	p.Signal(syscall.SIGCONT)
-	busy := 0
 	for i := 0; i < 10; i++ {
 		c.c.SetDeadline(time.Now().Add(5 * time.Second))
 		v, err := c.rd.ReadValue()
 		if err != nil {
 			t.Fatalf("reply %d: %v", i, err)
 		}
-		if v.IsError() && strings.HasPrefix(string(v.Str), "BUSY") {
-			busy++
-			if i < 4 {
-				t.Errorf("reply %d is BUSY, but only 4 were in flight", i)
+		if v.IsError() || string(v.Str) != "OK" {
+			t.Errorf("reply %d: %s, want OK", i, v)
+		}
+	}
+	if got := tc.nodes[0].node.Info().Busy; got != 0 {
+		t.Errorf("%d BUSY replies, want none", got)
+	}
+}
+
+// Past the node's bound on requests in flight, across its connections, a
+// request is refused with -BUSY at once; the connection goes on.
+func TestBusyWhenTheNodeIsOverloaded(t *testing.T) {
+	tc := startCluster(t, clusterOpts{racks: 1, maxInflightPerConn: 4, timeout: 3 * time.Second,
+		configure: func(c *topology.Config) { c.MaxInflight = 4 }})
+	p := tc.nodes[0].redis.Cmd.Process
+	first, second := dial(t, tc.nodes[0].cfg.Listen), dial(t, tc.nodes[0].cfg.Listen)
+	p.Signal(syscall.SIGSTOP)
+	defer p.Signal(syscall.SIGCONT)
+	var req []byte
+	for i := 0; i < 4; i++ {
+		req = resp.AppendCommandStrings(req, "GET", fmt.Sprintf("k%d", i))
+	}
+	first.c.Write(req)
+	eventually(t, 2*time.Second, func() string {
+		if got := tc.nodes[0].node.inflight.Load(); got != 4 {
+			return fmt.Sprintf("%d in flight, want 4", got)
+		}
+		return ""
+	})
+	if v := second.do("GET", "x"); !v.IsError() || !strings.HasPrefix(string(v.Str), "BUSY") {
+		t.Errorf("GET on a full node: %s, want BUSY", v)
+	}
+	p.Signal(syscall.SIGCONT)
+	for i := 0; i < 4; i++ {
+		first.c.SetDeadline(time.Now().Add(5 * time.Second))
+		if v, err := first.rd.ReadValue(); err != nil || v.IsError() {
+			t.Fatalf("reply %d: %v %s", i, err, v)
+		}
+	}
+	if got := second.must("GET", "x"); got != "(nil)" {
+		t.Errorf("GET after the overload: %q", got)
+	}
+}
+
+// One connection pipelines far past its bound on requests in flight, as
+// redis-cli --pipe does: every request gets its reply, none an error, and
+// the pipeline never stalls (a stall would cost the node's timeout).
+func TestDeepPipeline(t *testing.T) {
+	const n = 200_000
+	tc := startCluster(t, clusterOpts{racks: 3, timeout: 2 * time.Second})
+	c := dial(t, tc.nodes[0].cfg.Listen)
+	deadline := time.Now().Add(60 * time.Second)
+	c.c.SetDeadline(deadline)
+	go func() {
+		var buf []byte
+		for i := 0; i < n; i++ {
+			buf = resp.AppendCommandStrings(buf, "SET", fmt.Sprintf("pipe:%d", i), "v")
+			if len(buf) > 64<<10 || i == n-1 {
+				if _, err := c.c.Write(buf); err != nil {
+					return // the reader reports it
+				}
+				buf = buf[:0]
+			}
+		}
+	}()
+	start := time.Now()
+	errs := 0
+	for i := 0; i < n; i++ {
+		v, err := c.rd.ReadValue()
+		if err != nil {
+			t.Fatalf("after %d replies in %v: %v", i, time.Since(start), err)
+		}
+		if v.IsError() || string(v.Str) != "OK" {
+			if errs++; errs <= 3 {
+				t.Errorf("reply %d: %s", i, v)
 			}
 		}
 	}
-	if busy != 6 {
-		t.Errorf("%d BUSY replies, want 6", busy)
+	t.Logf("%d SETs on one connection through a node of 3 racks: %v, %d errors", n, time.Since(start), errs)
+	if errs > 0 {
+		t.Errorf("%d of %d replies were errors", errs, n)
 	}
-	if got := c.must("PING"); got != "PONG" {
-		t.Fatalf("after BUSY: %q", got)
+	if got := tc.nodes[0].node.Info().Busy; got != 0 {
+		t.Errorf("%d BUSY replies, want none", got)
+	}
+	if got := tc.nodes[0].node.Info().Timeouts; got != 0 {
+		t.Errorf("%d timeouts: the pipeline stalled", got)
 	}
 }
 
@@ -343,10 +397,11 @@ func TestEveryCommandWithArbitraryArguments(t *testing.T) {
 			}
 			c.do(args...) // any reply will do; a panic or a hang fails the test
 			if name == "MULTI" {
-				c.do("DISCARD") // or the rest of the sweep would be refused with it
+				c.do("DISCARD") // or the rest of the sweep would be queued in it
 			}
 		}
 	}
+	c.do("DISCARD") // the sweep may have left a MULTI open
 	if got := c.must("PING"); got != "PONG" {
 		t.Fatalf("after the sweep: %q", got)
 	}
@@ -372,5 +427,328 @@ func TestPeerPortWithArbitraryRequests(t *testing.T) {
 	}
 	if got := tc.client(0, "DC_QUORUM").must("SET", "after", "fuzz"); got != "OK" {
 		t.Fatalf("after the sweep: %q", got)
+	}
+}
+
+// With hash_tag "{}", the part of a key between the braces places it: keys
+// of one tag land on one owner, so multi-key commands on them run, however
+// their whole keys would hash.
+func TestHashTag(t *testing.T) {
+	tc := startCluster(t, clusterOpts{racks: 2, perRack: 2, configure: func(c *topology.Config) { c.HashTag = "{}" }})
+	n := tc.nodes[0].node
+	owner := func(k string) int { return n.localRacks[0].ring.Owner(ring.Hash([]byte(k))) }
+	// Two keys of one tag whose whole keys have different owners.
+	var a, b string
+	for i := 0; a == ""; i++ {
+		x, y := fmt.Sprintf("{user%d}:a", i), fmt.Sprintf("{user%d}:b", i)
+		if owner(x) != owner(y) {
+			a, b = x, y
+		}
+	}
+	c := tc.client(0, "DC_QUORUM")
+	c.must("SADD", a, "x", "y")
+	c.must("SADD", b, "y", "z")
+	if v := c.do("SUNION", a, b); v.IsError() || len(v.Elems) != 3 {
+		t.Fatalf("SUNION %s %s: %s", a, b, v)
+	}
+	if got := c.must("SINTERSTORE", a+"-both", a, b); got == "(nil)" {
+		t.Fatalf("SINTERSTORE: %s", got)
+	}
+	// Both live where the tag places them: on its owner in each rack, and
+	// on no other node.
+	tag := ring.Tag([]byte(a), "{}")
+	for _, tn := range tc.nodes {
+		r := dial(t, tn.redis.Addr)
+		want := "0"
+		if tn.node.members[tn.node.localRacks[0].ring.Owner(ring.Hash(tag))].self {
+			want = "1"
+		}
+		for _, k := range []string{a, b} {
+			if got := r.must("EXISTS", k); got != want {
+				t.Errorf("%s's redis-server: EXISTS %s = %s, want %s", tn.cfg.Name, k, got, want)
+			}
+		}
+	}
+	// Keys of different tags on different owners are still refused.
+	var d string
+	for i := 0; d == ""; i++ {
+		if x := fmt.Sprintf("{other%d}:a", i); owner(string(ring.Tag([]byte(x), "{}"))) != owner(string(tag)) {
+			d = x
+		}
+	}
+	if v := c.do("SUNION", a, d); !v.IsError() || !contains(string(v.Str), "belong to different nodes") {
+		t.Fatalf("SUNION across tags on different owners: %s", v)
+	}
+}
+
+// Commands a Redis user reaches for early: what they answer through a node
+// is what redis-server answers, and no error shows troop's own scripts.
+func TestRedisCompatibility(t *testing.T) {
+	tc := startCluster(t, clusterOpts{racks: 3})
+	c := tc.client(0, "DC_QUORUM")
+	if got := c.must("CLIENT", "GETNAME"); got != "(nil)" {
+		t.Errorf("CLIENT GETNAME before SETNAME = %q", got)
+	}
+	c.must("CLIENT", "SETNAME", "worker-1")
+	if got := c.must("CLIENT", "GETNAME"); got != "worker-1" {
+		t.Errorf("CLIENT GETNAME after SETNAME = %q", got)
+	}
+	if v := c.do("CLIENT", "SETNAME", "has space"); !v.IsError() {
+		t.Errorf("CLIENT SETNAME with a space = %s", v)
+	}
+	if got := dial(t, tc.nodes[0].cfg.Listen).must("CLIENT", "GETNAME"); got != "(nil)" {
+		t.Errorf("another connection's CLIENT GETNAME = %q", got)
+	}
+
+	// An expiry too far away for the version's bookkeeping to add the
+	// tombstone grace to: redis-server's answer, and nothing of the script.
+	c.must("SET", "far", "v")
+	v := c.do("PEXPIREAT", "far", "9223372036854770000")
+	if v.IsError() || v.Int != 1 {
+		t.Errorf("PEXPIREAT far 9223372036854770000 = %s, want 1", v)
+	}
+	for _, cmd := range [][]string{{"PEXPIREAT", "far", "99999999999999999999"}, {"EXPIRE", "far", "x"}, {"INCR", "far"}} {
+		v := c.do(cmd...)
+		if !v.IsError() || hidesScript([]byte("-"+string(v.Str))) || contains(string(v.Str), "script") {
+			t.Errorf("%v = %s, want redis-server's error without script details", cmd, v)
+		}
+	}
+
+	// Commands of Redis 7.
+	c.must("SADD", "s1", "a", "b", "c")
+	c.must("SADD", "s2", "b", "c", "d")
+	same := "s2"
+	if !tc.nodes[0].node.sameReplicas([][]byte{[]byte("s1"), []byte(same)}) {
+		t.Skip("the test's keys landed on different nodes") // one node per rack: never
+	}
+	if got := c.must("SINTERCARD", "2", "s1", "s2"); got != "2" {
+		t.Errorf("SINTERCARD = %s", got)
+	}
+	if got := c.must("SINTERCARD", "2", "s1", "s2", "LIMIT", "1"); got != "1" {
+		t.Errorf("SINTERCARD LIMIT 1 = %s", got)
+	}
+	c.must("RPUSH", "l2", "x", "y")
+	if v := c.do("LMPOP", "2", "l1", "l2", "LEFT"); v.IsError() || len(v.Elems) != 2 || string(v.Elems[0].Str) != "l2" {
+		t.Errorf("LMPOP = %s", v)
+	}
+	if v := c.do("BITFIELD", "bf", "INCRBY", "u8", "0", "5"); v.IsError() || len(v.Elems) != 1 || v.Elems[0].Int != 5 {
+		t.Errorf("BITFIELD = %s", v)
+	}
+}
+
+// After HELLO 3 a node's replies are, byte for byte, what redis-server
+// gives a RESP3 client, for commands whose replies RESP3 changes.
+func TestRESP3MatchesRedis(t *testing.T) {
+	tc := startCluster(t, clusterOpts{racks: 1})
+	plain := startRedis(t)
+	raw := func(addr string) func(args ...string) string {
+		c := dial(t, addr)
+		return func(args ...string) string {
+			c.c.SetDeadline(time.Now().Add(5 * time.Second))
+			if _, err := c.c.Write(resp.AppendCommandStrings(nil, args...)); err != nil {
+				t.Fatal(err)
+			}
+			frame, err := c.rd.ReadRaw(nil)
+			if err != nil {
+				t.Fatalf("%v: %v", args, err)
+			}
+			return string(frame)
+		}
+	}
+	node, redis := raw(tc.nodes[0].cfg.Listen), raw(plain.Addr)
+	if got := node("HELLO", "3"); !strings.HasPrefix(got, "%7\r\n$6\r\nserver\r\n$5\r\ntroop\r\n") || !contains(got, "$5\r\nproto\r\n:3\r\n") {
+		t.Fatalf("HELLO 3 = %q", got)
+	}
+	redis("HELLO", "3")
+	for _, cmd := range [][]string{
+		{"SET", "s", "v"}, {"HSET", "h", "a", "1"}, {"SADD", "set", "x"}, {"ZADD", "z", "1.5", "a", "2", "b", "3", "c"}, {"RPUSH", "l", "a", "b"},
+		{"GET", "s"}, {"GET", "missing"}, {"MGET", "s", "missing"}, {"HGETALL", "h"}, {"HGETALL", "missing"}, {"HGET", "h", "nope"},
+		{"SMEMBERS", "set"}, {"SINTER", "set"}, {"ZSCORE", "z", "a"}, {"ZSCORE", "z", "nope"}, {"ZMSCORE", "z", "a", "nope"},
+		{"ZRANGE", "z", "0", "-1", "WITHSCORES"}, {"ZRANGE", "z", "0", "-1"}, {"ZINCRBY", "z", "1", "b"}, {"ZADD", "z", "INCR", "1", "a"},
+		{"ZPOPMIN", "z"}, {"ZPOPMAX", "z", "2"}, {"ZADD", "z", "1", "x", "2", "y"}, {"ZMPOP", "1", "z", "MIN", "COUNT", "2"}, {"ZMPOP", "1", "none", "MIN"}, {"LRANGE", "l", "0", "-1"}, {"LPOP", "missing"}, {"EXISTS", "s"}, {"PING"},
+	} {
+		if got, want := node(cmd...), redis(cmd...); got != want {
+			t.Errorf("%v: node %q, redis-server %q", cmd, got, want)
+		}
+	}
+	// Inside a transaction, each reply as its command's (the keys share a
+	// node: one rack of one node).
+	for _, cmd := range [][]string{{"MULTI"}, {"HGETALL", "h"}, {"ZSCORE", "z", "c"}, {"GET", "missing"}, {"SMEMBERS", "set"}} {
+		node(cmd...)
+		redis(cmd...)
+	}
+	if got, want := node("EXEC"), redis("EXEC"); got != want {
+		t.Errorf("EXEC: node %q, redis-server %q", got, want)
+	}
+	if got := node("HELLO", "4"); !strings.HasPrefix(got, "-NOPROTO") {
+		t.Errorf("HELLO 4 = %q", got)
+	}
+	if got := node("HELLO", "2"); !strings.HasPrefix(got, "*14\r\n") {
+		t.Errorf("HELLO 2 = %q", got)
+	}
+	if got := node("GET", "missing"); got != "$-1\r\n" {
+		t.Errorf("GET missing after HELLO 2 = %q", got)
+	}
+}
+
+// DBSIZE and INFO keyspace count the cluster's keys, as one redis-server
+// holding them all would: not troop's version keys or tombstones, and
+// not each key once per rack.
+func TestKeyspace(t *testing.T) {
+	tc := startCluster(t, clusterOpts{racks: 2, perRack: 2})
+	c := tc.client(0, "DC_QUORUM")
+	if got := c.must("DBSIZE"); got != "0" {
+		t.Fatalf("DBSIZE of an empty cluster = %s", got)
+	}
+	for i := 0; i < 50; i++ {
+		c.must("SET", fmt.Sprintf("k%d", i), "v")
+	}
+	for i := 0; i < 5; i++ {
+		c.must("SETEX", fmt.Sprintf("e%d", i), "100", "v")
+	}
+	c.must("DEL", "k0", "k1", "k2") // leaves tombstones
+	for i, tn := range tc.nodes {
+		other := dial(t, tn.cfg.Listen)
+		if got := other.must("DBSIZE"); got != "52" {
+			t.Errorf("DBSIZE through node %d = %s, want 52", i, got)
+		}
+	}
+	info := c.must("INFO", "keyspace")
+	if !strings.HasPrefix(info, "# Keyspace\r\n") || !contains(info, "db0:keys=52,expires=5,") || contains(info, "# Server") {
+		t.Errorf("INFO keyspace = %q", info)
+	}
+	if all := c.must("INFO", "all"); !contains(all, "# Server") || !contains(all, "db0:keys=52") {
+		t.Errorf("INFO all = %q", all)
+	}
+	if plain := c.must("INFO"); contains(plain, "# Keyspace") {
+		t.Errorf("plain INFO scans the keyspace: %q", plain)
+	}
+	// A node of the rack down: an error naming it, not a short count.
+	tc.nodes[1].stop()
+	if v := c.do("DBSIZE"); !v.IsError() || !contains(string(v.Str), "every node of rack") {
+		t.Errorf("DBSIZE with a node of the rack down = %s", v)
+	}
+}
+
+// SCAN walks the nodes of the rack one after the other with a cursor that
+// carries which node it is at; KEYS asks them all. Both leave troop's own
+// keys out.
+func TestScanAndKeys(t *testing.T) {
+	tc := startCluster(t, clusterOpts{racks: 2, perRack: 2})
+	c := tc.client(0, "DC_QUORUM")
+	want := map[string]bool{}
+	for i := 0; i < 30; i++ {
+		k := fmt.Sprintf("key:%d", i)
+		c.must("SET", k, "v")
+		want[k] = true
+	}
+	c.must("SET", "other", "v")
+	seen := map[string]bool{}
+	cursor := "0"
+	for i := 0; i < 1000; i++ { // bounded: a loop here is a bug
+		v := c.do("SCAN", cursor, "MATCH", "key:*", "COUNT", "5")
+		if v.IsError() || len(v.Elems) != 2 {
+			t.Fatalf("SCAN %s = %s", cursor, v)
+		}
+		for _, k := range v.Elems[1].Elems {
+			seen[string(k.Str)] = true
+		}
+		if cursor = string(v.Elems[0].Str); cursor == "0" {
+			break
+		}
+	}
+	if cursor != "0" {
+		t.Fatal("SCAN did not end")
+	}
+	if len(seen) != len(want) {
+		t.Errorf("SCAN saw %d keys, want %d: %v", len(seen), len(want), seen)
+	}
+	for k := range seen {
+		if !want[k] {
+			t.Errorf("SCAN answered %q", k)
+		}
+	}
+	if v := c.do("KEYS", "*"); v.IsError() || len(v.Elems) != 31 {
+		t.Errorf("KEYS * answered %d keys, want 31: %s", len(v.Elems), v)
+	}
+	for _, bad := range []string{"abc", "-1", "1023", "99999999999999999999999"} {
+		if v := c.do("SCAN", bad); !v.IsError() || !contains(string(v.Str), "invalid cursor") {
+			t.Errorf("SCAN %s = %s, want an invalid cursor error", bad, v)
+		}
+	}
+	if v := c.do("SCAN", "0", "COUNT", "x"); !v.IsError() {
+		t.Errorf("SCAN 0 COUNT x = %s", v)
+	}
+}
+
+// With troop_allow_flush, FLUSHALL empties every node of the cluster;
+// CONFIG SET passes encoding parameters on to every node, and CONFIG GET
+// reads this node's redis-server.
+func TestFlushAndConfig(t *testing.T) {
+	tc := startCluster(t, clusterOpts{racks: 2, dcs: 2, configure: func(c *topology.Config) { c.AllowFlush = true }})
+	c := tc.client(0, "DC_QUORUM")
+	for i := 0; i < 20; i++ {
+		c.must("SET", fmt.Sprintf("k%d", i), "v")
+	}
+	tc.redisesHold("k1", "v", 5*time.Second) // the remote datacenter too
+	if got := c.must("FLUSHALL"); got != "OK" {
+		t.Fatalf("FLUSHALL = %q", got)
+	}
+	for _, tn := range tc.nodes {
+		if got := dial(t, tn.redis.Addr).must("DBSIZE"); got != "0" {
+			t.Errorf("%s's redis-server holds %s keys after FLUSHALL", tn.cfg.Name, got)
+		}
+	}
+	if v := c.do("FLUSHDB", "NOW"); !v.IsError() {
+		t.Errorf("FLUSHDB NOW = %s", v)
+	}
+	if got := c.must("CONFIG", "SET", "set-max-intset-entries", "77"); got != "OK" {
+		t.Fatalf("CONFIG SET = %q", got)
+	}
+	for _, tn := range tc.nodes {
+		v := dial(t, tn.redis.Addr).do("CONFIG", "GET", "set-max-intset-entries")
+		if len(v.Elems) != 2 || string(v.Elems[1].Str) != "77" {
+			t.Errorf("%s's redis-server: CONFIG GET set-max-intset-entries = %s", tn.cfg.Name, v)
+		}
+	}
+	if v := c.do("CONFIG", "GET", "set-max-intset-entries"); len(v.Elems) != 2 || string(v.Elems[1].Str) != "77" {
+		t.Errorf("CONFIG GET through the node = %s", v)
+	}
+	tc.nodes[3].stop()
+	v := c.do("FLUSHALL")
+	if !v.IsError() || !contains(string(v.Str), "reached 3 of 4 nodes") || !contains(string(v.Str), tc.nodes[3].cfg.Name) {
+		t.Errorf("FLUSHALL with a node down = %s", v)
+	}
+}
+
+// A pop with a count on a missing key answers a null array, as in Redis,
+// although the write script (Lua) turns it into false.
+func TestNullArrays(t *testing.T) {
+	tc := startCluster(t, clusterOpts{racks: 1})
+	c := dial(t, tc.nodes[0].cfg.Listen)
+	for _, cmd := range [][]string{{"LPOP", "none", "2"}, {"RPOP", "none", "2"}, {"LMPOP", "1", "none", "LEFT"}, {"ZMPOP", "1", "none", "MIN"}} {
+		c.c.Write(resp.AppendCommandStrings(nil, cmd...))
+		raw, err := c.rd.ReadRaw(nil)
+		if err != nil || string(raw) != "*-1\r\n" {
+			t.Errorf("%v = %q, %v; want a null array", cmd, raw, err)
+		}
+	}
+	c.c.Write(resp.AppendCommandStrings(nil, "LPOP", "none"))
+	if raw, _ := c.rd.ReadRaw(nil); string(raw) != "$-1\r\n" {
+		t.Errorf("LPOP none = %q, want a null bulk string", raw)
+	}
+}
+
+// A command whose numkeys does not name its keys gets redis-server's own
+// error, as a Redis client expects it.
+func TestBadNumkeysIsRedisError(t *testing.T) {
+	tc := startCluster(t, clusterOpts{racks: 1})
+	c := tc.client(0, "")
+	plain := dial(t, startRedis(t).Addr)
+	for _, cmd := range [][]string{{"SINTERCARD", "0", "a"}, {"ZUNION", "3", "a"}, {"ZINTERSTORE", "d", "x", "a"}, {"LMPOP", "-1", "a", "LEFT"}} {
+		got, want := c.do(cmd...), plain.do(cmd...)
+		if !got.IsError() || string(got.Str) != string(want.Str) {
+			t.Errorf("%v: node %s, redis-server %s", cmd, got, want)
+		}
 	}
 }

@@ -2,6 +2,7 @@ package node
 
 import (
 	"encoding/json"
+	"flag"
 	"fmt"
 	"net/http"
 	"os"
@@ -17,7 +18,14 @@ import (
 
 // The tests in this file run labs of real troop processes (the binary is
 // built once by TestMain), because they signal nodes: SIGKILL, SIGSTOP.
-func TestMain(m *testing.M) { testlab.Main(m) }
+// A fuzzing run (make fuzz) runs no test, so it skips the build.
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if f := flag.Lookup("test.fuzz"); f != nil && f.Value.String() != "" {
+		os.Exit(m.Run())
+	}
+	testlab.Main(m)
+}
 
 // describeState is peer's state in node's /cluster_describe ("" when the
 // node does not answer).

@@ -157,6 +157,31 @@ func (n *Node) handlePeer(tr *trace, op string, args [][]byte, s *slot, b *batch
 		if op == "FWD" {
 			n.fanOut(tr, keys[0], version, cmdArgs, b)
 		}
+	case op == "TX" || op == "TXFWD":
+		version, wkeys, tokens, cmds, bad := parseTxRequest(args[1:])
+		if bad == "" && len(version) > 0 {
+			if _, ok := decodeVersion(version); !ok {
+				bad = "ERR troop peer protocol: bad version"
+			}
+		}
+		if bad != "" {
+			s.complete(resp.AppendError(nil, bad))
+			return
+		}
+		n.clock.observe(version)
+		n.localTx(b, version, wkeys, tokens, cmds, done)
+		if op == "TXFWD" {
+			n.fanOutTx(version, cmds, b)
+		}
+	case op == "KEYCOUNT" && len(args) == 1:
+		go func() { // a scan of the whole keyspace: not on the connection's reader
+			c, err := n.localKeyCount()
+			if err != nil {
+				done(nil, err)
+				return
+			}
+			s.complete(appendKeyCount(c))
+		}()
 	case op == "FETCH" && len(args) == 2:
 		b.send(n.storeFor(args[1]), appendFetch(nil, args[1]), done)
 	case op == "REPAIR" && len(args) == 6:
@@ -205,6 +230,24 @@ func peerCommand(args [][]byte) (*command, [][]byte, string) {
 		return nil, nil, "ERR " + bad
 	}
 	return c, keys, ""
+}
+
+// fanOutTx replicates a transaction that arrived from another datacenter
+// to its replicas in the other racks of this one, asynchronously.
+func (n *Node) fanOutTx(version []byte, cmds [][][]byte, b *batch) {
+	var route []byte
+	for _, c := range cmds {
+		if k, _, _ := txCommand(lookup(c[0]), c); len(k) > 0 {
+			route = k[0]
+			break
+		}
+	}
+	req := appendTxRequest(nil, "TX", version, nil, nil, cmds)
+	for _, m := range n.replicas(route) {
+		if !m.self {
+			n.sendWrite(b, nil, m, req, n.asyncDone)
+		}
+	}
 }
 
 // fanOut replicates a write that arrived from another datacenter to the

@@ -282,19 +282,26 @@ func parseInt(b []byte) (int64, bool) {
 			return 0, false
 		}
 	}
-	var n int64
+	// Accumulate the magnitude unsigned, so that the smallest int64, whose
+	// magnitude int64 cannot hold, parses too.
+	limit := uint64(1<<63 - 1)
+	if neg {
+		limit = 1 << 63
+	}
+	var u uint64
 	for _, c := range b {
 		if c < '0' || c > '9' {
 			return 0, false
 		}
-		d := int64(c - '0')
-		if n > (1<<63-1-d)/10 {
+		d := uint64(c - '0')
+		if u > (limit-d)/10 {
 			return 0, false
 		}
-		n = n*10 + d
+		u = u*10 + d
 	}
+	n := int64(u)
 	if neg {
-		n = -n
+		n = -n // for 1<<63 this wraps to the smallest int64, as wanted
 	}
 	return n, true
 }

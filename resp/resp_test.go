@@ -192,3 +192,31 @@ func TestHugeAggregateCounts(t *testing.T) {
 		}
 	}
 }
+
+// Integers parse over the whole int64 range, the smallest included (a
+// Redis counter at its limit), and not one past either end.
+func TestParseIntRange(t *testing.T) {
+	for _, tt := range []struct {
+		in   string
+		want int64
+		ok   bool
+	}{
+		{"0", 0, true},
+		{"-1", -1, true},
+		{"9223372036854775807", 1<<63 - 1, true},
+		{"-9223372036854775808", -1 << 63, true},
+		{"9223372036854775808", 0, false},
+		{"-9223372036854775809", 0, false},
+		{"-", 0, false},
+		{"1a", 0, false},
+	} {
+		got, ok := parseInt([]byte(tt.in))
+		if ok != tt.ok || got != tt.want {
+			t.Errorf("parseInt(%q) = %d, %v; want %d, %v", tt.in, got, ok, tt.want, tt.ok)
+		}
+	}
+	v, err := Parse([]byte(":-9223372036854775808\r\n"))
+	if err != nil || v.Int != -1<<63 {
+		t.Errorf("Parse of the smallest integer: %v, %v", v, err)
+	}
+}

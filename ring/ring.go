@@ -4,10 +4,32 @@
 package ring
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"sort"
 )
+
+// Tag returns the part of key that places it, under Dynomite's hash_tag
+// (two characters, such as "{}"; "" for none): the bytes between the first
+// occurrence of tag[0] and the next tag[1] after it. When either is missing,
+// or nothing lies between them, the whole key places it, as in Dynomite, so
+// "{user1}:a" and "{user1}:b" share a token while "{}x" and "x{" are hashed
+// whole.
+func Tag(key []byte, tag string) []byte {
+	if len(tag) != 2 {
+		return key
+	}
+	start := bytes.IndexByte(key, tag[0])
+	if start < 0 {
+		return key
+	}
+	end := bytes.IndexByte(key[start+1:], tag[1])
+	if end <= 0 {
+		return key
+	}
+	return key[start+1 : start+1+end]
+}
 
 // Hash is Dynomite's default key hash ("murmur", a MurmurHash2 variant whose
 // seed depends on the key's length), so troop places keys exactly where

@@ -131,3 +131,35 @@ func BenchmarkHash(b *testing.B) {
 		Hash(key)
 	}
 }
+
+// Dynomite's hash_tag: the part between the first tag[0] and the next tag[1]
+// places the key; with either absent, or nothing between them, the whole key.
+func TestTag(t *testing.T) {
+	for _, tt := range []struct {
+		key, tag, want string
+	}{
+		{"{user1}:a", "{}", "user1"},
+		{"x:{user1}:b", "{}", "user1"},
+		{"{user1}", "{}", "user1"},
+		{"{a}{b}", "{}", "a"},
+		{"{a{b}c", "{}", "a{b"},      // the first start, the next end after it
+		{"}a{b}", "{}", "b"},         // an end before the start is not the end
+		{"{}user1", "{}", "{}user1"}, // empty tag: the whole key
+		{"{}{a}", "{}", "{}{a}"},     // the first start decides, and it is empty
+		{"user1", "{}", "user1"},     // no start
+		{"{user1", "{}", "{user1"},   // no end
+		{"user1}", "{}", "user1}"},
+		{"", "{}", ""},
+		{"$ab$cd", "$$", "ab"}, // the same character for both ends
+		{"$$", "$$", "$$"},
+		{"{user1}:a", "", "{user1}:a"}, // no hash_tag
+		{"{user1}:a", "{", "{user1}:a"},
+	} {
+		if got := string(Tag([]byte(tt.key), tt.tag)); got != tt.want {
+			t.Errorf("Tag(%q, %q) = %q, want %q", tt.key, tt.tag, got, tt.want)
+		}
+	}
+	if Hash(Tag([]byte("{u}:a"), "{}")) != Hash(Tag([]byte("{u}:b"), "{}")) {
+		t.Error("keys with one tag hash apart")
+	}
+}

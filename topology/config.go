@@ -44,6 +44,11 @@ type Config struct {
 
 	DataStore int // 0 = Redis, the only data store troop supports
 
+	// HashTag is Dynomite's hash_tag: two characters, such as "{}"; when a
+	// key holds a non-empty part between them, that part alone places the
+	// key (ring.Tag). "" hashes whole keys.
+	HashTag string
+
 	ReadConsistency, WriteConsistency consistency.Level // default DC_ONE
 	Timeout                           time.Duration     // datastore and peer request timeout; default 5000 ms
 
@@ -71,7 +76,10 @@ type Config struct {
 	// the node remembers so that a plain SET can skip the write script
 	// (docs/repair.md); 0 = every versioned write runs the script.
 	VersionCacheKeys int
-	LineageExport    string // troop_lineage_export: FILE or http(s)://OTLP endpoint for traced requests' lineage as spans; "" = off
+	// AllowFlush is troop_allow_flush, default false: whether FLUSHALL and
+	// FLUSHDB through this node empty every node of the cluster.
+	AllowFlush    bool
+	LineageExport string // troop_lineage_export: FILE or http(s)://OTLP endpoint for traced requests' lineage as spans; "" = off
 
 	// PlantedBug is troop_planted_bug: a deliberate defect, for testing the
 	// testers (ldfi, troop run); "" (none) by default and for any real use.

@@ -103,6 +103,8 @@ func TestFixtures(t *testing.T) {
 			eq(t, "MaxInflight", c.MaxInflight, 4096)
 			eq(t, "MaxRequestBytes", c.MaxRequestBytes, 1<<20)
 			eq(t, "TombstoneGrace", c.TombstoneGrace, 30*time.Second)
+			eq(t, "HashTag", c.HashTag, "{}")
+			eq(t, "AllowFlush", c.AllowFlush, true)
 		}},
 	}
 	for _, tt := range tests {
@@ -169,8 +171,12 @@ func TestErrors(t *testing.T) {
 			`x.yml:6: redis_requirepass: not supported by troop yet (troop connects to redis-server without AUTH)`},
 		{"old password key", with("  requirepass: hunter2\n"),
 			`x.yml:6: requirepass: not supported by troop yet (troop connects to redis-server without AUTH)`},
-		{"hash tag", with("  hash_tag: \"{}\"\n"),
-			`x.yml:6: hash_tag: "{}" is not supported by troop yet (troop hashes the whole key)`},
+		{"hash tag of one character", with("  hash_tag: \"{\"\n"),
+			`x.yml:6: hash_tag: "{" is not two printable ASCII characters, the start and the end of a key's tag (for example "{}")`},
+		{"hash tag of three", with("  hash_tag: \"{}}\"\n"),
+			`x.yml:6: hash_tag: "{}}" is not two printable ASCII characters, the start and the end of a key's tag (for example "{}")`},
+		{"hash tag not ASCII", with("  hash_tag: \"«»\"\n"),
+			`x.yml:6: hash_tag: "«»" is not two printable ASCII characters, the start and the end of a key's tag (for example "{}")`},
 		{"rate limit", with("  conn_msg_rate: 100\n"),
 			`x.yml:6: conn_msg_rate: "100" is not supported by troop yet (troop does not rate-limit connections)`},
 		{"each safe quorum", with("  write_consistency: DC_EACH_SAFE_QUORUM\n"),
@@ -621,4 +627,21 @@ func TestDocExample(t *testing.T) {
 	eq(t, "Name", c.Name, "dc1-rack1-a")
 	eq(t, "ReadConsistency", c.ReadConsistency, consistency.DCQuorum)
 	roundTrip(t, c)
+}
+
+// A cluster of one node has no seeds: "dyn_seeds:" with no entries is an
+// empty list, as a lab of one rack writes it; an empty servers list is
+// still refused, as servers wants exactly one.
+func TestEmptyList(t *testing.T) {
+	c, err := Parse([]byte(with("  dyn_seeds:\n")), "x.yml")
+	if err != nil {
+		t.Fatalf("empty dyn_seeds: %v", err)
+	}
+	if len(c.Seeds) != 0 {
+		t.Errorf("Seeds = %v, want none", c.Seeds)
+	}
+	_, err = Parse([]byte(strings.Replace(base, "servers:\n  - 127.0.0.1:6379:1", "servers:", 1)), "x.yml")
+	if err == nil || !strings.Contains(err.Error(), "servers") {
+		t.Errorf("empty servers: %v, want an error naming servers", err)
+	}
 }

@@ -192,12 +192,14 @@ var keys = []keySpec{
 	withCheck(intKey("dyn_port", func(c *Config) *int { return &c.DynPort }, 0, 0), func(c *Config) error {
 		return checkRange(c.DynPort, 0, 65535)
 	}),
+	withCheck(textKey("hash_tag", func(c *Config) *string { return &c.HashTag }), func(c *Config) error {
+		return checkHashTag(c.HashTag)
+	}),
 	textKey("pem_key_file", func(c *Config) *string { return &c.PemKeyFile }),
 	textKey("recon_key_file", func(c *Config) *string { return &c.ReconKeyFile }),
 	textKey("recon_iv_file", func(c *Config) *string { return &c.ReconIVFile }),
 
 	// Dynomite keys whose every value changes behaviour troop lacks.
-	rejectKey("hash_tag", true, "troop hashes the whole key"),
 	rejectKey("conn_msg_rate", true, "troop does not rate-limit connections"),
 	rejectKey("dyn_secure_listen", true, "troop does not encrypt peer traffic"),
 	rejectKey("redis_requirepass", false, "troop connects to redis-server without AUTH"),
@@ -233,6 +235,7 @@ var keys = []keySpec{
 	msKey("troop_anti_entropy_interval_ms", func(c *Config) *time.Duration { return &c.AntiEntropyInterval }, 0, DefaultAntiEntropyInterval, false),
 	intKey("troop_repair_keys_per_sec", func(c *Config) *int { return &c.RepairKeysPerSec }, 1, DefaultRepairKeysPerSec),
 	boolKey("troop_versions", func(c *Config) *bool { return &c.Versions }, true),
+	boolKey("troop_allow_flush", func(c *Config) *bool { return &c.AllowFlush }, false),
 	intKey("troop_version_cache_keys", func(c *Config) *int { return &c.VersionCacheKeys }, 0, DefaultVersionCacheKeys),
 	{
 		name:  "troop_lineage_export",

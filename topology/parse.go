@@ -234,6 +234,9 @@ func (p *parser) value(spec *keySpec, v *yaml.Node) (value, bool) {
 	}
 	switch v.Kind {
 	case yaml.ScalarNode:
+		if isEmpty(v) && spec.list {
+			return value{line: v.Line}, true // an empty list: "dyn_seeds:" of a cluster of one node
+		}
 		if isEmpty(v) {
 			p.add(v.Line, name, "has no value")
 			return value{}, false

@@ -133,6 +133,18 @@ func checkText(s string) error {
 	return nil
 }
 
+// checkHashTag accepts Dynomite's hash_tag: two characters, the start and
+// the end of the part of a key that places it, or none.
+func checkHashTag(tag string) error {
+	if tag == "" {
+		return nil
+	}
+	if len(tag) != 2 || tag[0] < ' ' || tag[0] > '~' || tag[1] < ' ' || tag[1] > '~' {
+		return fmt.Errorf("%q is not two printable ASCII characters, the start and the end of a key's tag (for example \"{}\")", tag)
+	}
+	return nil
+}
+
 // checkPool accepts any pool name Dynomite would: troop records it but
 // gives it no meaning. It must still be printable for logs.
 func checkPool(s string) error {

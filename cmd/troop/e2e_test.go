@@ -92,7 +92,7 @@ func TestRedisCLI(t *testing.T) {
 		{[]string{"TROOP", "CONSISTENCY", "DC_QUORUM"}, "OK"},
 		{[]string{"RPUSH", "list", "a", "b"}, "2"},
 		{[]string{"LRANGE", "list", "0", "-1"}, "a\nb"},
-		{[]string{"MULTI"}, "ERR troop: 'MULTI' is not supported: transactions would span replicas"},
+		{[]string{"EXEC"}, "ERR EXEC without MULTI"},
 	} {
 		if got := run(c.args...); got != c.want {
 			t.Errorf("redis-cli %v = %q, want %q", c.args, got, c.want)

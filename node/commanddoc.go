@@ -1,0 +1,48 @@
+package node
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// commandDoc renders the command table of docs/store.md from commandTable,
+// so the docs say what the code does (TestCommandDoc keeps them equal).
+func commandDoc() string {
+	byKind := map[kind][]string{}
+	refused := map[string][]string{}
+	for name, c := range commandTable {
+		if c.kind == kindUnsupported {
+			refused[c.why] = append(refused[c.why], name)
+			continue
+		}
+		byKind[c.kind] = append(byKind[c.kind], name)
+	}
+	list := func(names []string) string {
+		sort.Strings(names)
+		return strings.Join(names, " ")
+	}
+	var b strings.Builder
+	b.WriteString("| how | commands | what the client sees |\n|---|---|---|\n")
+	row := func(how, names, what string) { fmt.Fprintf(&b, "| %s | %s | %s |\n", how, names, what) }
+	row("routed by key, read", list(byKind[kindRead]), "the read at the connection's read level")
+	row("routed by key, write", list(byKind[kindWrite]), "the write at the connection's write level")
+	row("several keys that must share their replicas", list(append(byKind[kindMultiRead], byKind[kindMultiWrite]...)),
+		"run as one command when all keys have the same owner in every rack (keys of one hash tag always do); otherwise `ERR troop: the keys of 'X' belong to different nodes, and troop does not split it`")
+	row("split per key and merged", list(byKind[kindSplit]),
+		"one request per key, each to its own replicas at the connection's level; the replies are merged. If any key fails, the whole command answers an error naming that key: no silent partial result. MSET is not atomic across keys (inside MULTI it is)")
+	row("transactional", list(byKind[kindTransaction]),
+		"the queued commands run as one transaction on every replica when all their keys (and the watched ones) share their replicas; otherwise `EXECABORT` and nothing runs ([Transactions](#transactions))")
+	row("answered by the node", list(byKind[kindLocal]),
+		"SELECT 0 only; HELLO 2 or 3, with AUTH default (no password is configured) and SETNAME; CLIENT SETNAME, GETNAME, SETINFO, ID; CONFIG GET reads this node's redis-server, CONFIG SET passes encoding parameters to every node, CONFIG RESETSTAT resets every node's; FLUSHALL, FLUSHDB and FUNCTION FLUSH empty every node when `troop_allow_flush` is set, other FUNCTION subcommands are refused ([Cluster-wide commands](#cluster-wide-commands)); COMMAND lists the table; AUTH: no password is configured; SCAN, KEYS, DBSIZE and INFO keyspace cover the cluster's keys ([Scanning and counting keys](#scanning-and-counting-keys)); TROOP and DYNO_CONFIG:CONN_CONSISTENCY below")
+	var whys []string
+	for why := range refused {
+		whys = append(whys, why)
+	}
+	sort.Strings(whys)
+	for _, why := range whys {
+		row("refused: "+why, list(refused[why]), fmt.Sprintf("`ERR troop: 'X' is not supported: %s`", why))
+	}
+	row("anything else", "", "`ERR unknown command 'X', with args beginning with: ...`, as Redis says it")
+	return b.String()
+}

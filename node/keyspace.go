@@ -1,0 +1,402 @@
+package node
+
+import (
+	"bytes"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/troop-lab/troop/link"
+	"github.com/troop-lab/troop/resp"
+)
+
+// DBSIZE and INFO keyspace count the cluster's keys: every rack holds a
+// full copy, so they add up what the nodes of this node's rack hold. Each
+// node counts its redis-server's keys with SCAN, leaving out troop's own
+// (version keys and tombstones): that is O(keys), as KEYS is, and runs on
+// the anti-entropy links, beside the request traffic.
+
+// keyCount is what one node holds: keys, and how many have an expiry.
+type keyCount struct{ keys, expires int64 }
+
+// countExpiring counts the keys of KEYS that have an expiry.
+const countExpiring = `
+local e = 0
+for i = 1, #KEYS do
+  if redis.call('PTTL', KEYS[i]) > 0 then e = e + 1 end
+end
+return e
+`
+
+// localKeyCount scans this node's redis-server.
+func (n *Node) localKeyCount() (keyCount, error) {
+	store, _ := n.aeLinks()
+	var total keyCount
+	cursor := "0"
+	for {
+		raw, err := doSync(store, resp.AppendCommandStrings(nil, "SCAN", cursor, "COUNT", "1000"))
+		if err != nil {
+			return total, err
+		}
+		v, err := resp.Parse(raw)
+		if err != nil || v.IsError() || len(v.Elems) != 2 {
+			return total, fmt.Errorf("SCAN: unexpected reply %s", raw)
+		}
+		var keys [][]byte
+		for _, e := range v.Elems[1].Elems {
+			if !strings.HasPrefix(string(e.Str), reservedPrefix) {
+				keys = append(keys, e.Str)
+			}
+		}
+		if len(keys) > 0 {
+			total.keys += int64(len(keys))
+			req := resp.AppendCommand(nil, append([][]byte{[]byte("EVAL"), []byte(countExpiring), []byte(strconv.Itoa(len(keys)))}, keys...)...)
+			raw, err := doSync(store, req)
+			if err != nil {
+				return total, err
+			}
+			if e, err := resp.Parse(raw); err == nil && e.Type == resp.Integer {
+				total.expires += e.Int
+			}
+		}
+		if cursor = string(v.Elems[0].Str); cursor == "0" {
+			return total, nil
+		}
+	}
+}
+
+// rackKeyCount adds up the counts of the nodes of this node's rack.
+func (n *Node) rackKeyCount() (keyCount, error) {
+	_, peers := n.aeLinks()
+	var (
+		mu       sync.Mutex
+		wg       sync.WaitGroup
+		total    keyCount
+		failures []string
+	)
+	for _, m := range n.members {
+		if m.dc != n.cfg.Datacenter || m.rack != n.cfg.Rack {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var c keyCount
+			var err error
+			if m.self {
+				c, err = n.localKeyCount()
+			} else if m.isDown() {
+				err = errMarkedDown(m)
+			} else {
+				c, err = peerKeyCount(peers[m])
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				failures = append(failures, m.name()+": "+err.Error())
+				return
+			}
+			total.keys += c.keys
+			total.expires += c.expires
+		}()
+	}
+	wg.Wait()
+	if len(failures) > 0 {
+		return total, fmt.Errorf("every node of rack %s must answer (%s)", n.cfg.Rack, strings.Join(failures, "; "))
+	}
+	return total, nil
+}
+
+// peerKeyCount asks a peer for its count (peer request KEYCOUNT).
+func peerKeyCount(l *link.Link) (keyCount, error) {
+	raw, err := doSync(l, resp.AppendCommandStrings(nil, "KEYCOUNT"))
+	if err == nil {
+		fromPeer(func(r []byte, e error) { raw, err = r, e })(raw, nil)
+	}
+	if err != nil {
+		return keyCount{}, err
+	}
+	v, perr := resp.Parse(raw)
+	if perr != nil || len(v.Elems) != 2 || v.Elems[0].Type != resp.Integer || v.Elems[1].Type != resp.Integer {
+		return keyCount{}, fmt.Errorf("unexpected KEYCOUNT answer %q", raw)
+	}
+	return keyCount{keys: v.Elems[0].Int, expires: v.Elems[1].Int}, nil
+}
+
+// appendKeyCount encodes a peer's KEYCOUNT answer.
+func appendKeyCount(c keyCount) []byte {
+	out := resp.AppendArrayHeader(nil, 2)
+	out = resp.AppendInt(out, c.keys)
+	return resp.AppendInt(out, c.expires)
+}
+
+// keyspace answers DBSIZE, or INFO's keyspace section, through complete,
+// from a goroutine of its own: the count takes a scan of every node of
+// the rack.
+func (n *Node) keyspace(dbsize bool, info string, complete func([]byte)) {
+	go func() {
+		c, err := n.rackKeyCount()
+		if err != nil {
+			what := "DBSIZE"
+			if !dbsize {
+				what = "INFO keyspace"
+			}
+			complete(resp.AppendError(nil, "ERR troop: "+what+" could not count the keys: "+err.Error()))
+			return
+		}
+		if dbsize {
+			complete(resp.AppendInt(nil, c.keys))
+			return
+		}
+		section := "# Keyspace\r\n"
+		if c.keys > 0 {
+			section += fmt.Sprintf("db0:keys=%d,expires=%d,avg_ttl=0\r\n", c.keys, c.expires)
+		}
+		if info != "" {
+			section = info + "\r\n" + section
+		}
+		complete(resp.AppendBulkString(nil, section))
+	}()
+}
+
+// rackMembers are the nodes of this node's rack, in token order: the
+// nodes a SCAN visits one after the other, and KEYS asks.
+func (n *Node) rackMembers() []*member {
+	var out []*member
+	for _, m := range n.members {
+		if m.dc == n.cfg.Datacenter && m.rack == n.cfg.Rack {
+			out = append(out, m)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].tokens[0] < out[j].tokens[0] })
+	return out
+}
+
+// A SCAN cursor through a node holds the node of the rack being scanned in
+// its low bits and that node's redis-server cursor above them, so it is a
+// number, as clients expect.
+const (
+	scanNodeBits = 10
+	maxScanNodes = 1 << scanNodeBits
+)
+
+// scanCommand runs SCAN over the nodes of this node's rack, one after the
+// other: each answer is one node's, without troop's own keys.
+func (n *Node) scanCommand(args [][]byte, b *batch, complete func([]byte)) {
+	nodes := n.rackMembers()
+	cursor, err := strconv.ParseUint(string(args[1]), 10, 64)
+	node := int(cursor % maxScanNodes)
+	if err != nil || node >= len(nodes) || len(nodes) > maxScanNodes {
+		complete(resp.AppendError(nil, fmt.Sprintf("ERR troop: invalid cursor '%s': not one this cluster's SCAN gave", printableArg(args[1]))))
+		return
+	}
+	m := nodes[node]
+	req := append([][]byte{[]byte("SCAN"), []byte(strconv.FormatUint(cursor>>scanNodeBits, 10))}, args[2:]...)
+	got := func(raw []byte, err error) {
+		v, perr := resp.Parse(raw)
+		switch {
+		case err != nil:
+			complete(resp.AppendError(nil, fmt.Sprintf("ERR troop: SCAN needs every node of rack %s: %s: %v", n.cfg.Rack, m.name(), err)))
+			return
+		case perr != nil || v.IsError() || len(v.Elems) != 2:
+			complete(raw) // redis-server's error (a bad option, say)
+			return
+		}
+		next, err := strconv.ParseUint(string(v.Elems[0].Str), 10, 64)
+		if err != nil || next >= 1<<(64-scanNodeBits) {
+			complete(resp.AppendError(nil, fmt.Sprintf("ERR troop: SCAN: %s answered a cursor troop cannot carry", m.name())))
+			return
+		}
+		out := next<<scanNodeBits | uint64(node)
+		if next == 0 {
+			out = uint64(node + 1) // the next node, from its start
+			if node+1 == len(nodes) {
+				out = 0
+			}
+		}
+		var keys []resp.Value
+		for _, k := range v.Elems[1].Elems {
+			if !strings.HasPrefix(string(k.Str), reservedPrefix) {
+				keys = append(keys, k)
+			}
+		}
+		reply := resp.AppendArrayHeader(nil, 2)
+		reply = resp.AppendBulkString(reply, strconv.FormatUint(out, 10))
+		complete(resp.AppendValue(reply, resp.Value{Type: resp.Array, Elems: keys}))
+	}
+	n.onNode(b, m, req, got)
+}
+
+// keysCommand runs KEYS on every node of this node's rack and merges the
+// answers, without troop's own keys.
+func (n *Node) keysCommand(args [][]byte, b *batch, complete func([]byte)) {
+	nodes := n.rackMembers()
+	var mu sync.Mutex
+	var keys []resp.Value
+	var failures []string
+	remaining := len(nodes)
+	for _, m := range nodes {
+		n.onNode(b, m, args, func(raw []byte, err error) {
+			v, perr := resp.Parse(raw)
+			mu.Lock()
+			switch {
+			case err != nil:
+				failures = append(failures, m.name()+": "+err.Error())
+			case perr != nil || v.IsError():
+				failures = append(failures, m.name()+": "+strings.TrimSpace(string(raw)))
+			default:
+				for _, k := range v.Elems {
+					if !strings.HasPrefix(string(k.Str), reservedPrefix) {
+						keys = append(keys, k)
+					}
+				}
+			}
+			remaining--
+			last := remaining == 0
+			mu.Unlock()
+			if !last {
+				return
+			}
+			if len(failures) > 0 {
+				complete(resp.AppendError(nil, fmt.Sprintf("ERR troop: KEYS needs every node of rack %s (%s)", n.cfg.Rack, strings.Join(failures, "; "))))
+				return
+			}
+			complete(resp.AppendValue(nil, resp.Value{Type: resp.Array, Elems: keys}))
+		})
+	}
+}
+
+// onNode runs a plain command on the redis-server of m: this node's own,
+// or a peer's (peer request LOCAL).
+func (n *Node) onNode(b *batch, m *member, args [][]byte, done func([]byte, error)) {
+	if m.self {
+		n.toStore(b, nil, n.store[0], resp.AppendCommand(nil, args...), done)
+		return
+	}
+	if m.isDown() {
+		done(nil, errMarkedDown(m))
+		return
+	}
+	n.toPeer(b, nil, m, appendPeerRequest(nil, "LOCAL", nil, args), fromPeer(done))
+}
+
+// onEveryNode runs a plain command on the redis-server of every node of
+// the cluster, every datacenter, and answers OK once all did; otherwise an
+// error that names the nodes it did not reach.
+func (n *Node) onEveryNode(what string, args [][]byte, b *batch, complete func([]byte)) {
+	var mu sync.Mutex
+	var failures []string
+	remaining := len(n.members)
+	for _, m := range n.members {
+		n.onNode(b, m, args, func(raw []byte, err error) {
+			mu.Lock()
+			switch {
+			case err != nil:
+				failures = append(failures, m.name()+": "+err.Error())
+			case len(raw) > 0 && raw[0] == '-':
+				failures = append(failures, m.name()+": "+strings.TrimSpace(string(raw[1:])))
+			}
+			remaining--
+			last := remaining == 0
+			mu.Unlock()
+			if !last {
+				return
+			}
+			if len(failures) > 0 {
+				sort.Strings(failures)
+				complete(resp.AppendError(nil, fmt.Sprintf("ERR troop: %s reached %d of %d nodes; it was not applied on: %s",
+					what, len(n.members)-len(failures), len(n.members), strings.Join(failures, "; "))))
+				return
+			}
+			complete(resp.AppendSimple(nil, "OK"))
+		})
+	}
+}
+
+// flush answers FLUSHALL and FLUSHDB: every node's redis-server is emptied
+// (there is one database), when troop_allow_flush says so. FUNCTION FLUSH
+// comes as FLUSH: it empties redis-server's functions, which troop does not
+// use (its own scripts are loaded with SCRIPT LOAD, and stay).
+func (n *Node) flush(args [][]byte, b *batch, complete func([]byte)) {
+	name := strings.ToUpper(string(args[0]))
+	cmd := [][]byte{[]byte(name)}
+	if name == "FLUSH" {
+		name, cmd = "FUNCTION FLUSH", [][]byte{[]byte("FUNCTION"), []byte("FLUSH")}
+	}
+	if !n.cfg.AllowFlush {
+		complete(resp.AppendError(nil, fmt.Sprintf("ERR troop: '%s' is disabled: it empties every node of the cluster; set troop_allow_flush: true in the node's config to allow it", name)))
+		return
+	}
+	mode := "SYNC"
+	switch {
+	case len(args) == 2 && (strings.EqualFold(string(args[1]), "SYNC") || strings.EqualFold(string(args[1]), "ASYNC")):
+		mode = strings.ToUpper(string(args[1]))
+	case len(args) != 1:
+		complete(resp.AppendError(nil, "ERR syntax error"))
+		return
+	}
+	n.onEveryNode(string(bytes.Join(cmd, []byte(" "))), append(cmd, []byte(mode)), b, complete)
+}
+
+// configSettable are the redis-server parameters CONFIG SET passes on to
+// every node: they change how redis-server encodes values, never what a
+// command answers, so replicas stay alike and troop's own use of
+// redis-server (scripts, versions, persistence) is untouched.
+var configSettable = map[string]bool{
+	"hash-max-listpack-entries": true, "hash-max-listpack-value": true,
+	"hash-max-ziplist-entries": true, "hash-max-ziplist-value": true,
+	"list-max-listpack-size": true, "list-max-ziplist-size": true, "list-compress-depth": true,
+	"set-max-intset-entries": true, "set-max-listpack-entries": true, "set-max-listpack-value": true,
+	"zset-max-listpack-entries": true, "zset-max-listpack-value": true,
+	"zset-max-ziplist-entries": true, "zset-max-ziplist-value": true,
+	"hll-sparse-max-bytes": true, "stream-node-max-bytes": true, "stream-node-max-entries": true,
+	"active-defrag-ignore-bytes": true, "activedefrag": true,
+}
+
+// configCommand answers CONFIG GET from this node's redis-server, and
+// CONFIG SET of configSettable parameters on every node.
+func (n *Node) configCommand(args [][]byte, b *batch, complete func([]byte)) {
+	sub := strings.ToUpper(string(args[1]))
+	switch {
+	case sub == "GET" && len(args) >= 3:
+		n.onNode(b, n.selfMember(), args, func(raw []byte, err error) {
+			if err != nil {
+				complete(resp.AppendError(nil, "ERR troop: CONFIG GET: "+err.Error()))
+				return
+			}
+			complete(raw)
+		})
+	case sub == "SET" && len(args) >= 4 && len(args)%2 == 0:
+		for i := 2; i < len(args); i += 2 {
+			if p := strings.ToLower(string(args[i])); !configSettable[p] {
+				complete(resp.AppendError(nil, fmt.Sprintf("ERR troop: CONFIG SET '%s' is not passed on: only parameters that change how redis-server encodes values are (%s); configure each redis-server directly", printableArg(args[i]), strings.Join(settableNames(), ", "))))
+				return
+			}
+		}
+		n.onEveryNode("CONFIG SET", args, b, complete)
+	case sub == "RESETSTAT" && len(args) == 2:
+		n.onEveryNode("CONFIG RESETSTAT", args, b, complete)
+	default:
+		complete(resp.AppendError(nil, fmt.Sprintf("ERR troop: 'CONFIG %s' is not supported: CONFIG GET, CONFIG SET of encoding parameters and CONFIG RESETSTAT are", strings.ToUpper(printableArg(args[1])))))
+	}
+}
+
+func settableNames() []string {
+	var out []string
+	for p := range configSettable {
+		out = append(out, p)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (n *Node) selfMember() *member {
+	for _, m := range n.members {
+		if m.self {
+			return m
+		}
+	}
+	panic("node: no member is this node") // New always adds it
+}

@@ -1,0 +1,592 @@
+package node
+
+import (
+	"bytes"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/troop-lab/troop/resp"
+)
+
+// Transactions (MULTI ... EXEC) run as one Lua script on every replica, so
+// each replica applies all of a transaction or none of it, with nothing of
+// another client's in between, as redis-server runs MULTI/EXEC. That needs
+// every key of the transaction on the same replicas (hash tags arrange it);
+// otherwise EXEC refuses the whole transaction and nothing in it runs. The
+// commands are queued in the node until EXEC, as Redis queues them, and a
+// command the node refuses while queueing (unknown, wrong arity, not
+// allowed) aborts the transaction at EXEC, as in Redis.
+//
+// WATCH reads a token of each watched key (its version and a digest of its
+// value) from the replica that decides the transaction; EXEC runs there only
+// if the tokens are unchanged, and then on the other replicas unconditionally.
+
+// txn is a connection's transaction between MULTI and EXEC or DISCARD.
+type txn struct {
+	cmds      [][][]byte       // what the replicas run
+	nodeCmds  map[int][][]byte // what the node answers itself (INFO, TIME ...), by position in EXEC's reply
+	count     int              // commands queued
+	order     [][][]byte       // every command queued, in order
+	keys      [][]byte         // every key the commands name
+	writeKeys [][]byte         // the keys they may change, whose versions EXEC moves
+	writes    bool
+	bytes     int
+	dirty     bool // a command was refused while queueing: EXEC aborts
+}
+
+// maxWatchedKeys bounds the keys one connection watches at once.
+const maxWatchedKeys = 4096
+
+// watch is one WATCH: its keys and, once read, their tokens.
+type watch struct {
+	keys   [][]byte
+	ready  chan struct{} // closed when tokens or err is set
+	tokens [][]byte
+	err    string
+}
+
+// txScript runs a transaction: KEYS are the watched keys, then the keys the
+// commands may change; ARGV the version, the tombstone grace in ms, the
+// number of watched keys, their tokens, then each command as its word count
+// and words. It answers false (nil) when a watched key changed, else every
+// command's reply in order; a command's error is its reply and does not stop
+// the others, as in EXEC. Changed keys get the version, unless they hold a
+// newer one, with the same expiry bookkeeping as the write script.
+const txScript = `
+local v, grace, w = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+for i = 1, w do
+  local d = redis.call('DUMP', KEYS[i])
+  local tok = (redis.call('GET', '` + VersionPrefix + `' .. KEYS[i]) or '') .. ':' .. (d and redis.sha1hex(d) or '')
+  if tok ~= ARGV[3 + i] then return false end
+end
+local out = {}
+local i = 4 + w
+while i <= #ARGV do
+  local n = tonumber(ARGV[i])
+  out[#out + 1] = redis.pcall(unpack(ARGV, i + 1, i + n))
+  i = i + n + 1
+end
+if v ~= '' then
+  for k = w + 1, #KEYS do
+    local vk = '` + VersionPrefix + `' .. KEYS[k]
+    local nv = v
+    local cur = redis.call('GET', vk)
+    if cur and cur > v then nv = cur end
+    local ttl = redis.call('PTTL', KEYS[k])
+    if ttl == -2 then
+      redis.call('SET', vk, nv, 'PX', grace)
+    elseif ttl == -1 or ttl + grace > 9007199254740991 then
+      redis.call('SET', vk, nv)
+    else
+      redis.call('SET', vk, nv, 'PX', ttl + grace)
+    end
+  end
+end
+return out
+`
+
+// watchScript answers the token of each key of KEYS, as txScript computes it.
+const watchScript = `
+local out = {}
+for i = 1, #KEYS do
+  local d = redis.call('DUMP', KEYS[i])
+  out[i] = (redis.call('GET', '` + VersionPrefix + `' .. KEYS[i]) or '') .. ':' .. (d and redis.sha1hex(d) or '')
+end
+return out
+`
+
+var (
+	txSHA    = scriptSHA(txScript)
+	watchSHA = scriptSHA(watchScript)
+)
+
+// txCommand checks a command for a transaction and returns its keys, and
+// whether it writes; bad is the error that refuses it.
+func txCommand(c *command, args [][]byte) (keys [][]byte, write bool, bad string) {
+	if c == nil {
+		return nil, false, string(unknownCommand(args))
+	}
+	if !c.arityOK(len(args)) {
+		return nil, false, fmt.Sprintf("-ERR wrong number of arguments for '%s' command\r\n", strings.ToLower(c.name))
+	}
+	switch c.kind {
+	case kindLocal:
+		if c.name == "PING" || c.name == "ECHO" || answeredInTx(c, args) { // redis-server answers them as well
+			return nil, false, ""
+		}
+		return nil, false, fmt.Sprintf("-ERR troop: '%s' cannot run inside a transaction\r\n", c.name)
+	case kindUnsupported:
+		return nil, false, fmt.Sprintf("-ERR troop: '%s' is not supported: %s\r\n", c.name, c.why)
+	case kindTransaction:
+		return nil, false, fmt.Sprintf("-ERR troop: '%s' cannot run inside a transaction\r\n", c.name)
+	}
+	keys = args[1:2]
+	if c.keys != nil {
+		var why string
+		if keys, why = c.keys(args); why != "" {
+			return nil, false, "-ERR " + why + "\r\n"
+		}
+	}
+	for _, k := range keys {
+		if strings.HasPrefix(string(k), reservedPrefix) {
+			return nil, false, fmt.Sprintf("-ERR troop: keys starting with %q are reserved for troop\r\n", reservedPrefix)
+		}
+	}
+	write = c.kind == kindWrite || c.kind == kindMultiWrite || (c.kind == kindSplit && c.lww) || c.name == "MSET"
+	return keys, write, ""
+}
+
+// answeredInTx says whether the node answers a command of its own inside a
+// transaction, at EXEC, in its place in the reply: those it answers at once
+// and without changing the session's replicas.
+func answeredInTx(c *command, args [][]byte) bool {
+	switch c.name {
+	case "TIME", "SELECT", "COMMAND":
+		return true
+	case "INFO":
+		return !wantsKeyspace(args[1:])
+	case "CLIENT":
+		return len(args) >= 2 && (strings.EqualFold(string(args[1]), "GETNAME") || strings.EqualFold(string(args[1]), "ID"))
+	}
+	return false
+}
+
+// transaction handles MULTI, EXEC, DISCARD, WATCH and UNWATCH.
+func (n *Node) transaction(c *command, args [][]byte, sess *session, b *batch, s *slot) {
+	switch c.name {
+	case "MULTI":
+		if sess.tx != nil {
+			s.complete(resp.AppendError(nil, "ERR MULTI calls can not be nested"))
+			return
+		}
+		sess.tx = &txn{}
+		s.complete(resp.AppendSimple(nil, "OK"))
+	case "DISCARD":
+		if sess.tx == nil {
+			s.complete(resp.AppendError(nil, "ERR DISCARD without MULTI"))
+			return
+		}
+		sess.tx, sess.watches = nil, nil
+		s.complete(resp.AppendSimple(nil, "OK"))
+	case "UNWATCH":
+		sess.watches = nil
+		s.complete(resp.AppendSimple(nil, "OK"))
+	case "WATCH":
+		if sess.tx != nil {
+			s.complete(resp.AppendError(nil, "ERR WATCH inside MULTI is not allowed"))
+			return
+		}
+		n.watch(args[1:], sess, b, s)
+	case "EXEC":
+		tx, watches := sess.tx, sess.watches
+		if tx == nil {
+			s.complete(resp.AppendError(nil, "ERR EXEC without MULTI"))
+			return
+		}
+		sess.tx, sess.watches = nil, nil
+		n.exec(tx, watches, sess, b, s)
+	}
+}
+
+// queue adds a command to the connection's transaction and answers QUEUED,
+// or its error, which aborts the transaction at EXEC.
+func (n *Node) queue(c *command, args [][]byte, sess *session) []byte {
+	tx := sess.tx
+	keys, write, bad := txCommand(c, args)
+	if bad == "" && tx.bytes+resp.CommandSize(args) > n.cfg.MaxRequestBytes {
+		bad = fmt.Sprintf("-ERR troop: the transaction would be larger than troop_max_request_bytes (%d)\r\n", n.cfg.MaxRequestBytes)
+	}
+	if bad != "" {
+		tx.dirty = true
+		return []byte(bad)
+	}
+	if c.kind == kindLocal && answeredInTx(c, args) {
+		if tx.nodeCmds == nil {
+			tx.nodeCmds = map[int][][]byte{}
+		}
+		tx.nodeCmds[tx.count] = args
+	} else {
+		tx.cmds = append(tx.cmds, args)
+	}
+	tx.count++
+	tx.order = append(tx.order, args)
+	tx.bytes += resp.CommandSize(args)
+	tx.keys = append(tx.keys, keys...)
+	if write {
+		tx.writes = true
+		tx.writeKeys = append(tx.writeKeys, keys...)
+	}
+	return resp.AppendSimple(nil, "QUEUED")
+}
+
+// watch reads the watched keys' tokens from the replica that will decide
+// the transaction, and answers OK once they are in.
+func (n *Node) watch(keys [][]byte, sess *session, b *batch, s *slot) {
+	for _, k := range keys {
+		if strings.HasPrefix(string(k), reservedPrefix) {
+			s.complete(resp.AppendError(nil, fmt.Sprintf("ERR troop: keys starting with %q are reserved for troop", reservedPrefix)))
+			return
+		}
+	}
+	if !n.sameReplicas(keys) {
+		s.complete(resp.AppendError(nil, "ERR troop: the keys of 'WATCH' belong to different nodes, and a transaction can only run on keys that share their replicas"))
+		return
+	}
+	watched := 0
+	for _, w := range sess.watches {
+		watched += len(w.keys)
+	}
+	if watched+len(keys) > maxWatchedKeys { // a session's memory stays bounded
+		s.complete(resp.AppendError(nil, fmt.Sprintf("ERR troop: a connection may watch at most %d keys until EXEC, DISCARD or UNWATCH", maxWatchedKeys)))
+		return
+	}
+	w := &watch{keys: keys, ready: make(chan struct{})}
+	sess.watches = append(sess.watches, w)
+	m, _ := n.decider(n.replicas(keys[0]))
+	req := resp.AppendArrayHeader(nil, 3+len(keys))
+	req = resp.AppendBulkString(req, "EVALSHA")
+	req = resp.AppendBulkString(req, watchSHA)
+	req = resp.AppendBulkString(req, strconv.Itoa(len(keys)))
+	for _, k := range keys {
+		req = resp.AppendBulk(req, k)
+	}
+	got := func(raw []byte, err error) {
+		v, perr := resp.Parse(raw)
+		switch {
+		case err != nil:
+			w.err = replicaName(m) + ": " + err.Error()
+		case perr != nil || v.IsError() || len(v.Elems) != len(keys):
+			w.err = replicaName(m) + ": " + cleanScriptError(raw)
+		default:
+			for _, e := range v.Elems {
+				w.tokens = append(w.tokens, e.Str)
+			}
+		}
+		close(w.ready)
+		if w.err != "" {
+			s.complete(resp.AppendError(nil, "ERR troop: WATCH could not read the keys from the replica that decides a transaction on them: "+w.err))
+			return
+		}
+		s.complete(resp.AppendSimple(nil, "OK"))
+	}
+	if m.self {
+		n.toStore(b, nil, n.storeFor(keys[0]), req, got)
+		return
+	}
+	eval := append([][]byte{[]byte("EVALSHA"), []byte(watchSHA), []byte(strconv.Itoa(len(keys)))}, keys...)
+	n.toPeer(b, nil, m, appendPeerRequest(nil, "LOCAL", nil, eval), fromPeer(got))
+}
+
+// decider is the replica a transaction runs on first, and the only one
+// that checks WATCHed keys: the one in the first rack by name that is not
+// marked down. Every coordinator picks the same one, so transactions on a
+// key are decided in one place, whichever node the clients use.
+func (n *Node) decider(reps []*member) (*member, int) {
+	best := -1
+	for i, m := range reps {
+		if !m.isDown() && (best < 0 || m.rack < reps[best].rack) {
+			best = i
+		}
+	}
+	if best < 0 {
+		best = 0 // all down: it fails as unreachable
+	}
+	return reps[best], best
+}
+
+// exec runs a transaction: on the deciding replica first, with the WATCH
+// check, and once that ran it, on the other replicas; the answer is the
+// deciding replica's, given when the write level is met.
+func (n *Node) exec(tx *txn, watches []*watch, sess *session, b *batch, s *slot) {
+	if tx.dirty {
+		s.complete(resp.AppendError(nil, "EXECABORT Transaction discarded because of previous errors."))
+		return
+	}
+	var wkeys, tokens [][]byte
+	for _, w := range watches {
+		select {
+		case <-w.ready:
+		default:
+			b.flush() // the read of its tokens may be in the batch
+			<-w.ready
+		}
+		if w.err != "" {
+			s.complete(resp.AppendError(nil, "EXECABORT troop: WATCH failed, so the transaction was discarded and nothing in it ran ("+w.err+")"))
+			return
+		}
+		wkeys = append(wkeys, w.keys...)
+		tokens = append(tokens, w.tokens...)
+	}
+	all := append(append([][]byte{}, tx.keys...), wkeys...)
+	if len(all) == 0 {
+		all = [][]byte{{}} // PING and ECHO only: any replicas will do
+	}
+	if !n.sameReplicas(all) {
+		s.complete(resp.AppendError(nil, "EXECABORT troop: the keys of this transaction belong to different nodes, so it cannot run as one; nothing in it ran (keys of one hash tag share their nodes)"))
+		return
+	}
+	if reply := n.refuseInState(tx.writes); reply != nil {
+		s.complete(append([]byte("-EXECABORT"), reply[len("-ERR"):]...))
+		return
+	}
+	sess.gate.await(all, b)
+	level := n.levelFor(sess, tx.writes)
+	done := n.timed(tx.writes, level, s.complete)
+	reps := n.replicas(all[0])
+	if !reps[0].self {
+		n.stats.forwarded.Add(1)
+	}
+	var version []byte
+	if n.cfg.Versions && len(tx.writeKeys) > 0 {
+		version = n.clock.next()
+	} else {
+		version = []byte{}
+	}
+	proto := sess.proto // the callback runs on another goroutine
+	first, fi := n.decider(reps)
+	n.runTx(b, first, version, wkeys, tokens, tx.cmds, func(raw []byte, err error) {
+		switch {
+		case err != nil:
+			done(resp.AppendError(nil, fmt.Sprintf("ERR troop: transaction failed on the replica that decides it, outcome unknown: it may have run there, and no other replica got it (%s: %s)", replicaName(first), err)))
+			return
+		case len(raw) > 0 && raw[0] == '-':
+			done(resp.AppendError(nil, "EXECABORT troop: the transaction could not run, and nothing in it ran: "+cleanScriptError(raw)))
+			return
+		case string(raw) == "$-1\r\n": // a watched key changed
+			done(resp.AppendArrayHeader(nil, -1))
+			return
+		}
+		decided := n.withNodeReplies(raw, tx, sess)
+		if proto == 3 {
+			decided = resp3EachReply(decided, tx.order)
+		}
+		answer := func(reply []byte) { // the deciding replica's, once the level is met
+			if len(reply) > 0 && reply[0] != '-' {
+				reply = decided
+			}
+			done(reply)
+		}
+		w := &writeQuorum{replicated: n.newReplicated(nil, level, []byte("EXEC"), reps, answer), replies: make([][]byte, len(reps))}
+		w.answer(fi, raw, nil)
+		remote := appendTxRequest(nil, "TX", version, nil, nil, tx.cmds)
+		for i, m := range reps {
+			if i == fi {
+				continue
+			}
+			i := i
+			if m.self {
+				n.runTx(nil, m, version, nil, nil, tx.cmds, func(raw []byte, err error) { w.answer(i, raw, err) })
+				continue
+			}
+			n.sendWrite(nil, nil, m, remote, fromPeer(func(raw []byte, err error) { w.answer(i, raw, err) }))
+		}
+		if len(n.remoteDCs) > 0 && tx.writes {
+			fwd := appendTxRequest(nil, "TXFWD", version, nil, nil, tx.cmds)
+			h := n.token(all[0])
+			for _, dc := range n.remoteDCs {
+				n.sendWrite(nil, nil, n.members[dc.ring.Owner(h)], fwd, n.asyncDone)
+			}
+		}
+	})
+}
+
+// withNodeReplies puts the node's own answers to a transaction's commands
+// (answeredInTx) into the replicas' reply, each in its place.
+func (n *Node) withNodeReplies(raw []byte, tx *txn, sess *session) []byte {
+	if len(tx.nodeCmds) == 0 {
+		return raw
+	}
+	v, err := resp.Parse(raw)
+	if err != nil || v.Type != resp.Array {
+		return raw
+	}
+	out := resp.AppendArrayHeader(nil, tx.count)
+	next := 0
+	for i := 0; i < tx.count; i++ {
+		if args, ok := tx.nodeCmds[i]; ok {
+			out = append(out, n.local(lookup(args[0]), args, sess)...)
+			continue
+		}
+		if next < len(v.Elems) {
+			out = resp.AppendValue(out, v.Elems[next])
+			next++
+		}
+	}
+	return out
+}
+
+// resp3EachReply maps each reply in EXEC's array as RESP3 maps the reply
+// of the command that made it (an HGETALL inside a transaction is a map).
+func resp3EachReply(raw []byte, cmds [][][]byte) []byte {
+	v, err := resp.Parse(raw)
+	if err != nil || v.Type != resp.Array || len(v.Elems) != len(cmds) {
+		return raw
+	}
+	out := resp.AppendArrayHeader(nil, len(cmds))
+	for i, e := range v.Elems {
+		out = append(out, resp3Reply(lookup(cmds[i][0]), cmds[i], resp.AppendValue(nil, e))...)
+	}
+	return out
+}
+
+// runTx runs a transaction on replica m: its own redis-server or a peer.
+func (n *Node) runTx(b *batch, m *member, version []byte, wkeys, tokens [][]byte, cmds [][][]byte, done func([]byte, error)) {
+	if m.self {
+		n.localTx(b, version, wkeys, tokens, cmds, done)
+		return
+	}
+	if m.isDown() {
+		done(nil, errMarkedDown(m))
+		return
+	}
+	n.toPeer(b, nil, m, appendTxRequest(nil, "TX", version, wkeys, tokens, cmds), fromPeer(done))
+}
+
+// localTx runs a transaction on this node's redis-server.
+func (n *Node) localTx(b *batch, version []byte, wkeys, tokens [][]byte, cmds [][][]byte, done func([]byte, error)) {
+	var keys, writeKeys [][]byte
+	for _, c := range cmds {
+		k, write, _ := txCommand(lookup(c[0]), c)
+		keys = append(keys, k...)
+		if write {
+			writeKeys = append(writeKeys, k...)
+		}
+	}
+	route := []byte{}
+	if len(keys) > 0 {
+		route = keys[0]
+	} else if len(wkeys) > 0 {
+		route = wkeys[0]
+	}
+	if len(version) > 0 {
+		for _, k := range writeKeys {
+			n.versions.record(k, version, false)
+		}
+	}
+	req := resp.AppendArrayHeader(nil, 3+len(wkeys)+len(writeKeys)+3+len(tokens)+len(cmds)+countWords(cmds))
+	req = resp.AppendBulkString(req, "EVALSHA")
+	req = resp.AppendBulkString(req, txSHA)
+	req = resp.AppendBulkString(req, strconv.Itoa(len(wkeys)+len(writeKeys)))
+	for _, k := range wkeys {
+		req = resp.AppendBulk(req, k)
+	}
+	for _, k := range writeKeys {
+		req = resp.AppendBulk(req, k)
+	}
+	req = resp.AppendBulk(req, version)
+	req = resp.AppendBulkString(req, strconv.FormatInt(n.cfg.TombstoneGrace.Milliseconds(), 10))
+	req = resp.AppendBulkString(req, strconv.Itoa(len(tokens)))
+	for _, t := range tokens {
+		req = resp.AppendBulk(req, t)
+	}
+	for _, c := range cmds {
+		req = resp.AppendBulkString(req, strconv.Itoa(len(c)))
+		for _, a := range c {
+			req = resp.AppendBulk(req, a)
+		}
+	}
+	n.toStore(b, nil, n.storeFor(route), req, done)
+}
+
+func countWords(cmds [][][]byte) int {
+	total := 0
+	for _, c := range cmds {
+		total += len(c)
+	}
+	return total
+}
+
+// appendTxRequest encodes a transaction for a peer:
+// OP version W (key token)*W C (wordcount words...)*C.
+func appendTxRequest(dst []byte, op string, version []byte, wkeys, tokens [][]byte, cmds [][][]byte) []byte {
+	dst = resp.AppendArrayHeader(dst, 4+2*len(wkeys)+len(cmds)+countWords(cmds))
+	dst = resp.AppendBulkString(dst, op)
+	dst = resp.AppendBulk(dst, version)
+	dst = resp.AppendBulkString(dst, strconv.Itoa(len(wkeys)))
+	for i := range wkeys {
+		dst = resp.AppendBulk(dst, wkeys[i])
+		dst = resp.AppendBulk(dst, tokens[i])
+	}
+	dst = resp.AppendBulkString(dst, strconv.Itoa(len(cmds)))
+	for _, c := range cmds {
+		dst = resp.AppendBulkString(dst, strconv.Itoa(len(c)))
+		for _, a := range c {
+			dst = resp.AppendBulk(dst, a)
+		}
+	}
+	return dst
+}
+
+// parseTxRequest decodes appendTxRequest's words after OP, checking every
+// command as the coordinator did.
+func parseTxRequest(args [][]byte) (version []byte, wkeys, tokens [][]byte, cmds [][][]byte, bad string) {
+	const prefix = "ERR troop peer protocol: bad transaction: "
+	next := func() (int, bool) {
+		if len(args) == 0 {
+			return 0, false
+		}
+		v, err := strconv.Atoi(string(args[0]))
+		args = args[1:]
+		return v, err == nil && v >= 0 && v <= len(args)
+	}
+	if len(args) < 3 {
+		return nil, nil, nil, nil, prefix + "too short"
+	}
+	version, args = args[0], args[1:]
+	w, ok := next()
+	if !ok || 2*w > len(args) {
+		return nil, nil, nil, nil, prefix + "bad watch count"
+	}
+	for i := 0; i < w; i++ {
+		wkeys, tokens = append(wkeys, args[0]), append(tokens, args[1])
+		args = args[2:]
+	}
+	c, ok := next()
+	if !ok {
+		return nil, nil, nil, nil, prefix + "bad command count"
+	}
+	for i := 0; i < c; i++ {
+		words, ok := next()
+		if !ok || words == 0 {
+			return nil, nil, nil, nil, prefix + "bad command length"
+		}
+		cmd := args[:words:words]
+		args = args[words:]
+		if _, _, why := txCommand(lookup(cmd[0]), cmd); why != "" {
+			return nil, nil, nil, nil, prefix + strings.TrimSpace(strings.TrimPrefix(why, "-"))
+		}
+		cmds = append(cmds, cmd)
+	}
+	if len(args) != 0 {
+		return nil, nil, nil, nil, prefix + "trailing words"
+	}
+	return version, wkeys, tokens, cmds, ""
+}
+
+// cleanScriptError returns the message of an error reply from a script
+// without what only troop's own code should see: the script's hash and
+// its line numbers.
+func cleanScriptError(raw []byte) string {
+	msg := strings.TrimSpace(strings.TrimPrefix(string(raw), "-"))
+	for _, re := range scriptDetails {
+		msg = re.ReplaceAllString(msg, "")
+	}
+	return strings.TrimSpace(msg)
+}
+
+// scriptDetails are the parts of redis-server's script errors that name
+// the script (Redis 6 and 7 spell them differently).
+var scriptDetails = []*regexp.Regexp{
+	regexp.MustCompile(` ?script: [0-9a-f]{40}, on @user_script:\d+\.?`),
+	regexp.MustCompile(`Error running script \(call to f_[0-9a-f]{40}\): `),
+	regexp.MustCompile(`@?user_script:\d+: ?`),
+	regexp.MustCompile(`f_[0-9a-f]{40}`),
+	regexp.MustCompile(`\b[0-9a-f]{40}\b`),
+}
+
+// hidesScript says whether an error reply gives away a script's details.
+func hidesScript(reply []byte) bool {
+	return len(reply) > 0 && reply[0] == '-' && (bytes.Contains(reply, []byte("user_script")) || bytes.Contains(reply, []byte(" script: ")))
+}
