@@ -120,14 +120,7 @@ func (n *Node) scanLocal(ctx context.Context, seg segment, depth int, want map[i
 			}
 		}
 		if len(keys) > 0 {
-			req := resp.AppendArrayHeader(nil, 3+len(keys))
-			req = resp.AppendBulkString(req, "EVALSHA")
-			req = resp.AppendBulkString(req, digestSHA)
-			req = resp.AppendBulkString(req, strconv.Itoa(len(keys)))
-			for _, k := range keys {
-				req = resp.AppendBulk(req, k)
-			}
-			raw, err := doSync(store, req)
+			raw, err := doSync(store, resp.AppendCommand(nil, scriptArgs("EVALSHA", digestSHA, keys)...))
 			if err != nil {
 				return err
 			}

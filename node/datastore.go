@@ -257,6 +257,12 @@ func appendWrite(dst []byte, version []byte, keys [][]byte, lww bool, graceMS in
 	return dst
 }
 
+// scriptArgs is the command (EVAL or EVALSHA) that runs script, its text
+// or its SHA, on keys and nothing else.
+func scriptArgs(cmd, script string, keys [][]byte) [][]byte {
+	return append([][]byte{[]byte(cmd), []byte(script), []byte(strconv.Itoa(len(keys)))}, keys...)
+}
+
 // appendRead encodes a read of args that also returns the keys' version.
 func appendRead(dst []byte, keys [][]byte, args [][]byte) []byte {
 	dst = resp.AppendArrayHeader(dst, 3+len(keys)+len(args))

@@ -45,15 +45,12 @@ func (n *Node) localKeyCount() (keyCount, error) {
 			return total, fmt.Errorf("SCAN: unexpected reply %s", raw)
 		}
 		var keys [][]byte
-		for _, e := range v.Elems[1].Elems {
-			if !strings.HasPrefix(string(e.Str), reservedPrefix) {
-				keys = append(keys, e.Str)
-			}
+		for _, e := range userKeys(v.Elems[1].Elems) {
+			keys = append(keys, e.Str)
 		}
 		if len(keys) > 0 {
 			total.keys += int64(len(keys))
-			req := resp.AppendCommand(nil, append([][]byte{[]byte("EVAL"), []byte(countExpiring), []byte(strconv.Itoa(len(keys)))}, keys...)...)
-			raw, err := doSync(store, req)
+			raw, err := doSync(store, resp.AppendCommand(nil, scriptArgs("EVAL", countExpiring, keys)...))
 			if err != nil {
 				return total, err
 			}
@@ -76,10 +73,7 @@ func (n *Node) rackKeyCount() (keyCount, error) {
 		total    keyCount
 		failures []string
 	)
-	for _, m := range n.members {
-		if m.dc != n.cfg.Datacenter || m.rack != n.cfg.Rack {
-			continue
-		}
+	for _, m := range n.rackMembers() {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -216,15 +210,9 @@ func (n *Node) scanCommand(args [][]byte, b *batch, complete func([]byte)) {
 				out = 0
 			}
 		}
-		var keys []resp.Value
-		for _, k := range v.Elems[1].Elems {
-			if !strings.HasPrefix(string(k.Str), reservedPrefix) {
-				keys = append(keys, k)
-			}
-		}
 		reply := resp.AppendArrayHeader(nil, 2)
 		reply = resp.AppendBulkString(reply, strconv.FormatUint(out, 10))
-		complete(resp.AppendValue(reply, resp.Value{Type: resp.Array, Elems: keys}))
+		complete(resp.AppendValue(reply, resp.Value{Type: resp.Array, Elems: userKeys(v.Elems[1].Elems)}))
 	}
 	n.onNode(b, m, req, got)
 }
@@ -232,9 +220,33 @@ func (n *Node) scanCommand(args [][]byte, b *batch, complete func([]byte)) {
 // keysCommand runs KEYS on every node of this node's rack and merges the
 // answers, without troop's own keys.
 func (n *Node) keysCommand(args [][]byte, b *batch, complete func([]byte)) {
-	nodes := n.rackMembers()
-	var mu sync.Mutex
 	var keys []resp.Value
+	n.onNodes(b, n.rackMembers(), args, func(v resp.Value) { keys = append(keys, userKeys(v.Elems)...) },
+		func(failures []string) {
+			if len(failures) > 0 {
+				complete(resp.AppendError(nil, fmt.Sprintf("ERR troop: KEYS needs every node of rack %s (%s)", n.cfg.Rack, strings.Join(failures, "; "))))
+				return
+			}
+			complete(resp.AppendValue(nil, resp.Value{Type: resp.Array, Elems: keys}))
+		})
+}
+
+// userKeys leaves troop's own keys (versions, tombstones) out of keys.
+func userKeys(keys []resp.Value) []resp.Value {
+	var out []resp.Value
+	for _, k := range keys {
+		if !strings.HasPrefix(string(k.Str), reservedPrefix) {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// onNodes runs a plain command on the redis-server of each of nodes at
+// once. Each answer goes to got, one at a time; done runs once all have
+// answered, with a line for each node that failed or answered an error.
+func (n *Node) onNodes(b *batch, nodes []*member, args [][]byte, got func(resp.Value), done func(failures []string)) {
+	var mu sync.Mutex
 	var failures []string
 	remaining := len(nodes)
 	for _, m := range nodes {
@@ -245,25 +257,17 @@ func (n *Node) keysCommand(args [][]byte, b *batch, complete func([]byte)) {
 			case err != nil:
 				failures = append(failures, m.name()+": "+err.Error())
 			case perr != nil || v.IsError():
-				failures = append(failures, m.name()+": "+strings.TrimSpace(string(raw)))
+				failures = append(failures, m.name()+": "+strings.TrimSpace(strings.TrimPrefix(string(raw), "-")))
 			default:
-				for _, k := range v.Elems {
-					if !strings.HasPrefix(string(k.Str), reservedPrefix) {
-						keys = append(keys, k)
-					}
-				}
+				got(v)
 			}
 			remaining--
 			last := remaining == 0
 			mu.Unlock()
-			if !last {
-				return
+			if last {
+				sort.Strings(failures)
+				done(failures)
 			}
-			if len(failures) > 0 {
-				complete(resp.AppendError(nil, fmt.Sprintf("ERR troop: KEYS needs every node of rack %s (%s)", n.cfg.Rack, strings.Join(failures, "; "))))
-				return
-			}
-			complete(resp.AppendValue(nil, resp.Value{Type: resp.Array, Elems: keys}))
 		})
 	}
 }
@@ -286,33 +290,14 @@ func (n *Node) onNode(b *batch, m *member, args [][]byte, done func([]byte, erro
 // the cluster, every datacenter, and answers OK once all did; otherwise an
 // error that names the nodes it did not reach.
 func (n *Node) onEveryNode(what string, args [][]byte, b *batch, complete func([]byte)) {
-	var mu sync.Mutex
-	var failures []string
-	remaining := len(n.members)
-	for _, m := range n.members {
-		n.onNode(b, m, args, func(raw []byte, err error) {
-			mu.Lock()
-			switch {
-			case err != nil:
-				failures = append(failures, m.name()+": "+err.Error())
-			case len(raw) > 0 && raw[0] == '-':
-				failures = append(failures, m.name()+": "+strings.TrimSpace(string(raw[1:])))
-			}
-			remaining--
-			last := remaining == 0
-			mu.Unlock()
-			if !last {
-				return
-			}
-			if len(failures) > 0 {
-				sort.Strings(failures)
-				complete(resp.AppendError(nil, fmt.Sprintf("ERR troop: %s reached %d of %d nodes; it was not applied on: %s",
-					what, len(n.members)-len(failures), len(n.members), strings.Join(failures, "; "))))
-				return
-			}
-			complete(resp.AppendSimple(nil, "OK"))
-		})
-	}
+	n.onNodes(b, n.members, args, func(resp.Value) {}, func(failures []string) {
+		if len(failures) > 0 {
+			complete(resp.AppendError(nil, fmt.Sprintf("ERR troop: %s reached %d of %d nodes; it was not applied on: %s",
+				what, len(n.members)-len(failures), len(n.members), strings.Join(failures, "; "))))
+			return
+		}
+		complete(resp.AppendSimple(nil, "OK"))
+	})
 }
 
 // flush answers FLUSHALL and FLUSHDB: every node's redis-server is emptied

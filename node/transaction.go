@@ -245,13 +245,7 @@ func (n *Node) watch(keys [][]byte, sess *session, b *batch, s *slot) {
 	w := &watch{keys: keys, ready: make(chan struct{})}
 	sess.watches = append(sess.watches, w)
 	m, _ := n.decider(n.replicas(keys[0]))
-	req := resp.AppendArrayHeader(nil, 3+len(keys))
-	req = resp.AppendBulkString(req, "EVALSHA")
-	req = resp.AppendBulkString(req, watchSHA)
-	req = resp.AppendBulkString(req, strconv.Itoa(len(keys)))
-	for _, k := range keys {
-		req = resp.AppendBulk(req, k)
-	}
+	eval := scriptArgs("EVALSHA", watchSHA, keys)
 	got := func(raw []byte, err error) {
 		v, perr := resp.Parse(raw)
 		switch {
@@ -272,10 +266,9 @@ func (n *Node) watch(keys [][]byte, sess *session, b *batch, s *slot) {
 		s.complete(resp.AppendSimple(nil, "OK"))
 	}
 	if m.self {
-		n.toStore(b, nil, n.storeFor(keys[0]), req, got)
+		n.toStore(b, nil, n.storeFor(keys[0]), resp.AppendCommand(nil, eval...), got)
 		return
 	}
-	eval := append([][]byte{[]byte("EVALSHA"), []byte(watchSHA), []byte(strconv.Itoa(len(keys)))}, keys...)
 	n.toPeer(b, nil, m, appendPeerRequest(nil, "LOCAL", nil, eval), fromPeer(got))
 }
 
