@@ -46,10 +46,9 @@ demo: build
 	$(BIN) run --out .troop/run
 
 bench: build
-	@scripts/need redis-server redis-benchmark nutcracker
+	@scripts/need redis-server redis-cli redis-benchmark nutcracker
 	$(GO) run ./perf/store --troop $(BIN) --out .troop/perf-store.json
 	perf/store/rediscost.sh
-	perf/store/bulkload.sh
 	$(BIN) ldfi bench --out .troop/ldfi-bench.json
 
 # Redis's own tests (the units of the installed redis-server's Debian source

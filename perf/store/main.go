@@ -44,6 +44,7 @@ type config struct {
 	Proxy     bool    `json:"proxy"`   // run the proxy-overhead experiment
 	Cluster   bool    `json:"cluster"` // also run the three-rack experiment
 	Repair    bool    `json:"repair"`  // also run the repair experiments
+	Bulk      int     `json:"bulk"`    // SETs of the bulk-load experiment; 0 skips it
 	AEKeys    int     `json:"ae_keys"` // keys in the anti-entropy experiment
 	AEDiff    int     `json:"ae_diff"` // keys made to differ on one replica
 	Quick     bool    `json:"quick"`
@@ -80,6 +81,7 @@ func defaultConfig() config {
 		Proxy:       true,
 		Cluster:     true,
 		Repair:      true,
+		Bulk:        1_000_000,
 		AEKeys:      1_000_000,
 		AEDiff:      1000,
 		Out:         "perf-store.json",
@@ -108,6 +110,9 @@ func (c *config) applyQuick(set map[string]bool) {
 	if !set["ae-diff"] {
 		c.AEDiff = 100
 	}
+	if !set["bulk"] {
+		c.Bulk = 10_000
+	}
 }
 
 func (c *config) validate() error {
@@ -125,6 +130,9 @@ func (c *config) validate() error {
 	}
 	if c.Keys < 1 || c.Keys > 1_000_000_000_000 {
 		bad = append(bad, "--keys must be 1 to 10^12 (keys are key:%012d)")
+	}
+	if c.Bulk < 0 {
+		bad = append(bad, "--bulk must not be negative (0 skips the bulk load)")
 	}
 	if c.AEDiff < 1 || c.AEDiff > c.AEKeys {
 		bad = append(bad, "--ae-diff must be 1 to --ae-keys")
@@ -204,6 +212,7 @@ Flags:
 	fs.BoolVar(&c.Cluster, "cluster", c.Cluster, "also run the three-rack DC_ONE vs DC_QUORUM experiment")
 	fs.BoolVar(&c.Repair, "repair", c.Repair, "also run the repair experiments: DC_QUORUM writes with hints, read repair and versions on vs off (all up, one node down), and an anti-entropy pass")
 	fs.IntVar(&c.AEKeys, "ae-keys", c.AEKeys, "anti-entropy experiment: keys preloaded on three racks")
+	fs.IntVar(&c.Bulk, "bulk", c.Bulk, "bulk-load experiment: new SETs piped by redis-cli --pipe through nutcracker and through a troop node, interleaved; 0 skips it")
 	fs.IntVar(&c.AEDiff, "ae-diff", c.AEDiff, "anti-entropy experiment: keys made to differ on one replica")
 	fs.BoolVar(&c.Quick, "quick", c.Quick, "smoke run: 1 round, 1s windows, 1000 keys, anti-entropy over 10,000 keys (flags given explicitly still apply)")
 	fs.StringVar(&c.Out, "out", c.Out, "JSON result file")

@@ -20,13 +20,14 @@ import (
 // commands each connection sends first, and the processes whose CPU time is
 // charged to it.
 type target struct {
-	name    string
-	addrs   []string
-	setup   [][]string
-	proxies []*proc  // nutcracker or troop nodes; none for direct
-	redis   []*proc  // the redis-servers behind them
-	admin   []string // troop nodes' admin addresses, for profiles
-	writes  bool     // SETs only, instead of the 80:20 mix
+	name       string
+	addrs      []string
+	setup      [][]string
+	proxies    []*proc  // nutcracker or troop nodes; none for direct
+	redis      []*proc  // the redis-servers behind them
+	redisAddrs []string // and their addresses
+	admin      []string // troop nodes' admin addresses, for profiles
+	writes     bool     // SETs only, instead of the 80:20 mix
 }
 
 // round is one measured window of one target: the JSON file holds every one.

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -17,6 +16,7 @@ import (
 	"time"
 
 	"github.com/troop-lab/troop/internal/freeport"
+	"github.com/troop-lab/troop/resp"
 )
 
 // proc is a process the harness started. The harness only ever signals
@@ -165,24 +165,32 @@ func waitPing(ctx context.Context, addr string, p *proc) error {
 	}
 }
 
-func ping(addr string) error {
-	c, err := net.DialTimeout("tcp", addr, time.Second)
+// redisCommand sends one command to the redis-server at addr, on a
+// connection of its own, and returns its reply within timeout; an error
+// reply is an error.
+func redisCommand(addr string, timeout time.Duration, args ...string) (resp.Value, error) {
+	c, err := net.DialTimeout("tcp", addr, timeout)
 	if err != nil {
-		return err
+		return resp.Value{}, err
 	}
 	defer c.Close()
-	c.SetDeadline(time.Now().Add(time.Second))
-	if _, err := c.Write([]byte("*1\r\n$4\r\nPING\r\n")); err != nil {
-		return err
+	c.SetDeadline(time.Now().Add(timeout))
+	if _, err := c.Write(resp.AppendCommandStrings(nil, args...)); err != nil {
+		return resp.Value{}, err
 	}
-	buf := make([]byte, 7)
-	if _, err := io.ReadFull(c, buf); err != nil {
-		return err
+	v, err := resp.NewReader(c, resp.DefaultLimits).ReadValue()
+	if err == nil && v.IsError() {
+		err = fmt.Errorf("%s: %s", args[0], v.Str)
 	}
-	if string(buf) != "+PONG\r\n" {
-		return fmt.Errorf("PING answered %q", buf)
+	return v, err
+}
+
+func ping(addr string) error {
+	v, err := redisCommand(addr, time.Second, "PING")
+	if err == nil && string(v.Str) != "PONG" {
+		err = fmt.Errorf("PING answered %q", v.Str)
 	}
-	return nil
+	return err
 }
 
 // machineCPU is the whole machine's CPU time so far, from the "cpu" line of

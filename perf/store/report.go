@@ -32,6 +32,7 @@ type result struct {
 	Error    string    `json:"error,omitempty"` // why the run stopped early
 
 	AntiEntropy *aeResult `json:"anti_entropy,omitempty"`
+	Bulk        []bulkRun `json:"bulk,omitempty"`
 }
 
 // env is what the figures depend on besides the configuration.

@@ -116,7 +116,7 @@ func startCluster(ctx context.Context, cfg config, ps *procSet, redisServer, tro
 	const racks = 3
 	var cfgs []*topology.Config
 	var redises, nodes []*proc
-	var addrs, admin []string
+	var addrs, admin, redisAddrs []string
 	for i := 1; i <= racks; i++ {
 		redis, redisAddr, err := startRedis(ctx, ps, redisServer, fmt.Sprintf("%sredis%d", prefix, i))
 		if err != nil {
@@ -126,7 +126,7 @@ func startCluster(ctx context.Context, cfg config, ps *procSet, redisServer, tro
 		if err != nil {
 			return nil, err
 		}
-		redises, cfgs = append(redises, redis), append(cfgs, c)
+		redises, cfgs, redisAddrs = append(redises, redis), append(cfgs, c), append(redisAddrs, redisAddr)
 		addrs, admin = append(addrs, c.Listen), append(admin, c.StatsListen)
 	}
 	linkSeeds(cfgs)
@@ -147,8 +147,8 @@ func startCluster(ctx context.Context, cfg config, ps *procSet, redisServer, tro
 		return nil, err
 	}
 	return []*target{
-		{name: prefix + "dc_one", addrs: addrs, setup: [][]string{{"TROOP", "CONSISTENCY", "DC_ONE"}}, proxies: nodes, redis: redises, admin: admin},
-		{name: prefix + "dc_quorum", addrs: addrs, setup: quorum, proxies: nodes, redis: redises, admin: admin},
+		{name: prefix + "dc_one", addrs: addrs, setup: [][]string{{"TROOP", "CONSISTENCY", "DC_ONE"}}, proxies: nodes, redis: redises, redisAddrs: redisAddrs, admin: admin},
+		{name: prefix + "dc_quorum", addrs: addrs, setup: quorum, proxies: nodes, redis: redises, redisAddrs: redisAddrs, admin: admin},
 	}, nil
 }
 
@@ -194,10 +194,13 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 		return err
 	}
 	revision := "" // the source the harness built troop from
-	if bins.troop = cfg.Troop; bins.troop == "" {
-		if bins.troop, revision, err = prepareTroop(ctx, cfg.Rev, dir, out); err != nil {
+	if cfg.Troop != "" {
+		// processes start in the run's directory, so a relative path would not resolve
+		if bins.troop, err = filepath.Abs(cfg.Troop); err != nil {
 			return err
 		}
+	} else if bins.troop, revision, err = prepareTroop(ctx, cfg.Rev, dir, out); err != nil {
+		return err
 	}
 	baseRevision := ""
 	if cfg.Base != "" {
@@ -229,6 +232,10 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 		err = antiEntropyExperiment(ctx, cfg, ps, bins, res, out)
 		ps.stopAll()
 	}
+	if err == nil && cfg.Bulk > 0 {
+		err = bulkExperiment(ctx, cfg, ps, bins, res, out)
+		ps.stopAll()
+	}
 	if err != nil {
 		keepDir = true
 		res.Error = err.Error()
@@ -236,7 +243,7 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 	}
 	res.Finished = time.Now().UTC()
 	res.Summary = summarize(res.Rounds)
-	res.Checks = evaluate(res.Summary)
+	res.Checks = append(evaluate(res.Summary), bulkCheck(res.Bulk)...)
 	printSummary(out, res)
 	if werr := writeJSON(cfg.Out, res); werr != nil {
 		return errors.Join(err, werr)

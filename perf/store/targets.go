@@ -27,6 +27,7 @@ type binaries struct {
 	redisServer    string
 	nutcracker     string
 	redisBenchmark string // "" when not installed and the anchor is skipped
+	redisCli       string // "" when the bulk load is skipped
 }
 
 // findBinaries looks the programs up on PATH. TROOP_REDIS_SERVER overrides
@@ -48,6 +49,11 @@ func findBinaries(cfg config) (binaries, error) {
 	if cfg.Anchor {
 		if b.redisBenchmark, err = exec.LookPath("redis-benchmark"); err != nil {
 			missing = append(missing, "redis-benchmark (Debian: apt-get install redis-tools), or run with --anchor=false")
+		}
+	}
+	if cfg.Bulk > 0 {
+		if b.redisCli, err = exec.LookPath("redis-cli"); err != nil {
+			missing = append(missing, "redis-cli (Debian: apt-get install redis-tools), or run with --bulk 0")
 		}
 	}
 	if len(missing) > 0 {
