@@ -41,6 +41,8 @@ type Link struct {
 	backoff   time.Duration // grows while dials keep failing
 	lastErr   error         // why the link went down, without the link's name
 	closed    bool
+	kick      chan struct{} // wakes the flusher: FlushSoon
+	done      chan struct{} // closed by Close: ends the flusher
 
 	stats *linkStats
 }
@@ -77,8 +79,10 @@ const (
 var ErrDown = errors.New("unreachable")
 
 func New(name, addr string, timeout time.Duration, handshake Handshake) *Link {
-	l := &Link{name: name, addr: addr, timeout: timeout, handshake: handshake, stats: &linkStats{}}
+	l := &Link{name: name, addr: addr, timeout: timeout, handshake: handshake, stats: &linkStats{},
+		kick: make(chan struct{}, 1), done: make(chan struct{})}
 	go l.watchdog()
+	go l.flusher()
 	return l
 }
 
@@ -143,6 +147,30 @@ func (l *Link) Flush() {
 	}
 	l.writing = false
 	l.mu.Unlock()
+}
+
+// FlushSoon has the link's own flusher goroutine flush it, instead of the
+// caller. A callback that runs on another link's reader goroutine queues
+// requests with Send and calls FlushSoon: the reader goes on with its next
+// replies meanwhile, and the requests the callbacks of a whole burst of
+// replies queued leave in one write, where flushing each at once would cost
+// a write apiece.
+func (l *Link) FlushSoon() {
+	select {
+	case l.kick <- struct{}{}:
+	default: // a flush is due already, and takes these requests along
+	}
+}
+
+func (l *Link) flusher() {
+	for {
+		select {
+		case <-l.kick:
+			l.Flush()
+		case <-l.done:
+			return
+		}
+	}
 }
 
 // do sends one request and flushes it.
@@ -329,6 +357,9 @@ func (l *Link) watchdog() {
 
 func (l *Link) Close() {
 	l.mu.Lock()
+	if !l.closed {
+		close(l.done)
+	}
 	l.closed = true
 	notify := l.failLocked(fmt.Errorf("%s: %w: node shutting down", l.name, ErrDown))
 	l.mu.Unlock()

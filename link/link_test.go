@@ -141,6 +141,44 @@ func TestLinkPipelinesInOrder(t *testing.T) {
 	}
 }
 
+// Requests queued from callbacks on the link's own reader goroutine, as a
+// coordinator queues a write when a version answer arrives, go out through
+// FlushSoon: each is answered, in order, and a FlushSoon after Close is
+// harmless.
+func TestLinkFlushSoonFromCallbacks(t *testing.T) {
+	r := testredis.Start(t)
+	l := New("redis", r.Addr, 2*time.Second, nil)
+	const n = 500
+	ch := make(chan result, n)
+	var chain func(i int) func([]byte, error)
+	chain = func(i int) func([]byte, error) {
+		return func(raw []byte, err error) {
+			ch <- result{raw, err, time.Now()}
+			if i+1 < n {
+				l.Send(resp.AppendCommandStrings(nil, "ECHO", fmt.Sprint(i+1)), chain(i+1))
+				l.FlushSoon()
+			}
+		}
+	}
+	l.Send(resp.AppendCommandStrings(nil, "ECHO", "0"), chain(0))
+	l.FlushSoon()
+	for i := 0; i < n; i++ {
+		select {
+		case res := <-ch:
+			if res.err != nil {
+				t.Fatal(res.err)
+			}
+			if want := fmt.Sprintf("$%d\r\n%d\r\n", len(fmt.Sprint(i)), i); string(res.raw) != want {
+				t.Fatalf("reply %d = %q, want %q", i, res.raw, want)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("reply %d never came: a request queued for FlushSoon was not written", i)
+		}
+	}
+	l.Close()
+	l.FlushSoon()
+}
+
 // Many senders at once, with requests large enough that the write buffer
 // outgrows the spare limit: every byte reaches redis-server intact and every
 // reply matches its request.

@@ -203,11 +203,12 @@ func (b *batch) send(l *link.Link, req []byte, done func([]byte, error)) {
 	b.add(l)
 }
 
-// add marks l, which has requests queued, for the batch's flush; without a
-// batch, it flushes l at once.
+// add marks l, which has requests queued, for the batch's flush. Without a
+// batch (a callback on a link's reader goroutine, say), l's flusher writes
+// them out, together with whatever else is queued on l by then.
 func (b *batch) add(l *link.Link) {
 	if b == nil {
-		l.Flush()
+		l.FlushSoon()
 		return
 	}
 	for _, x := range b.links {
