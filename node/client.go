@@ -135,24 +135,29 @@ func (n *Node) handleClient(cmd resp.Command, s *slot, sess *session, b *batch) 
 	if sess.fit != nil {
 		tr = n.traceFor(sess, c.name, level)
 	}
+	var h *hold
+	if write {
+		h = s.hold()
+		defer h.done()
+	}
 	done := traced(tr, n.timed(write, level, s.complete))
 	switch c.kind {
 	case kindRead:
 		n.read(tr, level, keys, args, b, done)
 	case kindWrite:
-		n.write(tr, level, c, keys, args, &sess.gate, b, done)
+		n.write(tr, level, c, keys, args, &sess.gate, h, b, done)
 	case kindMultiRead, kindMultiWrite:
 		if !n.sameReplicas(keys) {
 			done(resp.AppendError(nil, fmt.Sprintf("ERR troop: the keys of '%s' belong to different nodes, and troop does not split it", c.name)))
 			return
 		}
 		if write {
-			n.write(tr, level, c, keys, args, &sess.gate, b, done)
+			n.write(tr, level, c, keys, args, &sess.gate, h, b, done)
 		} else {
 			n.read(tr, level, keys, args, b, done)
 		}
 	case kindSplit:
-		n.split(tr, c, level, keys, args, &sess.gate, b, done)
+		n.split(tr, c, level, keys, args, &sess.gate, h, b, done)
 	}
 }
 
@@ -195,7 +200,7 @@ func (n *Node) refuseInState(write bool) []byte {
 // routed to its own replicas at the same level, and merges the replies. If
 // any key fails, the whole command answers an error naming it: no silent
 // partial results.
-func (n *Node) split(tr *trace, c *command, level consistency.Level, keys [][]byte, args [][]byte, g *keyGate, b *batch, done replyFunc) {
+func (n *Node) split(tr *trace, c *command, level consistency.Level, keys [][]byte, args [][]byte, g *keyGate, h *hold, b *batch, done replyFunc) {
 	results := make([][]byte, len(keys))
 	var mu sync.Mutex
 	remaining := len(keys)
@@ -222,9 +227,9 @@ func (n *Node) split(tr *trace, c *command, level consistency.Level, keys [][]by
 		case "EXISTS", "TOUCH":
 			n.read(tr, level, keys[i:i+1], [][]byte{args[0], k}, b, finish(i))
 		case "MSET":
-			n.write(tr, level, set, keys[i:i+1], [][]byte{[]byte("SET"), k, args[2+2*i]}, g, b, finish(i))
+			n.write(tr, level, set, keys[i:i+1], [][]byte{[]byte("SET"), k, args[2+2*i]}, g, h, b, finish(i))
 		default: // DEL, UNLINK
-			n.write(tr, level, c, keys[i:i+1], [][]byte{args[0], k}, g, b, finish(i))
+			n.write(tr, level, c, keys[i:i+1], [][]byte{args[0], k}, g, h, b, finish(i))
 		}
 	}
 }

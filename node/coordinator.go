@@ -120,7 +120,7 @@ func (n *Node) readOne(tr *trace, reps []*member, i int, args [][]byte, b *batch
 // (versionQuery), so that it is stamped newer than every write
 // acknowledged before it began, and holds its key in the connection's gate
 // meanwhile; any other write takes the next version of this node's clock.
-func (n *Node) write(tr *trace, level consistency.Level, cmd *command, keys [][]byte, args [][]byte, g *keyGate, b *batch, done replyFunc) {
+func (n *Node) write(tr *trace, level consistency.Level, cmd *command, keys [][]byte, args [][]byte, g *keyGate, h *hold, b *batch, done replyFunc) {
 	reps := n.replicas(keys[0])
 	if !reps[0].self {
 		n.stats.forwarded.Add(1)
@@ -131,18 +131,20 @@ func (n *Node) write(tr *trace, level consistency.Level, cmd *command, keys [][]
 		reps = reps[:1]
 	}
 	if !n.cfg.Versions { // troop_versions: false writes unversioned
-		n.writeAt(tr, level, cmd, keys, args, reps, []byte{}, b, done)
+		n.writeAt(tr, level, cmd, keys, args, reps, []byte{}, h, b, done)
 		return
 	}
 	if level == consistency.DCOne || !cmd.isLWW(args) || n.noVersionQuery {
-		n.writeAt(tr, level, cmd, keys, args, reps, n.clock.next(), b, done)
+		n.writeAt(tr, level, cmd, keys, args, reps, n.clock.next(), h, b, done)
 		return
 	}
+	h.add(1) // the query: the write may go out after the handling is done
+	ungate := g.hold(keys[0])
 	q := &versionQuery{replicated: n.newReplicated(tr, level, args[0], reps, done), key: keys[0],
-		asker: asker{order: askOrder(reps)}, release: g.hold(keys[0]), deadline: time.Now().Add(n.cfg.Timeout)}
+		asker: asker{order: askOrder(reps)}, release: func() { ungate(); h.done() }, deadline: time.Now().Add(n.cfg.Timeout)}
 	q.write = func(newest []byte, b *batch) {
 		n.clock.observe(newest)
-		n.writeAt(tr, level, cmd, keys, args, reps, n.clock.next(), b, done)
+		n.writeAt(tr, level, cmd, keys, args, reps, n.clock.next(), h, b, done)
 	}
 	q.mu.Lock()
 	ask := q.next(consistency.Quorum(len(reps)), 0)
@@ -151,22 +153,26 @@ func (n *Node) write(tr *trace, level consistency.Level, cmd *command, keys [][]
 }
 
 // writeAt runs a write with version on the replicas reps.
-func (n *Node) writeAt(tr *trace, level consistency.Level, cmd *command, keys [][]byte, args [][]byte, reps []*member, version []byte, b *batch, done replyFunc) {
+// Each replica's answer, and each remote datacenter's, ends a part of the
+// hold h.
+func (n *Node) writeAt(tr *trace, level consistency.Level, cmd *command, keys [][]byte, args [][]byte, reps []*member, version []byte, h *hold, b *batch, done replyFunc) {
 	w := &writeQuorum{replicated: n.newReplicated(tr, level, args[0], reps, done), replies: make([][]byte, len(reps))}
+	h.add(len(reps))
 	var remote []byte
 	for i, m := range reps {
 		i := i
+		answer := func(raw []byte, err error) { w.answer(i, raw, err); h.done() }
 		if m.self {
-			n.writeLocal(b, tr, version, cmd, keys, args, func(raw []byte, err error) { w.answer(i, raw, err) })
+			n.writeLocal(b, tr, version, cmd, keys, args, answer)
 			continue
 		}
 		if remote == nil {
 			remote = appendPeerRequest(nil, "WRITE", version, args)
 		}
-		n.sendWrite(b, tr, m, remote, func(raw []byte, err error) { w.answer(i, raw, err) })
+		n.sendWrite(b, tr, m, remote, answer)
 	}
 	if !n.localWritesOnly {
-		n.forwardToRemoteDCs(tr, keys[0], version, args, b)
+		n.forwardToRemoteDCs(tr, keys[0], version, args, h, b)
 	}
 }
 
@@ -191,7 +197,7 @@ type versionQuery struct {
 	newest   []byte // the newest version answered so far
 	deadline time.Time
 	write    func(newest []byte, b *batch)
-	release  func() // of the key in the connection's gate, once the write is queued or failed
+	release  func() // of the key in the connection's gate and of the query's part of the hold, once the write is queued or failed
 }
 
 func (q *versionQuery) ask(replicas []int, b *batch) {
@@ -285,14 +291,15 @@ func (a *asker) next(need, have int) []int {
 
 // forwardToRemoteDCs sends a write to the key's owner in one rack of each
 // remote datacenter, which applies it and fans it out in its datacenter.
-func (n *Node) forwardToRemoteDCs(tr *trace, key, version []byte, args [][]byte, b *batch) {
+func (n *Node) forwardToRemoteDCs(tr *trace, key, version []byte, args [][]byte, h *hold, b *batch) {
 	if len(n.remoteDCs) == 0 {
 		return
 	}
-	h := n.token(key)
+	token := n.token(key)
 	req := appendPeerRequest(nil, "FWD", version, args)
+	h.add(len(n.remoteDCs))
 	for _, dc := range n.remoteDCs {
-		n.sendWrite(b, tr, n.members[dc.ring.Owner(h)], req, n.asyncDone)
+		n.sendWrite(b, tr, n.members[dc.ring.Owner(token)], req, func(raw []byte, err error) { n.asyncDone(raw, err); h.done() })
 	}
 }
 

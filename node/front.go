@@ -49,9 +49,46 @@ func (s *slot) complete(reply []byte) {
 	s.ch <- reply
 }
 
+// hold keeps the request's place in its connection's and the node's bounds
+// on requests in flight past its reply, until the hold's last part is done:
+// a write at DC_ONE answers once this rack's replica has it, and the other
+// racks get it after. Without the hold, a deep pipeline would queue writes
+// for a slower peer without bound, until they waited past the link's
+// timeout. The hold starts with one part, the request's handling, which
+// the caller lets go once it has handed the request on.
+func (s *slot) hold() *hold {
+	h := &hold{conn: s.conn, node: s.node}
+	s.conn, s.node = nil, nil // complete no longer releases them
+	h.parts.Store(1)
+	return h
+}
+
+// A hold counts the parts of a request still under way: replica writes
+// sent and not yet answered, and the handling itself.
+type hold struct {
+	parts atomic.Int32
+	conn  *connLimit // nil for a request that took no token
+	node  *atomic.Int64
+}
+
+// add counts k more parts; a nil hold counts nothing.
+func (h *hold) add(k int) {
+	if h != nil {
+		h.parts.Add(int32(k))
+	}
+}
+
+// done ends one part; the last gives the request's token back.
+func (h *hold) done() {
+	if h != nil && h.parts.Add(-1) == 0 && h.conn != nil {
+		h.conn.release()
+		h.node.Add(-1)
+	}
+}
+
 // connLimit bounds a connection's requests in flight: a token per request,
 // taken by the reader before it handles one and given back when the reply is
-// ready. A reader that finds none left stops reading, so TCP pushes back on
+// ready, or for a write once every replica answered (hold). A reader that finds none left stops reading, so TCP pushes back on
 // the client, as Redis and twemproxy do, instead of refusing it.
 type connLimit struct{ tokens chan struct{} }
 
