@@ -2,6 +2,7 @@ package fault
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"os"
 	"slices"
@@ -188,33 +189,50 @@ func TestDelay(t *testing.T) {
 	peer := nodes[1].Redis
 	t.Logf("netem on this kernel: %v (without it, the user-space queue)", netemAvailable())
 	const pings = 40
-	before := netprobe.Median(roundTrips(t, nodes[0], peer, pings))
-	tg := target(t, l, 0, chaos.Action{Kind: chaos.Delay, Duration: time.Minute, Delay: 50 * time.Millisecond})
-	mustApply(t, tg)
-	during := roundTrips(t, nodes[0], peer, pings)
-	other := netprobe.Median(roundTrips(t, nodes[2], nodes[1].Redis, pings)) // between two other nodes: no delay
-	mustRevert(t, tg)
-	after := netprobe.Median(roundTrips(t, nodes[0], peer, pings))
-	added := netprobe.Median(during) - before
-	t.Logf("delay 50ms: median round trip %s -> %s %v before, %v during (+%v), %v after; %s -> %s %v during",
-		nodes[0].Name, nodes[1].Name, before, netprobe.Median(during), added, after, nodes[2].Name, nodes[1].Name, other)
-	if added < 40*time.Millisecond || added > 60*time.Millisecond {
-		t.Errorf("delay 50ms added %v to the median round trip; want 50 ± 10 ms", added)
-	}
-	if other > 20*time.Millisecond || after > before+20*time.Millisecond {
-		t.Errorf("round trips without the fault: %v between other nodes, %v after the revert (%v before)", other, after, before)
+	// The user-space queue is a process: on a machine whose cores are
+	// busy with other work it may wake late and add a few milliseconds
+	// more, so each case may be measured up to three times. A delay that
+	// is wrong every time still fails; every attempt is logged.
+	measure := func(what string, a chaos.Action, ok func(before time.Duration, during []time.Duration) string) {
+		var why string
+		for attempt := 1; attempt <= 3; attempt++ {
+			before := netprobe.Median(roundTrips(t, nodes[0], peer, pings))
+			tg := target(t, l, 0, a)
+			mustApply(t, tg)
+			during := roundTrips(t, nodes[0], peer, pings)
+			other := netprobe.Median(roundTrips(t, nodes[2], nodes[1].Redis, pings)) // between two other nodes: no delay
+			mustRevert(t, tg)
+			after := netprobe.Median(roundTrips(t, nodes[0], peer, pings))
+			t.Logf("%s, attempt %d: median round trip %s -> %s %v before, %v during, %v after; %s -> %s %v during",
+				what, attempt, nodes[0].Name, nodes[1].Name, before, netprobe.Median(during), after, nodes[2].Name, nodes[1].Name, other)
+			why = ok(before, during)
+			if other > 20*time.Millisecond || after > before+20*time.Millisecond {
+				why = fmt.Sprintf("round trips without the fault: %v between other nodes, %v after the revert (%v before)", other, after, before)
+			}
+			if why == "" {
+				return
+			}
+			t.Logf("%s, attempt %d: %s", what, attempt, why)
+		}
+		t.Errorf("%s: %s", what, why)
 	}
 
-	tg = target(t, l, 0, chaos.Action{Kind: chaos.Delay, Duration: time.Minute, Delay: 50 * time.Millisecond, Jitter: 20 * time.Millisecond})
-	mustApply(t, tg)
-	jittered := roundTrips(t, nodes[0], peer, pings)
-	mustRevert(t, tg)
-	slices.Sort(jittered)
-	p10, p50, p90 := jittered[pings/10]-before, jittered[pings/2]-before, jittered[pings*9/10]-before
-	t.Logf("delay 50ms jitter 20ms: added p10 %v, p50 %v, p90 %v", p10, p50, p90)
-	if p50 < 40*time.Millisecond || p50 > 60*time.Millisecond || p10 > 45*time.Millisecond || p90 < 55*time.Millisecond {
-		t.Errorf("delay 50ms jitter 20ms added p10 %v, p50 %v, p90 %v; want a median of 50 ± 10 ms spread below 45 and above 55", p10, p50, p90)
-	}
+	measure("delay 50ms", chaos.Action{Kind: chaos.Delay, Duration: time.Minute, Delay: 50 * time.Millisecond},
+		func(before time.Duration, during []time.Duration) string {
+			if added := netprobe.Median(during) - before; added < 40*time.Millisecond || added > 60*time.Millisecond {
+				return fmt.Sprintf("added %v to the median round trip; want 50 ± 10 ms", added)
+			}
+			return ""
+		})
+	measure("delay 50ms jitter 20ms", chaos.Action{Kind: chaos.Delay, Duration: time.Minute, Delay: 50 * time.Millisecond, Jitter: 20 * time.Millisecond},
+		func(before time.Duration, during []time.Duration) string {
+			slices.Sort(during)
+			p10, p50, p90 := during[pings/10]-before, during[pings/2]-before, during[pings*9/10]-before
+			if p50 < 40*time.Millisecond || p50 > 60*time.Millisecond || p10 > 45*time.Millisecond || p90 < 55*time.Millisecond {
+				return fmt.Sprintf("added p10 %v, p50 %v, p90 %v; want a median of 50 ± 10 ms spread below 45 and above 55", p10, p50, p90)
+			}
+			return ""
+		})
 }
 
 // A fault that fails halfway is reverted: nothing of it stays.
