@@ -117,7 +117,17 @@ func nemesisAction(kind string, d time.Duration, r *rand.Rand) (chaos.Action, er
 	case chaos.Delay:
 		params["delay"], params["jitter"] = "50ms", "10ms"
 	case chaos.ClockSkew:
-		params["offset"] = []string{"2s", "-2s"}[r.IntN(2)]
+		// A jump of seconds or of an hour either way, or a clock that runs
+		// half again as fast or half as fast: the DC_QUORUM promise claims
+		// skew of any size.
+		switch r.IntN(3) {
+		case 0:
+			params["offset"] = []string{"2s", "-2s"}[r.IntN(2)]
+		case 1:
+			params["offset"] = []string{"1h", "-1h"}[r.IntN(2)]
+		default:
+			params["rate"] = []string{"0.5", "-0.5"}[r.IntN(2)]
+		}
 	default:
 		return chaos.Action{}, fmt.Errorf("nemesis: %q is not a network or clock fault (want partition, loss, delay or clock-skew)", kind)
 	}
