@@ -250,7 +250,7 @@ func (n *Node) openHints() error {
 
 // hint keeps a write for m, which did not get it.
 func (n *Node) hint(m *member, req []byte) {
-	if m.hints == nil {
+	if m.hints == nil || n.noHints {
 		return
 	}
 	if !m.hints.add(req) {

@@ -81,7 +81,7 @@ type Node struct {
 	repair     *repairer    // read repair and anti-entropy
 
 	// Planted bugs (troop_planted_bug), for testing the testers.
-	noReadFailover, localWritesOnly, noVersionQuery, noReadWriteBack bool
+	noReadFailover, localWritesOnly, noVersionQuery, noReadWriteBack, noHints bool
 
 	readLevel, writeLevel atomic.Int32
 	state                 atomic.Int32
@@ -124,6 +124,7 @@ func New(cfg *topology.Config, log *slog.Logger) (*Node, error) {
 	n.localWritesOnly = cfg.PlantedBug == topology.BugLocalWritesOnly
 	n.noVersionQuery = cfg.PlantedBug == topology.BugNoVersionQuery
 	n.noReadWriteBack = cfg.PlantedBug == topology.BugNoReadWriteBack
+	n.noHints = cfg.PlantedBug == topology.BugNoHintedHandoff
 	n.readLevel.Store(int32(cfg.ReadConsistency))
 	n.writeLevel.Store(int32(cfg.WriteConsistency))
 	if err := n.buildTopology(); err != nil {

@@ -147,10 +147,14 @@ const (
 	// once, and copies it to the replicas that lack it only afterwards, so a
 	// later read may still miss a value an earlier read returned.
 	BugNoReadWriteBack = "no-read-write-back"
+	// BugNoHintedHandoff: a write a replica did not get (it was down, cut
+	// off or slow) is not kept as a hint for it, so after a partition heals
+	// its replicas differ until a read or anti-entropy repairs them.
+	BugNoHintedHandoff = "no-hinted-handoff"
 )
 
 // PlantedBugs lists the values troop_planted_bug accepts besides none.
-var PlantedBugs = []string{BugNoReadFailover, BugLocalWritesOnly, BugNoVersionQuery, BugNoReadWriteBack}
+var PlantedBugs = []string{BugNoReadFailover, BugLocalWritesOnly, BugNoVersionQuery, BugNoReadWriteBack, BugNoHintedHandoff}
 
 // Defaults of the keys troop honours. Dynomite's own defaults where the key
 // is Dynomite's.
