@@ -143,7 +143,7 @@ func (c *cluster) nemesis(ctx context.Context, cfg Config, step func(string, ...
 	}
 	ph := &NemesisPhase{Network: st.Network != nil, Config: nc, Writes: nemesisWrites}
 	if !ph.Network {
-		ph.NetworkNote = "the lab's nodes share one loopback (it is not in address mode, which needs root), so nothing can come between them: only the clock faults ran"
+		ph.NetworkNote = "the lab's nodes share one loopback, so nothing can come between them: only the clock faults ran (troop run gives each node its own network namespace when run as root, unless --loopback, or a --lab not started with --netns, says otherwise)"
 	}
 	m, closeMonkey, err := c.newMonkey(cfg)
 	if err != nil {

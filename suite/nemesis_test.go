@@ -90,3 +90,26 @@ func TestNemesisFindsReplicasThatDiffer(t *testing.T) {
 		t.Errorf("the nemesis did not find %s: %d keys differed after the heal; broke: %q", topology.BugNoHintedHandoff, differ, v.Broke)
 	}
 }
+
+// A lab on loopback cannot have a network fault come between its nodes:
+// the nemesis runs the clock faults alone, and says why.
+func TestNemesisOnLoopbackRunsClockFaultsOnly(t *testing.T) {
+	spec := lab.Spec{Dir: t.TempDir(), ServeSocket: true}
+	l := testlab.Start(t, spec)
+	nodes, err := client.FromLab(spec.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &cluster{nodes: nodes, lab: l, labDir: spec.Dir, terminator: labchaos.NewWith(labchaos.FromLab(l))}
+	ph, v := runNemesis(t, c, "partition", "loss", "delay", "clock-skew")
+	if ph.Network || len(ph.Rounds) != 1 || !strings.HasPrefix(ph.Rounds[0].Fault, "clock-skew") {
+		t.Errorf("on loopback: network %v, rounds %+v; want the clock-skew round alone", ph.Network, ph.Rounds)
+	}
+	noted := false
+	for _, n := range v.Notes {
+		noted = noted || strings.Contains(n, "only the clock faults ran")
+	}
+	if !noted || len(v.Broke) > 0 {
+		t.Errorf("notes %q, broke %q; want the note that only the clock faults ran, and nothing broken", v.Notes, v.Broke)
+	}
+}
