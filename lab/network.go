@@ -51,6 +51,9 @@ type NetworkStatus struct {
 	Interface string `json:"interface"` // the host's end of the lab's network: troop<id>
 	Subnet    string `json:"subnet"`    // e.g. 10.231.4.0/24
 	Host      string `json:"host"`      // the host's address in it
+	// HubInode is the bridge's namespace, for checks that nothing of the
+	// lab outlives it.
+	HubInode uint64 `json:"hub_netns_inode,omitempty"`
 }
 
 // subnets are where a lab's /24 is taken from.
@@ -94,6 +97,9 @@ func createNetwork(dir string, n int) (nw *network, err error) {
 		}
 	}()
 	if nw.hub, err = netns.New(); err != nil {
+		return nw, err
+	}
+	if nw.HubInode, err = netns.Inode(nw.hub); err != nil {
 		return nw, err
 	}
 	for range n {

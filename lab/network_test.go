@@ -79,6 +79,9 @@ func leftovers(t *testing.T, dir string, st *Status) []string {
 		}
 	}
 	ours := map[string]bool{}
+	if st.Network != nil && st.Network.HubInode != 0 {
+		ours[fmt.Sprintf("net:[%d]", st.Network.HubInode)] = true
+	}
 	for _, n := range st.Nodes {
 		if n.NetnsInode != 0 {
 			ours[fmt.Sprintf("net:[%d]", n.NetnsInode)] = true
@@ -182,6 +185,13 @@ func TestAddressMode(t *testing.T) {
 	}
 	if env := strings.Join(st.EnvLines(), "\n"); !strings.Contains(env, "TROOP_NODES="+st.Nodes[0].Listen) || !strings.Contains(env, st.Nodes[2].Redis) {
 		t.Errorf("env:\n%s", env)
+	}
+
+	// The check of what is left sees the lab while it runs: its hub and
+	// node namespaces, its interface.
+	hub := fmt.Sprintf("net:[%d]", nw.HubInode)
+	if left := strings.Join(leftovers(t, dir, st), "\n"); !strings.Contains(left, hub) || !strings.Contains(left, "interface "+nw.Interface) {
+		t.Errorf("while the lab runs, the leftovers check sees:\n%s\nwant the hub namespace %s and interface %s among them", left, hub, nw.Interface)
 	}
 
 	if err := l.Stop(); err != nil {
