@@ -216,6 +216,9 @@ func (m *Monkey) Execute(ctx context.Context, k chaos.PlannedKill, mode Mode) (c
 	return term, nil
 }
 
+// errStoppedWhileActing is the failure of an action a global stop overtook.
+var errStoppedWhileActing = errors.New("a global stop came while the fault was being put in place: it is undone")
+
 // fail records a kill that failed before any action.
 func (m *Monkey) fail(ctx context.Context, term chaos.Termination, err error) (chaos.Termination, error) {
 	term.Outcome, term.Error = chaos.Failed, err.Error()
@@ -269,6 +272,9 @@ func (m *Monkey) act(ctx context.Context, t chaos.Terminator, term chaos.Termina
 	undo, err := leaser.Begin(ctx, l)
 	if err != nil {
 		rerr := m.Leases.Revert(context.WithoutCancel(ctx), l, leaser.Revert)
+		if m.Stopped() { // the stop's revert is likely what broke it
+			err = fmt.Errorf("%w (%v)", errStoppedWhileActing, err)
+		}
 		return errors.Join(err, rerr)
 	}
 	l.Undo = undo
@@ -276,6 +282,13 @@ func (m *Monkey) act(ctx context.Context, t chaos.Terminator, term chaos.Termina
 		// The lease without undo data is still stored: the watchdog can
 		// revert from the instance.
 		m.log().Error("cannot store the lease's undo data", "lease", l.ID, "err", err)
+	}
+	// A global stop sets its flag, then reverts every lease. One that came
+	// while Begin ran may have reverted the lease before its fault was
+	// whole, and the Save above stored it again: undo it here. One that
+	// comes after this check finds the lease stored.
+	if m.Stopped() {
+		return errors.Join(errStoppedWhileActing, m.Leases.Revert(context.WithoutCancel(ctx), l, leaser.Revert))
 	}
 	m.log().Info("lease", "id", l.ID, "action", l.Action.String(), "instance", l.Instance.ID, "until", l.Until.Format(time.RFC3339))
 	return nil

@@ -15,6 +15,7 @@ import (
 
 	"github.com/troop-lab/troop/chaos"
 	"github.com/troop-lab/troop/chaos/api"
+	"github.com/troop-lab/troop/chaos/lease"
 	"github.com/troop-lab/troop/chaos/records"
 )
 
@@ -291,4 +292,71 @@ func TestURLOutageFailsClosed(t *testing.T) {
 	if ok, _, _ := chaos.CheckOutage(t.Context(), o); ok {
 		t.Error("an unreachable outage source allowed a kill")
 	}
+}
+
+// leasingBackend leases every action; its Begin runs during a global
+// stop (a stop that came while the fault was put in place), and it counts
+// the faults in place.
+type leasingBackend struct {
+	fakeBackend
+	m        *Monkey
+	stopMid  bool // the stop comes while Begin runs, after the fault is whole
+	inPlace  int
+	reverted int
+}
+
+func (b *leasingBackend) LeaseFor(_ context.Context, _ chaos.Instance, a chaos.Action) (time.Duration, bool, error) {
+	return a.Duration, true, nil
+}
+
+func (b *leasingBackend) Begin(ctx context.Context, l chaos.Lease) (map[string]string, error) {
+	b.mu.Lock()
+	b.inPlace++
+	b.mu.Unlock()
+	if b.stopMid {
+		if err := b.m.Stop(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return map[string]string{"k": "v"}, nil
+}
+
+func (b *leasingBackend) Revert(_ context.Context, l chaos.Lease) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.inPlace > 0 {
+		b.inPlace--
+	}
+	b.reverted++
+	return nil
+}
+
+// A global stop that comes while a fault is being put in place wins: the
+// fault is undone, no lease is left, and the kill is recorded failed
+// with the reason.
+func TestStopWhileActing(t *testing.T) {
+	clk := &fakeClock{now: time.Date(2026, 11, 28, 3, 0, 0, 0, time.UTC), end: time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)}
+	m, _ := newMonkey(t, onDemandConfig, clk)
+	b := &leasingBackend{fakeBackend: fakeBackend{clock: clk}, m: m, stopMid: true}
+	m.Backend = func(chaos.Backend) (chaos.Terminator, error) { return b, nil }
+	leases, err := lease.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Leases, m.StartWatchdog = leases, func(string) error { return nil }
+	tr, err := m.Kill(t.Context(), "g", chaos.Action{Kind: chaos.Delay, Duration: time.Minute, Delay: 50 * time.Millisecond})
+	if !errors.Is(err, errStoppedWhileActing) || tr.Outcome != chaos.Failed {
+		t.Fatalf("kill overtaken by a stop: %+v, %v", tr, err)
+	}
+	if b.inPlace != 0 {
+		t.Errorf("%d faults still in place after the stop", b.inPlace)
+	}
+	if left, _ := leases.List(); len(left) != 0 {
+		t.Errorf("leases left: %v", left)
+	}
+	got, _ := m.Records.Terminations(t.Context(), chaos.Query{Group: "g"})
+	if len(got) != 1 || got[0].Outcome != chaos.Failed || !strings.Contains(got[0].Error, "global stop") {
+		t.Errorf("records: %+v", got)
+	}
+	m.Wait()
 }

@@ -368,7 +368,7 @@ func chaosSwitch(t *testing.T, verb string, args ...string) {
 
 // awaitRecovered waits for troop chaos kill to see its group recovered,
 // say so and exit, well before its fault's lease would have ended.
-func awaitRecovered(t *testing.T, kill *exec.Cmd, out *bytes.Buffer, within time.Duration) {
+func awaitRecovered(t *testing.T, kill *exec.Cmd, out fmt.Stringer, within time.Duration) {
 	t.Helper()
 	done := make(chan error, 1)
 	go func() { done <- kill.Wait() }()

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -22,7 +23,7 @@ import (
 // TestChaosNetworkFaultsLab runs the monkey as real troop processes against
 // a real lab in address mode: every network and clock fault outlives a
 // SIGKILLed troop chaos kill by no more than its lease, troop chaos stop
-// takes one away at once, and lab down takes one away with the lab.
+// takes each away at once, and lab down takes them all away with the lab.
 func TestChaosNetworkFaultsLab(t *testing.T) {
 	l := testlab.Start(t, lab.Spec{Netns: true, ServeSocket: true, ReplaceAfter: time.Hour})
 	dir := t.TempDir()
@@ -39,10 +40,11 @@ func TestChaosNetworkFaultsLab(t *testing.T) {
 
 	// kill starts troop chaos kill and returns it with its lease, once its
 	// fault is in place.
-	kill := func(t *testing.T, args ...string) (*exec.Cmd, *bytes.Buffer, chaos.Lease) {
+	before := map[string]bool{} // the leases kill has returned
+	kill := func(t *testing.T, args ...string) (*exec.Cmd, *lockedBuffer, chaos.Lease) {
 		t.Helper()
 		cmd := exec.Command(testlab.Troop(t), append([]string{"chaos", "kill", "all", "--config", config, "--db", db, "--lab", l.Dir()}, args...)...)
-		var out bytes.Buffer
+		var out lockedBuffer
 		cmd.Stdout, cmd.Stderr = &out, &out
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
@@ -50,11 +52,16 @@ func TestChaosNetworkFaultsLab(t *testing.T) {
 		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 			ls, _ := leases.List()
-			if len(ls) != 1 {
-				continue
-			}
-			if on, _ := term.Present(context.Background(), ls[0]); on {
-				return cmd, &out, ls[0]
+			for _, x := range ls {
+				if before[x.ID] {
+					continue
+				}
+				// In place once the monkey says so: a delay's queue
+				// process runs before its rules are made.
+				if on, _ := term.Present(context.Background(), x); on && strings.Contains(out.String(), "(seed ") {
+					before[x.ID] = true
+					return cmd, &out, x
+				}
 			}
 		}
 		t.Fatalf("troop chaos kill %s: no fault in place within 20s\n%s", strings.Join(args, " "), out.String())
@@ -82,7 +89,7 @@ func TestChaosNetworkFaultsLab(t *testing.T) {
 		return time.Time{}
 	}
 
-	for _, tc := range []struct {
+	faults := []struct {
 		name string
 		args []string
 	}{
@@ -90,7 +97,8 @@ func TestChaosNetworkFaultsLab(t *testing.T) {
 		{"loss", []string{"--type", "loss", "--percent", "20"}},
 		{"delay", []string{"--type", "delay", "--delay", "50ms", "--jitter", "5ms"}},
 		{"clock-skew", []string{"--type", "clock-skew", "--offset", "2s"}},
-	} {
+	}
+	for _, tc := range faults {
 		t.Run(tc.name+" undone after SIGKILL of the monkey", func(t *testing.T) {
 			cmd, out, ls := kill(t, append(tc.args, "--duration", "3s")...)
 			cmd.Process.Signal(syscall.SIGKILL)
@@ -108,22 +116,34 @@ func TestChaosNetworkFaultsLab(t *testing.T) {
 		})
 	}
 
-	t.Run("stop reverts an active partition", func(t *testing.T) {
-		cmd, out, ls := kill(t, "--type", "partition", "--duration", "1m")
-		chaosSwitch(t, "stop", "--config", config, "--db", db, "--lab", l.Dir())
-		if present(t, ls) {
-			t.Fatal("the partition outlived the global stop")
-		}
-		awaitRecovered(t, cmd, out, 30*time.Second)
-		chaosSwitch(t, "resume", "--config", config, "--db", db)
-	})
+	for _, tc := range faults {
+		t.Run("stop reverts an active "+tc.name, func(t *testing.T) {
+			cmd, out, ls := kill(t, append(tc.args, "--duration", "1m")...)
+			chaosSwitch(t, "stop", "--config", config, "--db", db, "--lab", l.Dir())
+			if present(t, ls) {
+				t.Fatalf("the %s outlived the global stop", tc.name)
+			}
+			awaitRecovered(t, cmd, out, 30*time.Second)
+			chaosSwitch(t, "resume", "--config", config, "--db", db)
+		})
+	}
 
-	t.Run("lab down takes a delay away", func(t *testing.T) {
-		_, _, ls := kill(t, "--type", "delay", "--delay", "50ms", "--duration", "1m")
-		queues := func() int { return len(fault.Processes(ls.ID)) }
+	t.Run("lab down takes every fault away", func(t *testing.T) {
+		var active []chaos.Lease
+		for _, tc := range faults {
+			_, _, ls := kill(t, append(tc.args, "--duration", "1m")...)
+			active = append(active, ls)
+		}
+		queues := func() (n int) {
+			for _, ls := range active {
+				n += len(fault.Processes(ls.ID))
+			}
+			return n
+		}
 		if queues() == 0 {
 			t.Fatal("no delay queue process")
 		}
+		st := l.Status() // a skew lives in its node's process: lab down ends them all
 		down := exec.Command(testlab.Troop(t), "lab", "down", "--dir", l.Dir())
 		if out, err := down.CombinedOutput(); err != nil {
 			t.Fatalf("lab down: %v\n%s", err, out)
@@ -134,10 +154,40 @@ func TestChaosNetworkFaultsLab(t *testing.T) {
 		if n := queues(); n > 0 {
 			t.Errorf("%d delay queue processes left 5s after lab down", n)
 		}
-		// A revert finds the lab down and ends the lease without error.
+		for _, n := range st.Nodes {
+			if syscall.Kill(n.NodePID, 0) == nil {
+				t.Errorf("the node process of %s (%d) outlived lab down", n.Name, n.NodePID)
+			}
+		}
+		// The rules of the partition and the loss were in the nodes'
+		// namespaces, which lab down removed.
+		for _, n := range st.Nodes {
+			if _, err := lab.OpenNetns(n.Node); err == nil {
+				t.Errorf("the namespace of %s outlived lab down", n.Name)
+			}
+		}
+		// A revert finds the lab down and ends every lease without error.
 		chaosSwitch(t, "stop", "--config", config, "--db", db, "--lab", l.Dir())
 		if left, _ := leases.List(); len(left) != 0 {
 			t.Errorf("leases left: %v", left)
 		}
 	})
+}
+
+// lockedBuffer is the output of a process, read while it runs.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
