@@ -300,7 +300,8 @@ func TestURLOutageFailsClosed(t *testing.T) {
 type leasingBackend struct {
 	fakeBackend
 	m        *Monkey
-	stopMid  bool // the stop comes while Begin runs, after the fault is whole
+	stopMid  bool  // the stop comes while Begin runs, after the fault is whole
+	fail     error // Begin fails halfway, with the fault partly in place
 	inPlace  int
 	reverted int
 }
@@ -313,6 +314,9 @@ func (b *leasingBackend) Begin(ctx context.Context, l chaos.Lease) (map[string]s
 	b.mu.Lock()
 	b.inPlace++
 	b.mu.Unlock()
+	if b.fail != nil {
+		return nil, b.fail
+	}
 	if b.stopMid {
 		if err := b.m.Stop(ctx); err != nil {
 			return nil, err
@@ -356,6 +360,35 @@ func TestStopWhileActing(t *testing.T) {
 	}
 	got, _ := m.Records.Terminations(t.Context(), chaos.Query{Group: "g"})
 	if len(got) != 1 || got[0].Outcome != chaos.Failed || !strings.Contains(got[0].Error, "global stop") {
+		t.Errorf("records: %+v", got)
+	}
+	m.Wait()
+}
+
+// A fault that fails halfway is undone, leaves no lease, and is recorded
+// failed with its error.
+func TestFailedFaultRecorded(t *testing.T) {
+	clk := &fakeClock{now: time.Date(2026, 11, 28, 3, 0, 0, 0, time.UTC), end: time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)}
+	m, _ := newMonkey(t, onDemandConfig, clk)
+	b := &leasingBackend{fakeBackend: fakeBackend{clock: clk}, m: m, fail: errors.New("partition: dc1-rack3-1: cannot enter its namespace")}
+	m.Backend = func(chaos.Backend) (chaos.Terminator, error) { return b, nil }
+	leases, err := lease.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Leases, m.StartWatchdog = leases, func(string) error { return nil }
+	tr, err := m.Kill(t.Context(), "g", chaos.Action{Kind: chaos.Partition, Duration: time.Minute, Partition: chaos.Isolate})
+	if err == nil || tr.Outcome != chaos.Failed {
+		t.Fatalf("a failed partition: %+v, %v", tr, err)
+	}
+	if b.inPlace != 0 || b.reverted == 0 {
+		t.Errorf("after the failure: %d faults in place, %d reverts", b.inPlace, b.reverted)
+	}
+	if left, _ := leases.List(); len(left) != 0 {
+		t.Errorf("leases left: %v", left)
+	}
+	got, _ := m.Records.Terminations(t.Context(), chaos.Query{Group: "g"})
+	if len(got) != 1 || got[0].Outcome != chaos.Failed || !strings.Contains(got[0].Error, "cannot enter its namespace") {
 		t.Errorf("records: %+v", got)
 	}
 	m.Wait()
