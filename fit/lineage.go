@@ -15,16 +15,17 @@ import (
 // passed, what happened there, and the points passed below it. The root of
 // a tree is the service that served the request (Service set, Point empty).
 type Call struct {
-	Service       string        `json:"service,omitempty"` // root only
-	Point         string        `json:"point,omitempty"`
-	OK            bool          `json:"ok"`
-	Used          bool          `json:"used"`                     // the answer depended on this result
-	Injected      Kind          `json:"injected,omitempty"`       // the fault injected here, if any
-	AlternativeOf string        `json:"alternative_of,omitempty"` // a fallback: the point it replaced
-	Error         string        `json:"error,omitempty"`
-	Start         time.Time     `json:"start"`
-	Duration      time.Duration `json:"duration"`
-	Calls         []*Call       `json:"calls,omitempty"`
+	Service string `json:"service,omitempty"` // root only
+	Point   string `json:"point,omitempty"`
+	OK      bool   `json:"ok"`
+	// Used: the point succeeded, so the service went on with its result
+	// (a successful optional call counts too); a failed point never is.
+	Used     bool          `json:"used"`
+	Injected Kind          `json:"injected,omitempty"` // the fault injected here, if any
+	Error    string        `json:"error,omitempty"`
+	Start    time.Time     `json:"start"`
+	Duration time.Duration `json:"duration"`
+	Calls    []*Call       `json:"calls,omitempty"`
 }
 
 // Reached lists every point in the tree, each once, sorted.
@@ -39,10 +40,11 @@ func (c *Call) Reached() []string {
 	return sortedSet(out)
 }
 
-// UsedPoints lists the points whose results the answer depended on: the
-// used points all of whose ancestors were used too. A failed call that the
+// UsedPoints lists the points the request succeeded through: the used
+// points all of whose ancestors were used too. A failed call that the
 // caller tolerated (optional, or replaced by a fallback) is not used, and
-// neither is anything below it.
+// neither is anything below it. It is the execution's clause for ldfi:
+// failing at least one of these points might have prevented it.
 func (c *Call) UsedPoints() []string {
 	var out []string
 	c.walk(func(n *Call) bool {
@@ -93,11 +95,12 @@ var MaxTimeout = 10 * time.Second
 // request is what a request carries through its context: its scope and the
 // lineage being recorded.
 type request struct {
-	service string
-	scope   Scope
-	mu      *sync.Mutex // guards every Call of the tree
-	node    *Call       // the node new calls hang under
-	root    *Call
+	service  string
+	scope    Scope
+	mu       *sync.Mutex // guards every Call of the tree, and rejected
+	node     *Call       // the node new calls hang under
+	root     *Call
+	rejected *string // why a callee refused the scope, if one did
 }
 
 type ctxKey struct{}
@@ -107,7 +110,7 @@ type ctxKey struct{}
 // server of another protocol calls it itself.
 func Begin(ctx context.Context, service string, scope Scope) (context.Context, *Call) {
 	root := &Call{Service: service, OK: true, Used: true, Start: time.Now()}
-	return context.WithValue(ctx, ctxKey{}, &request{service: service, scope: scope, mu: &sync.Mutex{}, node: root, root: root}), root
+	return context.WithValue(ctx, ctxKey{}, &request{service: service, scope: scope, mu: &sync.Mutex{}, node: root, root: root, rejected: new(string)}), root
 }
 
 // ScopeFrom returns the scope of the request in ctx.
@@ -139,18 +142,12 @@ func (c *Call) clone() *Call {
 	return &out
 }
 
-// An Option qualifies a point at Do.
-type Option func(*Call)
-
-// AlternativeOf marks a call as the fallback for point.
-func AlternativeOf(point string) Option { return func(c *Call) { c.AlternativeOf = point } }
-
 // Do runs fn as injection point point of the request in ctx: fails it if the
 // request's scope says so, and records it in the lineage, with the points fn
 // passes below it. The result counts as used when fn succeeds. Outside an
 // instrumented request Do just runs fn.
-func Do(ctx context.Context, point string, fn func(context.Context) error, opts ...Option) error {
-	call, ctx, fault := enter(ctx, point, opts)
+func Do(ctx context.Context, point string, fn func(context.Context) error) error {
+	call, ctx, fault := enter(ctx, point)
 	if call == nil {
 		return fn(ctx)
 	}
@@ -165,15 +162,12 @@ func Do(ctx context.Context, point string, fn func(context.Context) error, opts 
 // enter adds a node for point under the current one and returns it, a
 // context in which it is the current node, and the fault the scope puts on
 // point (zero Kind for none).
-func enter(ctx context.Context, point string, opts []Option) (*Call, context.Context, Fault) {
+func enter(ctx context.Context, point string) (*Call, context.Context, Fault) {
 	r, ok := ctx.Value(ctxKey{}).(*request)
 	if !ok {
 		return nil, ctx, Fault{}
 	}
 	c := &Call{Point: point, Start: time.Now()}
-	for _, o := range opts {
-		o(c)
-	}
 	fault, _ := r.scope.Lookup(point)
 	if fault.Kind != "" {
 		c.Injected = fault.Kind

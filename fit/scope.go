@@ -162,6 +162,22 @@ func CheckPoint(name string) error {
 	return nil
 }
 
+// Name makes s a valid name for one side of a point: every character but
+// letters, digits, '-', '_' and '.' becomes '_', so a URL's host
+// "127.0.0.1:8080" names the service "127.0.0.1_8080".
+func Name(s string) string {
+	if validName(s) {
+		return s
+	}
+	b := []byte(s)
+	for i, c := range b {
+		if !validName(string(c)) {
+			b[i] = '_'
+		}
+	}
+	return string(b)
+}
+
 func validName(s string) bool {
 	if s == "" {
 		return false

@@ -169,6 +169,11 @@ type Report struct {
 // is no successful execution to reason backwards from.
 var ErrBaselineFails = errors.New("ldfi: the request class fails without faults")
 
+// ErrScopeRejected is returned when the services refused a scope (a 400
+// for a malformed one): the search stops rather than count the refusal as
+// a failure of the request.
+var ErrScopeRejected = errors.New("ldfi: the services refused the scope")
+
 // Search runs the lineage-driven search against t.
 func Search(ctx context.Context, cfg Config, t Target, clock Clock) (*Report, error) {
 	if err := cfg.Check(); err != nil {
@@ -267,6 +272,9 @@ func experimentScope(ctx context.Context, cfg Config, t Target, f *Formula, cloc
 				e.Examples = append(e.Examples, p.Detail)
 			}
 			continue
+		}
+		if err := f.checkNames(p.Lineage.Reached); err != nil {
+			return e, fmt.Errorf("ldfi: experiment %d: %w", n, err)
 		}
 		good = append(good, p.Lineage)
 	}
