@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel/baggage"
@@ -20,6 +22,28 @@ const BaggageKey = "troop-fit"
 // back to its caller (base64 of the JSON call tree), so the entry service's
 // answer holds the lineage of the whole request.
 const LineageHeader = "Troop-Lineage"
+
+// Protocols of calls, in Call.Proto.
+const (
+	ProtoHTTP = "http"
+	ProtoGRPC = "grpc"
+)
+
+// Applies reports whether fault f can be injected as itself at a point of
+// protocol proto: a status at an HTTP call, a gRPC code at a gRPC call, a
+// reset at either; an error, a timeout or a delay anywhere. Elsewhere the
+// point fails as an error that names the fault.
+func Applies(f Fault, proto string) bool {
+	switch f.Kind {
+	case Status:
+		return proto == ProtoHTTP
+	case Code:
+		return proto == ProtoGRPC
+	case Reset:
+		return proto == ProtoHTTP || proto == ProtoGRPC
+	}
+	return true
+}
 
 // ErrorHeader is set on an answer when a service refused the request's
 // scope (malformed): on the refusing service's 400, and on the answer of
@@ -138,22 +162,45 @@ func Middleware(service string, next http.Handler, done func(context.Context, *C
 }
 
 // serveEntry passes the entry point, a leaf before the handler's own
-// points; false when the scope failed it and the answer is written.
+// points; false when the scope failed it and the answer is written (a 503,
+// 504 for a timeout, the status of status:N) or the connection reset.
 func serveEntry(ctx context.Context, w *lineageWriter, service string) bool {
 	point := EntryPoint(service)
-	call, inner, fault := enter(ctx, point)
+	call, inner, fault := enterProto(ctx, point, ProtoHTTP)
 	err := inject(inner, point, fault)
 	leave(inner, call, err)
 	if err == nil {
 		return true
 	}
 	status := http.StatusServiceUnavailable
-	if fault.Kind == Timeout {
+	switch fault.Kind {
+	case Timeout:
 		status = http.StatusGatewayTimeout
+	case Status:
+		status = fault.Status
+	case Reset:
+		if resetConn(w.ResponseWriter) {
+			w.written = true
+			return false
+		}
 	}
 	w.writeHeader(status)
 	io.WriteString(w.ResponseWriter, err.Error()+"\n")
 	return false
+}
+
+// resetConn closes the connection of w with a TCP reset; false when it
+// cannot (HTTP/2, a writer that does not hijack).
+func resetConn(w http.ResponseWriter) bool {
+	conn, _, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		return false
+	}
+	if tc, ok := conn.(*net.TCPConn); ok {
+		tc.SetLinger(0) // close sends RST, not FIN
+	}
+	conn.Close()
+	return true
 }
 
 // lineageWriter adds the lineage header when the handler starts its answer:
@@ -195,7 +242,9 @@ func (w *lineageWriter) Write(b []byte) (int, error) {
 // service: each call is the injection point "caller->callee", fails when the
 // request's scope says so, carries the scope on in baggage, and hangs the
 // callee's lineage (from its answer) under the call. An answer of status
-// 500 or more counts as a failed call. A callee that refused the scope
+// 500 or more counts as a failed call. Injected, status:N is an answer of
+// that status (the callee is not called), reset an error that wraps
+// syscall.ECONNRESET, a gRPC code an error. A callee that refused the scope
 // (ErrorHeader) makes the caller's own answer carry the ErrorHeader too.
 type Transport struct {
 	Base http.RoundTripper // http.DefaultTransport when nil
@@ -218,7 +267,17 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		callee = t.Callee(req)
 	}
 	point := r.service + "->" + Name(callee)
-	call, ctx, fault := enter(ctx, point)
+	call, ctx, fault := enterProto(ctx, point, ProtoHTTP)
+	if fault.Kind == Status {
+		// The callee's answer, as a status: the caller reads it as it
+		// would a real one.
+		err := &InjectedError{Point: point, Kind: Status, Action: fault.Action()}
+		leave(ctx, call, err)
+		body := err.Error() + "\n"
+		return &http.Response{Status: fmt.Sprintf("%d %s", fault.Status, http.StatusText(fault.Status)), StatusCode: fault.Status,
+			Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1, Header: http.Header{"Content-Type": {"text/plain; charset=utf-8"}},
+			Body: io.NopCloser(strings.NewReader(body)), ContentLength: int64(len(body)), Request: req}, nil
+	}
 	if err := inject(ctx, point, fault); err != nil {
 		leave(ctx, call, err)
 		return nil, err

@@ -3,6 +3,7 @@ package fit
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -111,6 +113,10 @@ func TestHTTPLineage(t *testing.T) {
 		{"api->playlist=error,api->pf=error", "api->ratings client->api", "api->pf api->playlist api->ratings client->api", 503},
 		{"api->ratings=delay:5ms", "api->playlist api->ratings client->api playlist/cache", "api->playlist api->ratings client->api playlist/cache", 200},
 		{"client->api=error", "", "client->api", 503},
+		{"client->api=status:429", "", "client->api", 429},
+		{"api->playlist=status:503", "api->pf api->ratings client->api", "api->pf api->playlist api->ratings client->api", 200},
+		{"api->ratings=reset", "api->playlist client->api playlist/cache", "api->playlist api->ratings client->api playlist/cache", 200},
+		{"api->ratings=code:Unavailable", "api->playlist client->api playlist/cache", "api->playlist api->ratings client->api playlist/cache", 200},
 		{"client->api=timeout", "", "client->api", 504},
 	} {
 		status, tree := a.get(t, c.scope)
@@ -123,6 +129,55 @@ func TestHTTPLineage(t *testing.T) {
 		if got := strings.Join(tree.Reached(), " "); got != c.reached {
 			t.Errorf("scope %q: reached %q, want %q", c.scope, got, c.reached)
 		}
+	}
+}
+
+// TestFaultKinds: what a caller sees of each kind of fault at an HTTP
+// call, and a reset of the entry's own connection.
+func TestFaultKinds(t *testing.T) {
+	callee := httptest.NewServer(Middleware("b", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "b") }), nil))
+	defer callee.Close()
+	client := &http.Client{Transport: &Transport{Callee: func(*http.Request) string { return "b" }}}
+	seen := make(chan string, 1)
+	api := httptest.NewServer(Middleware("a", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		req, _ := http.NewRequestWithContext(r.Context(), "GET", callee.URL, nil)
+		resp, err := client.Do(req)
+		switch {
+		case err != nil:
+			seen <- fmt.Sprintf("error reset=%v injected=%v: %v", errors.Is(err, syscall.ECONNRESET), IsInjected(err), err)
+		default:
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			seen <- fmt.Sprintf("HTTP %d %s", resp.StatusCode, b)
+		}
+	}), nil))
+	defer api.Close()
+	for scope, want := range map[string]string{
+		"":                   "HTTP 200 b",
+		"a->b=status:503":    "HTTP 503 fit: status:503 injected at a->b\n",
+		"a->b=status:404":    "HTTP 404 fit: status:404 injected at a->b\n",
+		"a->b=reset":         "error reset=true injected=true",
+		"a->b=code:Internal": "error reset=false injected=true",
+	} {
+		req, _ := http.NewRequest("GET", api.URL, nil)
+		s, _ := ParseScope(scope)
+		SetScopeHeader(req.Header, s)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if got := <-seen; !strings.HasPrefix(got, want) {
+			t.Errorf("scope %q: the caller saw %q, want %q", scope, got, want)
+		}
+	}
+	req, _ := http.NewRequest("GET", api.URL, nil)
+	SetScopeHeader(req.Header, ErrorScope())
+	s, _ := ParseScope("client->a=reset")
+	SetScopeHeader(req.Header, s)
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		resp.Body.Close()
+		t.Errorf("client->a=reset: HTTP %d, want the connection reset", resp.StatusCode)
 	}
 }
 

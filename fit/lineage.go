@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/troop-lab/troop/internal/ctxtime"
@@ -20,8 +21,14 @@ type Call struct {
 	OK      bool   `json:"ok"`
 	// Used: the point succeeded, so the service went on with its result
 	// (a successful optional call counts too); a failed point never is.
-	Used     bool          `json:"used"`
-	Injected Kind          `json:"injected,omitempty"` // the fault injected here, if any
+	Used bool `json:"used"`
+	// Injected is the fault injected here, if any, as its action: "error",
+	// "status:503" (a Kind when the action has no argument).
+	Injected Kind `json:"injected,omitempty"`
+	// Proto is the protocol of a call ("http", "grpc"), which says the
+	// faults it can take (status:N, code:C); empty for a point inside a
+	// service.
+	Proto    string        `json:"proto,omitempty"`
 	Error    string        `json:"error,omitempty"`
 	Start    time.Time     `json:"start"`
 	Duration time.Duration `json:"duration"`
@@ -77,11 +84,26 @@ func sortedSet(s []string) []string {
 
 // An InjectedError is the error of a point failed by the scope.
 type InjectedError struct {
-	Point string
-	Kind  Kind
+	Point  string
+	Kind   Kind
+	Action string // the whole action ("status:503"), when it says more than Kind
+	Err    error  // what the fault stands for, if anything: syscall.ECONNRESET for a reset
 }
 
-func (e *InjectedError) Error() string { return fmt.Sprintf("fit: %s injected at %s", e.Kind, e.Point) }
+func (e *InjectedError) Error() string {
+	action := e.Action
+	if action == "" {
+		action = string(e.Kind)
+	}
+	if e.Err != nil {
+		return fmt.Sprintf("fit: %s injected at %s: %v", action, e.Point, e.Err)
+	}
+	return fmt.Sprintf("fit: %s injected at %s", action, e.Point)
+}
+
+// Unwrap returns what the fault stands for, so an injected reset is
+// errors.Is(err, syscall.ECONNRESET) as a real one is.
+func (e *InjectedError) Unwrap() error { return e.Err }
 
 // IsInjected reports whether err is, or wraps, an injected fault.
 func IsInjected(err error) bool {
@@ -163,14 +185,19 @@ func Do(ctx context.Context, point string, fn func(context.Context) error) error
 // context in which it is the current node, and the fault the scope puts on
 // point (zero Kind for none).
 func enter(ctx context.Context, point string) (*Call, context.Context, Fault) {
+	return enterProto(ctx, point, "")
+}
+
+// enterProto is enter for a call of protocol proto.
+func enterProto(ctx context.Context, point, proto string) (*Call, context.Context, Fault) {
 	r, ok := ctx.Value(ctxKey{}).(*request)
 	if !ok {
 		return nil, ctx, Fault{}
 	}
-	c := &Call{Point: point, Start: time.Now()}
+	c := &Call{Point: point, Proto: proto, Start: time.Now()}
 	fault, _ := r.scope.Lookup(point)
 	if fault.Kind != "" {
-		c.Injected = fault.Kind
+		c.Injected = Kind(fault.Action())
 	}
 	r.mu.Lock()
 	r.node.Calls = append(r.node.Calls, c)
@@ -194,18 +221,21 @@ func leave(ctx context.Context, call *Call, err error) {
 }
 
 // inject applies fault at point: an error at once, a timeout when the
-// request's deadline passes (or MaxTimeout), a delay and then nothing.
+// request's deadline passes (or MaxTimeout), a delay and then nothing. A
+// status, a gRPC code or a reset are the protocol's to answer with
+// (Transport, Middleware, the gRPC interceptors); anywhere else they fail
+// the point as an error that says which (a reset wraps ECONNRESET).
 func inject(ctx context.Context, point string, fault Fault) error {
 	switch fault.Kind {
-	case Error:
-		return &InjectedError{Point: point, Kind: Error}
+	case "":
+		return nil
 	case Timeout:
 		ctxtime.Sleep(ctx, MaxTimeout) // a timeout fails as one, however the wait ends
 		return &InjectedError{Point: point, Kind: Timeout}
 	case Delay:
-		if err := ctxtime.Sleep(ctx, fault.Delay); err != nil {
-			return err
-		}
+		return ctxtime.Sleep(ctx, fault.Delay)
+	case Reset:
+		return &InjectedError{Point: point, Kind: Reset, Err: syscall.ECONNRESET}
 	}
-	return nil
+	return &InjectedError{Point: point, Kind: fault.Kind, Action: fault.Action()}
 }

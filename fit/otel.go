@@ -30,6 +30,7 @@ const (
 	attrUsed     = "troop.used"
 	attrInjected = "troop.injected"
 	attrError    = "troop.error"
+	attrProto    = "troop.proto"
 )
 
 // NewSpanExporter returns an OpenTelemetry span exporter for dest: a file
@@ -88,7 +89,7 @@ func (w *SpanWriter) span(ctx context.Context, c *Call) {
 		name = c.Service
 	}
 	attrs := []attribute.KeyValue{attribute.Bool(attrOK, c.OK), attribute.Bool(attrUsed, c.Used)}
-	for k, v := range map[string]string{attrService: c.Service, attrPoint: c.Point, attrInjected: string(c.Injected), attrError: c.Error} {
+	for k, v := range map[string]string{attrService: c.Service, attrPoint: c.Point, attrInjected: string(c.Injected), attrError: c.Error, attrProto: c.Proto} {
 		if v != "" {
 			attrs = append(attrs, attribute.String(k, v))
 		}
@@ -158,6 +159,8 @@ func decodeSpan(s spanJSON) (exportedSpan, bool) {
 			c.Injected = Kind(str)
 		case attrError:
 			c.Error = str
+		case attrProto:
+			c.Proto = str
 		}
 	}
 	return exportedSpan{traceID: s.SpanContext.TraceID, spanID: s.SpanContext.SpanID, parent: s.Parent.SpanID, call: c}, troop

@@ -197,7 +197,7 @@ func TestUnreachedIgnored(t *testing.T) {
 		return Probe{OK: false, Lineage: Lineage{Known: true, Reached: []string{"a/y"}}}
 	})
 	cfg := DefaultConfig()
-	e, err := experiment(context.Background(), cfg, target, &f, &fakeClock{}, 1, []string{"a/x"})
+	e, err := experiment(context.Background(), cfg, target, &f, newAtoms(cfg.Faults), &fakeClock{}, 1, []string{"a/x"})
 	if err != nil || e.Outcome != Unreached || e.Reached != 0 {
 		t.Errorf("experiment %+v, %v: want unreached", e, err)
 	}

@@ -44,7 +44,7 @@ space. See docs/ldfi.md.`,
 				if err != nil || n < 2 {
 					return fmt.Errorf("ldfi bench: --points %q: want sizes such as 20,100,500", sizes)
 				}
-				r, err := sim.Run(cmd.Context(), sim.DefaultParams(n, seed), k, enum, randomCap)
+				r, err := sim.Run(cmd.Context(), sim.DefaultParams(n, seed), k, "", enum, randomCap)
 				if err != nil {
 					return fmt.Errorf("ldfi bench: %d points: %w", n, err)
 				}

@@ -137,7 +137,7 @@ func (t *Target) Probe(ctx context.Context, scope fit.Scope) (ldfi.Probe, error)
 		}
 	}
 	if tree != nil && lerr == nil {
-		p.Lineage = ldfi.Lineage{Known: true, Reached: tree.Reached(), Used: tree.UsedPoints()}
+		p.Lineage = ldfi.Lineage{Known: true, Reached: tree.Reached(), Used: tree.UsedPoints(), Tree: tree}
 	}
 	switch {
 	case err != nil:

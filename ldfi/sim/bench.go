@@ -23,11 +23,15 @@ type Result struct {
 	Exhaustive string `json:"exhaustive"`  // subsets of up to MaxFaults points
 	AllSubsets string `json:"all_subsets"` // 2^points
 
+	Services int    `json:"services"`
+	Strategy string `json:"strategy"`
+
 	LDFIExperiments int     `json:"ldfi_experiments"`  // the whole search
 	LDFIToAll       int     `json:"ldfi_to_all_found"` // experiments until the last planted set was found
 	LDFIFound       int     `json:"ldfi_found"`        // planted sets found
 	LDFIExtra       int     `json:"ldfi_extra"`        // failure sets found that are not planted (should be 0)
-	LDFIAlternates  int     `json:"ldfi_alternates"`   // alternate executions learned
+	LDFIDeduced     int     `json:"ldfi_deduced"`      // planted sets found by composing facts of several experiments
+	LDFIAlternates  int     `json:"ldfi_alternates"`   // distinct executions seen (clauses of the formula)
 	LDFIComplete    bool    `json:"ldfi_complete"`
 	LDFIMaxStep     float64 `json:"ldfi_max_step_ms"` // longest experiment, choosing its hypothesis included
 	LDFIMeanStep    float64 `json:"ldfi_mean_step_ms"`
@@ -39,12 +43,13 @@ type Result struct {
 	RandomCap               int `json:"random_cap"`
 }
 
-// Run compares ldfi and random fault injection on the graph of p, random
-// getting at most randomCap experiments.
-func Run(ctx context.Context, p Params, k int, enum ldfi.Enumerator, randomCap int) (Result, error) {
+// Run compares ldfi (with strategy, "" for the default) and random fault
+// injection on the graph of p, random getting at most randomCap
+// experiments.
+func Run(ctx context.Context, p Params, k int, strategy string, enum ldfi.Enumerator, randomCap int) (Result, error) {
 	g := Generate(p)
 	planted := g.MinimalFailureSets(k)
-	res := Result{Params: p, Points: len(g.points), Planted: len(planted), MaxFaults: k, RandomCap: randomCap}
+	res := Result{Params: p, Points: len(g.points), Services: g.services, Planted: len(planted), MaxFaults: k, RandomCap: randomCap}
 	var space int64
 	for i := 1; i <= k; i++ {
 		space += binomial(len(g.points), i)
@@ -58,7 +63,7 @@ func Run(ctx context.Context, p Params, k int, enum ldfi.Enumerator, randomCap i
 	}
 
 	cfg := ldfi.DefaultConfig()
-	cfg.MaxFaults, cfg.Probes, cfg.MaxExperiments, cfg.Seed, cfg.Enumerator = k, 1, 1_000_000, p.Seed, enum
+	cfg.MaxFaults, cfg.Probes, cfg.MaxExperiments, cfg.Seed, cfg.Enumerator, cfg.Strategy = k, 1, 1_000_000, p.Seed, enum, strategy
 	cfg.Target = ldfi.Spec{Kind: "sim"}
 	last := time.Now()
 	var steps, hyps []time.Duration
@@ -67,24 +72,30 @@ func Run(ctx context.Context, p Params, k int, enum ldfi.Enumerator, randomCap i
 		steps = append(steps, now.Sub(last))
 		hyps = append(hyps, e.HypothesisTime)
 		last = now
-		if e.Outcome == ldfi.Failed {
-			if want[strings.Join(e.Hypothesis, ",")] {
-				res.LDFIFound++
-				if res.LDFIFound == len(planted) {
-					res.LDFIToAll = e.N
-				}
-			} else {
-				res.LDFIExtra++
-			}
-		}
-		res.LDFIAlternates += e.NewClauses
 	}
 	r, err := ldfi.Search(ctx, cfg, g, ldfi.WallClock{})
 	if err != nil {
 		return res, err
 	}
+	// A planted set counts as found at the experiment that completed its
+	// evidence (the one that failed it, for the lineage strategy).
+	for _, f := range r.Failures {
+		if want[strings.Join(f.Points, ",")] {
+			res.LDFIFound++
+			res.LDFIToAll = max(res.LDFIToAll, f.Experiment)
+			if f.Deduced {
+				res.LDFIDeduced++
+			}
+		} else {
+			res.LDFIExtra++
+		}
+	}
+	if res.LDFIFound < len(planted) {
+		res.LDFIToAll = 0
+	}
+	res.Strategy = r.Config.Strategy
 	res.LDFIExperiments, res.LDFIComplete = len(r.Experiments), r.Coverage.Complete
-	res.LDFIAlternates += r.Baseline.NewClauses
+	res.LDFIAlternates = r.Formula.Len()
 	res.LDFIMaxStep, res.LDFIMeanStep = maxMean(steps)
 	res.LDFIMaxHyp, res.LDFIMeanHyp = maxMean(hyps)
 

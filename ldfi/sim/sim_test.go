@@ -47,14 +47,16 @@ func TestMinimalFailureSetsMatchBruteForce(t *testing.T) {
 // TestLDFIFindsEveryPlantedSet: on generated graphs ldfi finds every minimal
 // failure set of up to 3 points and nothing else.
 func TestLDFIFindsEveryPlantedSet(t *testing.T) {
-	for _, n := range []int{20, 100} {
-		for seed := uint64(1); seed <= 3; seed++ {
-			r, err := Run(context.Background(), DefaultParams(n, seed), 3, ldfi.MMCS{}, 1000)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if r.LDFIFound != r.Planted || r.LDFIExtra != 0 || !r.LDFIComplete {
-				t.Errorf("%d points, seed %d: found %d of %d, %d extra, complete %v", n, seed, r.LDFIFound, r.Planted, r.LDFIExtra, r.LDFIComplete)
+	for _, strategy := range []string{ldfi.StrategyLineage, ldfi.StrategyCompose} {
+		for _, n := range []int{20, 100} {
+			for seed := uint64(1); seed <= 3; seed++ {
+				r, err := Run(context.Background(), DefaultParams(n, seed), 3, strategy, ldfi.MMCS{}, 1000)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if r.LDFIFound != r.Planted || r.LDFIExtra != 0 || !r.LDFIComplete {
+					t.Errorf("%s, %d points, seed %d: found %d of %d, %d extra, complete %v", strategy, n, seed, r.LDFIFound, r.Planted, r.LDFIExtra, r.LDFIComplete)
+				}
 			}
 		}
 	}
