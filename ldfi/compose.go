@@ -358,13 +358,26 @@ func (s *composer) learn(obs map[string]map[string]*observation, experiment int)
 			switch judge(o.n, o.bad, s.cfg.FailRatio) {
 			case Failed:
 				if len(o.failed) == 0 {
-					s.anomaly(o.node)
+					s.anomaly(o.node, "failed while none of its points did")
 					continue
+				}
+				// An execution it survived with these points failed
+				// (its clause misses them) contradicts this one: what
+				// failed below them made the difference. The failure,
+				// seen, wins.
+				n := len(o.node.clauses)
+				o.node.clauses = slices.DeleteFunc(o.node.clauses, func(c []int) bool { return !hits(c, o.failed) })
+				if len(o.node.clauses) < n {
+					s.anomaly(o.node, "failed and survived with the same points failed")
 				}
 				if o.node.failed(o.failed, experiment) {
 					learned++
 				}
 			case Survived:
+				if slices.ContainsFunc(o.node.fails, func(f fact) bool { return subsetInts(f.set, o.failed) }) {
+					s.anomaly(o.node, "failed and survived with the same points failed")
+					continue
+				}
 				for _, u := range o.used {
 					if o.node.survived(u) {
 						learned++
@@ -376,8 +389,8 @@ func (s *composer) learn(obs map[string]map[string]*observation, experiment int)
 	return learned
 }
 
-func (s *composer) anomaly(n *cnode) {
-	msg := fmt.Sprintf("%s failed while none of its points did (its outcome depends on more than its points; failure sets through it may be missed)", nodeName(n))
+func (s *composer) anomaly(n *cnode, what string) {
+	msg := fmt.Sprintf("%s %s: its outcome depends on more than whether its points failed, so failure sets composed through it may be false or missed (--verify checks the deduced ones)", nodeName(n), what)
 	if !slices.Contains(s.anomalies, msg) {
 		s.anomalies = append(s.anomalies, msg)
 	}
@@ -545,6 +558,8 @@ func compose(ctx context.Context, cfg Config, t Target, clock Clock, r *Report, 
 			// survival.
 			_, seen := obs[ts.node.path]
 			switch {
+			case alone && learned == 0 && seen && len(ts.hyps) > 1:
+				ts.node.group = 1 // they failed together: one at a time
 			case alone && learned == 0:
 				why := "inconclusive"
 				if !seen {
@@ -555,6 +570,7 @@ func compose(ctx context.Context, cfg Config, t Target, clock Clock, r *Report, 
 					s.skipped = append(s.skipped, fmt.Sprintf("%s: {%s} (%s)", nodeName(ts.node), strings.Join(ts.node.pointsOf(h), ", "), why))
 				}
 				ts.node.hypsOK = false
+			case !seen:
 			case failedAt(obs, ts.node):
 				ts.node.group = max(1, len(ts.hyps)/2)
 			default:

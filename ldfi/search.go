@@ -92,7 +92,7 @@ var Default Enumerator = MMCS{}
 
 // DefaultConfig is the configuration of `troop ldfi run` without flags.
 func DefaultConfig() Config {
-	return Config{MaxFaults: 3, Probes: 10, FailRatio: 0.75, MaxExperiments: 200, Faults: []fit.Fault{{Kind: fit.Error}}, Seed: 1}
+	return Config{MaxFaults: 3, Probes: 10, FailRatio: 0.75, MaxExperiments: 200, Faults: []fit.Fault{{Kind: fit.Error}}, Verify: true, Seed: 1}
 }
 
 // Check reports the first invalid field.

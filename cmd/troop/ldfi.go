@@ -65,6 +65,8 @@ func addSearchFlags(cmd *cobra.Command, cfg *ldfi.Config, fault *string) {
 	f.IntVar(&cfg.PerPeriod, "per-period", 0, "member-pain budget: at most this many experiments per --period (0: no limit)")
 	f.DurationVar(&cfg.Period, "period", time.Minute, "the period of --per-period")
 	f.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the choice among hypotheses of one size")
+	f.StringVar(&cfg.Strategy, "strategy", "", "compose (a search per call tree node, failure sets composed: needs fit's call trees and one --fault) or lineage (every failure set injected whole); default compose when it can")
+	f.BoolVar(&cfg.Verify, "verify", cfg.Verify, "compose: inject every failure set deduced from several experiments before reporting it")
 	f.StringVar(fault, "fault", "error", "how hypotheses fail their points, comma separated: error, timeout, delay:DURATION, status:HTTP-STATUS, code:GRPC-CODE, reset; with several, each point is tried with each that applies to it")
 }
 
