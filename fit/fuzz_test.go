@@ -53,7 +53,7 @@ func FuzzReadSpans(f *testing.F) {
 // callee: a header is decoded or refused with an error, and what decodes
 // encodes back to the same tree.
 func FuzzDecodeLineage(f *testing.F) {
-	f.Add(EncodeLineage(&Call{Service: "api", OK: true, Calls: []*Call{{Point: "api->ratings", AlternativeOf: "api->playlist"}}}))
+	f.Add(EncodeLineage(&Call{Service: "api", OK: true, Calls: []*Call{{Point: "api->ratings", Injected: Error}}}))
 	f.Add("e30")
 	f.Add("!!")
 	f.Fuzz(func(t *testing.T, v string) {

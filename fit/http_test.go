@@ -3,13 +3,16 @@ package fit
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -63,7 +66,7 @@ func newApp(t *testing.T) *app {
 		rating, _ := get(ctx, a.ratings.URL) // optional
 		list, err := get(ctx, a.playlist.URL)
 		if err != nil {
-			list, err = get(WithOptions(ctx, AlternativeOf("api->playlist")), a.pf.URL)
+			list, err = get(ctx, a.pf.URL)
 		}
 		if err != nil {
 			http.Error(w, "no playlist", http.StatusServiceUnavailable)
@@ -103,12 +106,18 @@ func TestHTTPLineage(t *testing.T) {
 		scope, used, reached string
 		status               int
 	}{
-		{"", "api->playlist api->ratings playlist/cache", "api->playlist api->ratings playlist/cache", 200},
-		{"api->ratings=error", "api->playlist playlist/cache", "api->playlist api->ratings playlist/cache", 200},
-		{"playlist/cache=error", "api->pf api->ratings", "api->pf api->playlist api->ratings playlist/cache", 200},
-		{"api->playlist=error", "api->pf api->ratings", "api->pf api->playlist api->ratings", 200},
-		{"api->playlist=error,api->pf=error", "api->ratings", "api->pf api->playlist api->ratings", 503},
-		{"api->ratings=delay:5ms", "api->playlist api->ratings playlist/cache", "api->playlist api->ratings playlist/cache", 200},
+		{"", "api->playlist api->ratings client->api playlist/cache", "api->playlist api->ratings client->api playlist/cache", 200},
+		{"api->ratings=error", "api->playlist client->api playlist/cache", "api->playlist api->ratings client->api playlist/cache", 200},
+		{"playlist/cache=error", "api->pf api->ratings client->api", "api->pf api->playlist api->ratings client->api playlist/cache", 200},
+		{"api->playlist=error", "api->pf api->ratings client->api", "api->pf api->playlist api->ratings client->api", 200},
+		{"api->playlist=error,api->pf=error", "api->ratings client->api", "api->pf api->playlist api->ratings client->api", 503},
+		{"api->ratings=delay:5ms", "api->playlist api->ratings client->api playlist/cache", "api->playlist api->ratings client->api playlist/cache", 200},
+		{"client->api=error", "", "client->api", 503},
+		{"client->api=status:429", "", "client->api", 429},
+		{"api->playlist=status:503", "api->pf api->ratings client->api", "api->pf api->playlist api->ratings client->api", 200},
+		{"api->ratings=reset", "api->playlist client->api playlist/cache", "api->playlist api->ratings client->api playlist/cache", 200},
+		{"api->ratings=code:Unavailable", "api->playlist client->api playlist/cache", "api->playlist api->ratings client->api playlist/cache", 200},
+		{"client->api=timeout", "", "client->api", 504},
 	} {
 		status, tree := a.get(t, c.scope)
 		if status != c.status {
@@ -121,16 +130,54 @@ func TestHTTPLineage(t *testing.T) {
 			t.Errorf("scope %q: reached %q, want %q", c.scope, got, c.reached)
 		}
 	}
-	_, tree := a.get(t, "api->playlist=error")
-	var alt *Call
-	tree.walk(func(c *Call) bool {
-		if c.Point == "api->pf" {
-			alt = c
+}
+
+// TestFaultKinds: what a caller sees of each kind of fault at an HTTP
+// call, and a reset of the entry's own connection.
+func TestFaultKinds(t *testing.T) {
+	callee := httptest.NewServer(Middleware("b", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "b") }), nil))
+	defer callee.Close()
+	client := &http.Client{Transport: &Transport{Callee: func(*http.Request) string { return "b" }}}
+	seen := make(chan string, 1)
+	api := httptest.NewServer(Middleware("a", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		req, _ := http.NewRequestWithContext(r.Context(), "GET", callee.URL, nil)
+		resp, err := client.Do(req)
+		switch {
+		case err != nil:
+			seen <- fmt.Sprintf("error reset=%v injected=%v: %v", errors.Is(err, syscall.ECONNRESET), IsInjected(err), err)
+		default:
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			seen <- fmt.Sprintf("HTTP %d %s", resp.StatusCode, b)
 		}
-		return true
-	})
-	if alt == nil || alt.AlternativeOf != "api->playlist" {
-		t.Errorf("the fallback call is not recorded as the alternative of api->playlist: %+v", alt)
+	}), nil))
+	defer api.Close()
+	for scope, want := range map[string]string{
+		"":                   "HTTP 200 b",
+		"a->b=status:503":    "HTTP 503 fit: status:503 injected at a->b\n",
+		"a->b=status:404":    "HTTP 404 fit: status:404 injected at a->b\n",
+		"a->b=reset":         "error reset=true injected=true",
+		"a->b=code:Internal": "error reset=false injected=true",
+	} {
+		req, _ := http.NewRequest("GET", api.URL, nil)
+		s, _ := ParseScope(scope)
+		SetScopeHeader(req.Header, s)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if got := <-seen; !strings.HasPrefix(got, want) {
+			t.Errorf("scope %q: the caller saw %q, want %q", scope, got, want)
+		}
+	}
+	req, _ := http.NewRequest("GET", api.URL, nil)
+	SetScopeHeader(req.Header, ErrorScope())
+	s, _ := ParseScope("client->a=reset")
+	SetScopeHeader(req.Header, s)
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		resp.Body.Close()
+		t.Errorf("client->a=reset: HTTP %d, want the connection reset", resp.StatusCode)
 	}
 }
 
@@ -145,8 +192,52 @@ func TestMalformedBaggage(t *testing.T) {
 		}
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		if resp.StatusCode != 400 || !strings.Contains(string(b), "fit") {
-			t.Errorf("baggage %q: HTTP %d %q, want 400 naming the problem", v, resp.StatusCode, b)
+		if resp.StatusCode != 400 || !strings.Contains(string(b), "fit") || !strings.HasPrefix(resp.Header.Get(ErrorHeader), "api: fit") {
+			t.Errorf("baggage %q: HTTP %d %q, %s %q: want 400 naming the problem", v, resp.StatusCode, b, ErrorHeader, resp.Header.Get(ErrorHeader))
+		}
+	}
+}
+
+// TestRejectedDownstream: a callee that refuses the scope (here: it only
+// knows an older grammar) makes the entry's answer say so, whatever the
+// entry's status, so a search cannot take the refusal for a failure.
+func TestRejectedDownstream(t *testing.T) {
+	strict := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set(ErrorHeader, "strict: fit scope: unknown action")
+		http.Error(w, "bad scope", http.StatusBadRequest)
+	}))
+	defer strict.Close()
+	client := &http.Client{Transport: &Transport{}}
+	api := httptest.NewServer(Middleware("api", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		req, _ := http.NewRequestWithContext(r.Context(), "GET", strict.URL, nil)
+		if resp, err := client.Do(req); err == nil {
+			resp.Body.Close()
+		}
+		fmt.Fprint(w, "fine without it")
+	}), nil))
+	defer api.Close()
+	req, _ := http.NewRequest("GET", api.URL, nil)
+	SetScopeHeader(req.Header, ErrorScope("api/x"))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Header.Get(ErrorHeader) != "strict: fit scope: unknown action" {
+		t.Errorf("HTTP %d, %s %q: want the callee's refusal passed up", resp.StatusCode, ErrorHeader, resp.Header.Get(ErrorHeader))
+	}
+	tree, _ := DecodeLineage(resp.Header)
+	host := strings.TrimPrefix(strict.URL, "http://")
+	want := "api->" + Name(host)
+	if tree == nil || !slices.Contains(tree.Reached(), want) || CheckPoint(want) != nil {
+		t.Errorf("default callee: reached %v, want the valid point %s", tree.Reached(), want)
+	}
+}
+
+func TestName(t *testing.T) {
+	for in, want := range map[string]string{"ratings": "ratings", "127.0.0.1:8080": "127.0.0.1_8080", "[::1]:80": "___1__80", "a b": "a_b", "": ""} {
+		if got := Name(in); got != want {
+			t.Errorf("Name(%q) = %q, want %q", in, got, want)
 		}
 	}
 }

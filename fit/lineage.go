@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/troop-lab/troop/internal/ctxtime"
@@ -15,16 +16,23 @@ import (
 // passed, what happened there, and the points passed below it. The root of
 // a tree is the service that served the request (Service set, Point empty).
 type Call struct {
-	Service       string        `json:"service,omitempty"` // root only
-	Point         string        `json:"point,omitempty"`
-	OK            bool          `json:"ok"`
-	Used          bool          `json:"used"`                     // the answer depended on this result
-	Injected      Kind          `json:"injected,omitempty"`       // the fault injected here, if any
-	AlternativeOf string        `json:"alternative_of,omitempty"` // a fallback: the point it replaced
-	Error         string        `json:"error,omitempty"`
-	Start         time.Time     `json:"start"`
-	Duration      time.Duration `json:"duration"`
-	Calls         []*Call       `json:"calls,omitempty"`
+	Service string `json:"service,omitempty"` // root only
+	Point   string `json:"point,omitempty"`
+	OK      bool   `json:"ok"`
+	// Used: the point succeeded, so the service went on with its result
+	// (a successful optional call counts too); a failed point never is.
+	Used bool `json:"used"`
+	// Injected is the fault injected here, if any, as its action: "error",
+	// "status:503" (a Kind when the action has no argument).
+	Injected Kind `json:"injected,omitempty"`
+	// Proto is the protocol of a call ("http", "grpc"), which says the
+	// faults it can take (status:N, code:C); empty for a point inside a
+	// service.
+	Proto    string        `json:"proto,omitempty"`
+	Error    string        `json:"error,omitempty"`
+	Start    time.Time     `json:"start"`
+	Duration time.Duration `json:"duration"`
+	Calls    []*Call       `json:"calls,omitempty"`
 }
 
 // Reached lists every point in the tree, each once, sorted.
@@ -39,10 +47,11 @@ func (c *Call) Reached() []string {
 	return sortedSet(out)
 }
 
-// UsedPoints lists the points whose results the answer depended on: the
-// used points all of whose ancestors were used too. A failed call that the
+// UsedPoints lists the points the request succeeded through: the used
+// points all of whose ancestors were used too. A failed call that the
 // caller tolerated (optional, or replaced by a fallback) is not used, and
-// neither is anything below it.
+// neither is anything below it. It is the execution's clause for ldfi:
+// failing at least one of these points might have prevented it.
 func (c *Call) UsedPoints() []string {
 	var out []string
 	c.walk(func(n *Call) bool {
@@ -75,11 +84,26 @@ func sortedSet(s []string) []string {
 
 // An InjectedError is the error of a point failed by the scope.
 type InjectedError struct {
-	Point string
-	Kind  Kind
+	Point  string
+	Kind   Kind
+	Action string // the whole action ("status:503"), when it says more than Kind
+	Err    error  // what the fault stands for, if anything: syscall.ECONNRESET for a reset
 }
 
-func (e *InjectedError) Error() string { return fmt.Sprintf("fit: %s injected at %s", e.Kind, e.Point) }
+func (e *InjectedError) Error() string {
+	action := e.Action
+	if action == "" {
+		action = string(e.Kind)
+	}
+	if e.Err != nil {
+		return fmt.Sprintf("fit: %s injected at %s: %v", action, e.Point, e.Err)
+	}
+	return fmt.Sprintf("fit: %s injected at %s", action, e.Point)
+}
+
+// Unwrap returns what the fault stands for, so an injected reset is
+// errors.Is(err, syscall.ECONNRESET) as a real one is.
+func (e *InjectedError) Unwrap() error { return e.Err }
 
 // IsInjected reports whether err is, or wraps, an injected fault.
 func IsInjected(err error) bool {
@@ -93,11 +117,12 @@ var MaxTimeout = 10 * time.Second
 // request is what a request carries through its context: its scope and the
 // lineage being recorded.
 type request struct {
-	service string
-	scope   Scope
-	mu      *sync.Mutex // guards every Call of the tree
-	node    *Call       // the node new calls hang under
-	root    *Call
+	service  string
+	scope    Scope
+	mu       *sync.Mutex // guards every Call of the tree, and rejected
+	node     *Call       // the node new calls hang under
+	root     *Call
+	rejected *string // why a callee refused the scope, if one did
 }
 
 type ctxKey struct{}
@@ -107,7 +132,7 @@ type ctxKey struct{}
 // server of another protocol calls it itself.
 func Begin(ctx context.Context, service string, scope Scope) (context.Context, *Call) {
 	root := &Call{Service: service, OK: true, Used: true, Start: time.Now()}
-	return context.WithValue(ctx, ctxKey{}, &request{service: service, scope: scope, mu: &sync.Mutex{}, node: root, root: root}), root
+	return context.WithValue(ctx, ctxKey{}, &request{service: service, scope: scope, mu: &sync.Mutex{}, node: root, root: root, rejected: new(string)}), root
 }
 
 // ScopeFrom returns the scope of the request in ctx.
@@ -139,18 +164,12 @@ func (c *Call) clone() *Call {
 	return &out
 }
 
-// An Option qualifies a point at Do.
-type Option func(*Call)
-
-// AlternativeOf marks a call as the fallback for point.
-func AlternativeOf(point string) Option { return func(c *Call) { c.AlternativeOf = point } }
-
 // Do runs fn as injection point point of the request in ctx: fails it if the
 // request's scope says so, and records it in the lineage, with the points fn
 // passes below it. The result counts as used when fn succeeds. Outside an
 // instrumented request Do just runs fn.
-func Do(ctx context.Context, point string, fn func(context.Context) error, opts ...Option) error {
-	call, ctx, fault := enter(ctx, point, opts)
+func Do(ctx context.Context, point string, fn func(context.Context) error) error {
+	call, ctx, fault := enter(ctx, point)
 	if call == nil {
 		return fn(ctx)
 	}
@@ -165,18 +184,20 @@ func Do(ctx context.Context, point string, fn func(context.Context) error, opts 
 // enter adds a node for point under the current one and returns it, a
 // context in which it is the current node, and the fault the scope puts on
 // point (zero Kind for none).
-func enter(ctx context.Context, point string, opts []Option) (*Call, context.Context, Fault) {
+func enter(ctx context.Context, point string) (*Call, context.Context, Fault) {
+	return enterProto(ctx, point, "")
+}
+
+// enterProto is enter for a call of protocol proto.
+func enterProto(ctx context.Context, point, proto string) (*Call, context.Context, Fault) {
 	r, ok := ctx.Value(ctxKey{}).(*request)
 	if !ok {
 		return nil, ctx, Fault{}
 	}
-	c := &Call{Point: point, Start: time.Now()}
-	for _, o := range opts {
-		o(c)
-	}
+	c := &Call{Point: point, Proto: proto, Start: time.Now()}
 	fault, _ := r.scope.Lookup(point)
 	if fault.Kind != "" {
-		c.Injected = fault.Kind
+		c.Injected = Kind(fault.Action())
 	}
 	r.mu.Lock()
 	r.node.Calls = append(r.node.Calls, c)
@@ -200,18 +221,21 @@ func leave(ctx context.Context, call *Call, err error) {
 }
 
 // inject applies fault at point: an error at once, a timeout when the
-// request's deadline passes (or MaxTimeout), a delay and then nothing.
+// request's deadline passes (or MaxTimeout), a delay and then nothing. A
+// status, a gRPC code or a reset are the protocol's to answer with
+// (Transport, Middleware, the gRPC interceptors); anywhere else they fail
+// the point as an error that says which (a reset wraps ECONNRESET).
 func inject(ctx context.Context, point string, fault Fault) error {
 	switch fault.Kind {
-	case Error:
-		return &InjectedError{Point: point, Kind: Error}
+	case "":
+		return nil
 	case Timeout:
 		ctxtime.Sleep(ctx, MaxTimeout) // a timeout fails as one, however the wait ends
 		return &InjectedError{Point: point, Kind: Timeout}
 	case Delay:
-		if err := ctxtime.Sleep(ctx, fault.Delay); err != nil {
-			return err
-		}
+		return ctxtime.Sleep(ctx, fault.Delay)
+	case Reset:
+		return &InjectedError{Point: point, Kind: Reset, Err: syscall.ECONNRESET}
 	}
-	return nil
+	return &InjectedError{Point: point, Kind: fault.Kind, Action: fault.Action()}
 }

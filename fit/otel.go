@@ -24,13 +24,13 @@ import (
 
 // Span attributes of a lineage exported as OpenTelemetry spans.
 const (
-	attrService     = "troop.service"
-	attrPoint       = "troop.point"
-	attrOK          = "troop.ok"
-	attrUsed        = "troop.used"
-	attrInjected    = "troop.injected"
-	attrAlternative = "troop.alternative_of"
-	attrError       = "troop.error"
+	attrService  = "troop.service"
+	attrPoint    = "troop.point"
+	attrOK       = "troop.ok"
+	attrUsed     = "troop.used"
+	attrInjected = "troop.injected"
+	attrError    = "troop.error"
+	attrProto    = "troop.proto"
 )
 
 // NewSpanExporter returns an OpenTelemetry span exporter for dest: a file
@@ -89,7 +89,7 @@ func (w *SpanWriter) span(ctx context.Context, c *Call) {
 		name = c.Service
 	}
 	attrs := []attribute.KeyValue{attribute.Bool(attrOK, c.OK), attribute.Bool(attrUsed, c.Used)}
-	for k, v := range map[string]string{attrService: c.Service, attrPoint: c.Point, attrInjected: string(c.Injected), attrAlternative: c.AlternativeOf, attrError: c.Error} {
+	for k, v := range map[string]string{attrService: c.Service, attrPoint: c.Point, attrInjected: string(c.Injected), attrError: c.Error, attrProto: c.Proto} {
 		if v != "" {
 			attrs = append(attrs, attribute.String(k, v))
 		}
@@ -157,10 +157,10 @@ func decodeSpan(s spanJSON) (exportedSpan, bool) {
 			c.Used = b
 		case attrInjected:
 			c.Injected = Kind(str)
-		case attrAlternative:
-			c.AlternativeOf = str
 		case attrError:
 			c.Error = str
+		case attrProto:
+			c.Proto = str
 		}
 	}
 	return exportedSpan{traceID: s.SpanContext.TraceID, spanID: s.SpanContext.SpanID, parent: s.Parent.SpanID, call: c}, troop

@@ -10,8 +10,10 @@
 package fit
 
 import (
+	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -23,13 +25,71 @@ const (
 	Error   Kind = "error"   // the point fails at once
 	Delay   Kind = "delay"   // the point answers after a delay, then normally
 	Timeout Kind = "timeout" // the point does not answer until the caller gives up
+	Status  Kind = "status"  // an HTTP call is answered with this status
+	Code    Kind = "code"    // a gRPC call ends with this status code
+	Reset   Kind = "reset"   // the call's connection is reset
 )
 
 // A Fault makes one injection point fail.
 type Fault struct {
-	Point string        `json:"point"`
-	Kind  Kind          `json:"kind"`
-	Delay time.Duration `json:"delay,omitempty"` // for Delay
+	Point  string        `json:"point"`
+	Kind   Kind          `json:"kind"`
+	Delay  time.Duration `json:"delay,omitempty"`  // for Delay
+	Status int           `json:"status,omitempty"` // for Status: 400 to 599
+	Code   string        `json:"code,omitempty"`   // for Code: a gRPC code name, such as Unavailable
+}
+
+// GRPCCodes are the names of the gRPC status codes a fault can end a call
+// with (every code but OK), as gRPC's codes package spells them.
+var GRPCCodes = []string{"Canceled", "Unknown", "InvalidArgument", "DeadlineExceeded", "NotFound",
+	"AlreadyExists", "PermissionDenied", "ResourceExhausted", "FailedPrecondition", "Aborted",
+	"OutOfRange", "Unimplemented", "Internal", "Unavailable", "DataLoss", "Unauthenticated"}
+
+// Action is the fault's text after "POINT=": "error", "delay:50ms",
+// "status:503", "code:Unavailable", "reset".
+func (f Fault) Action() string {
+	switch f.Kind {
+	case Delay:
+		return "delay:" + f.Delay.String()
+	case Status:
+		return "status:" + strconv.Itoa(f.Status)
+	case Code:
+		return "code:" + f.Code
+	}
+	return string(f.Kind)
+}
+
+// ParseAction reads the action of a fault, as after "POINT=" in a scope.
+func ParseAction(action string) (Fault, error) {
+	var f Fault
+	kind, arg, hasArg := strings.Cut(action, ":")
+	switch Kind(kind) {
+	case Error, Timeout, Reset:
+		if hasArg {
+			return f, fmt.Errorf("%s takes no argument", kind)
+		}
+		f.Kind = Kind(kind)
+	case Delay:
+		d, err := time.ParseDuration(arg)
+		if err != nil || d <= 0 {
+			return f, errors.New("delay wants a positive duration such as delay:50ms")
+		}
+		f.Kind, f.Delay = Delay, d
+	case Status:
+		n, err := strconv.Atoi(arg)
+		if err != nil || n < 400 || n > 599 || strconv.Itoa(n) != arg {
+			return f, errors.New("status wants an HTTP error status from 400 to 599, such as status:503")
+		}
+		f.Kind, f.Status = Status, n
+	case Code:
+		if !slices.Contains(GRPCCodes, arg) {
+			return f, fmt.Errorf("code wants a gRPC status code other than OK: %s", strings.Join(GRPCCodes, ", "))
+		}
+		f.Kind, f.Code = Code, arg
+	default:
+		return f, fmt.Errorf("unknown action %q (want error, timeout, delay:DURATION, status:HTTP-STATUS, code:GRPC-CODE or reset)", kind)
+	}
+	return f, nil
 }
 
 // A Scope is the set of faults injected into one request, at most one per
@@ -88,11 +148,7 @@ func (s Scope) String() string {
 		}
 		b.WriteString(f.Point)
 		b.WriteByte('=')
-		b.WriteString(string(f.Kind))
-		if f.Kind == Delay {
-			b.WriteByte(':')
-			b.WriteString(f.Delay.String())
-		}
+		b.WriteString(f.Action())
 	}
 	return b.String()
 }
@@ -102,10 +158,13 @@ func (s Scope) String() string {
 //	scope    = "" | fault *( "," fault )
 //	fault    = point "=" action
 //	action   = "error" | "timeout" | "delay:" duration   ; duration as in Go: 50ms, 1.5s
+//	         | "status:" 3DIGIT                          ; an HTTP status, 400 to 599
+//	         | "code:" grpc-code                         ; a gRPC code name but OK: Unavailable, ...
+//	         | "reset"                                   ; the connection is reset
 //	point    = name "/" name | name "->" name
 //	name     = 1*( ALPHA / DIGIT / "-" / "_" / "." )
 //
-// For example "api->ratings=error,playlist/cache=delay:200ms". The text has
+// For example "api->ratings=status:503,playlist/cache=delay:200ms". The text has
 // no spaces, so it fits in one RESP argument (TROOP FIT <scope>) and, percent
 // encoded, in the value of one W3C baggage entry (troop-fit=<scope>).
 func ParseScope(text string) (Scope, error) {
@@ -127,23 +186,11 @@ func ParseScope(text string) (Scope, error) {
 		if _, dup := s.Lookup(point); dup {
 			return Scope{}, fmt.Errorf("fit scope: point %q appears twice", point)
 		}
-		f := Fault{Point: point}
-		kind, arg, hasArg := strings.Cut(action, ":")
-		switch Kind(kind) {
-		case Error, Timeout:
-			if hasArg {
-				return Scope{}, fmt.Errorf("fit scope: fault %d %q: %s takes no argument", i+1, item, kind)
-			}
-			f.Kind = Kind(kind)
-		case Delay:
-			d, err := time.ParseDuration(arg)
-			if err != nil || d <= 0 {
-				return Scope{}, fmt.Errorf("fit scope: fault %d %q: delay wants a positive duration such as delay:50ms", i+1, item)
-			}
-			f.Kind, f.Delay = Delay, d
-		default:
-			return Scope{}, fmt.Errorf("fit scope: fault %d %q: unknown action %q (want error, timeout or delay:DURATION)", i+1, item, kind)
+		f, err := ParseAction(action)
+		if err != nil {
+			return Scope{}, fmt.Errorf("fit scope: fault %d %q: %w", i+1, item, err)
 		}
+		f.Point = point
 		s.Faults = append(s.Faults, f)
 	}
 	return s, nil
@@ -160,6 +207,22 @@ func CheckPoint(name string) error {
 		return fmt.Errorf("injection point %q: want SERVICE/POINT or CALLER->CALLEE, names of letters, digits, '-', '_' and '.'", name)
 	}
 	return nil
+}
+
+// Name makes s a valid name for one side of a point: every character but
+// letters, digits, '-', '_' and '.' becomes '_', so a URL's host
+// "127.0.0.1:8080" names the service "127.0.0.1_8080".
+func Name(s string) string {
+	if validName(s) {
+		return s
+	}
+	b := []byte(s)
+	for i, c := range b {
+		if !validName(string(c)) {
+			b[i] = '_'
+		}
+	}
+	return string(b)
 }
 
 func validName(s string) bool {

@@ -1,6 +1,7 @@
 package fit
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -28,11 +29,31 @@ func TestParseScope(t *testing.T) {
 	}
 }
 
+func TestParseScopeKinds(t *testing.T) {
+	s, err := ParseScope("api->ratings=status:503,api->grpc=code:ResourceExhausted,api->x=reset")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Fault{{Point: "api->ratings", Kind: Status, Status: 503}, {Point: "api->grpc", Kind: Code, Code: "ResourceExhausted"}, {Point: "api->x", Kind: Reset}}
+	if !slices.Equal(s.Faults, want) {
+		t.Errorf("faults %+v, want %+v", s.Faults, want)
+	}
+	if got := s.String(); got != "api->grpc=code:ResourceExhausted,api->ratings=status:503,api->x=reset" {
+		t.Errorf("String: %s", got)
+	}
+}
+
 func TestParseScopeErrors(t *testing.T) {
 	for text, want := range map[string]string{
 		"api->ratings":             "want POINT=ACTION",
 		"ratings=error":            "want SERVICE/POINT or CALLER->CALLEE",
 		"a/b=explode":              `unknown action "explode"`,
+		"a->b=status:200":          "from 400 to 599",
+		"a->b=status:0503":         "from 400 to 599",
+		"a->b=status:":             "from 400 to 599",
+		"a->b=code:OK":             "other than OK",
+		"a->b=code:unavailable":    "other than OK",
+		"a->b=reset:1":             "takes no argument",
 		"a/b=delay:-1s":            "positive duration",
 		"a/b=delay":                "positive duration",
 		"a/b=error:3":              "takes no argument",
@@ -52,7 +73,8 @@ func TestParseScopeErrors(t *testing.T) {
 // FuzzParseScope: any text either fails to parse with an error, or parses to
 // a scope whose text form parses back to the same scope.
 func FuzzParseScope(f *testing.F) {
-	for _, s := range []string{"", "a/b=error", "a->b=timeout,c/d=delay:1.5s", "a/b=delay:1h", "x=y", ",,"} {
+	for _, s := range []string{"", "a/b=error", "a->b=timeout,c/d=delay:1.5s", "a/b=delay:1h", "x=y", ",,",
+		"a->b=status:503,a->c=code:Unavailable,a->d=reset", "a->b=status:4290", "a->b=code:"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, text string) {

@@ -2,9 +2,12 @@ package ldfi
 
 import (
 	"encoding/json"
+	"fmt"
 	"hash/fnv"
 	"io"
 	"slices"
+
+	"github.com/troop-lab/troop/fit"
 )
 
 // A Lineage is what one request tells ldfi about its execution.
@@ -19,6 +22,9 @@ type Lineage struct {
 	// request succeeded this way, so failing at least one of them might
 	// have prevented it. It is the clause this execution adds.
 	Used []string `json:"used,omitempty"`
+	// Tree is the call tree, when the target has one (fit's lineage): it
+	// gives each call's protocol, and so the faults that apply there.
+	Tree *fit.Call `json:"tree,omitempty"`
 }
 
 // ReachedAny reports whether the request passed any of points (true when
@@ -151,6 +157,20 @@ func (f *Formula) names(set []int) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// checkNames reports the first point of points new to the formula that a
+// scope cannot name: a hypothesis holding it could never be injected.
+func (f *Formula) checkNames(points []string) error {
+	for _, p := range points {
+		if _, ok := f.index[p]; ok {
+			continue // a known point (one fault type: atoms are points)
+		}
+		if err := fit.CheckPoint(p); err != nil {
+			return fmt.Errorf("a lineage reports the %v, so no scope can fail it: name services and points with letters, digits, '-', '_' and '.' (docs/fit.md)", err)
+		}
+	}
+	return nil
 }
 
 // HitsAll reports whether failing points would hit every clause.

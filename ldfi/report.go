@@ -53,8 +53,12 @@ func (r *Report) WriteFiles(dir string) error {
 // WriteText writes the readable report.
 func (r *Report) WriteText(w io.Writer) {
 	c := r.Config
+	var kinds []string
+	for _, f := range c.Faults {
+		kinds = append(kinds, f.Action())
+	}
 	fmt.Fprintf(w, "ldfi: %s target, seed %d, up to %d faults (%s), %d requests per experiment, failure above %.0f%%\n",
-		c.Target.Kind, c.Seed, c.MaxFaults, c.Fault.Kind, c.Probes, 100*c.FailRatio)
+		c.Target.Kind, c.Seed, c.MaxFaults, strings.Join(kinds, ", "), c.Probes, 100*c.FailRatio)
 	fmt.Fprintf(w, "baseline: %d requests, %d failed; %d execution(s) learned\n", r.Baseline.Requests, r.Baseline.Failed, r.Baseline.NewClauses)
 	counts := map[string]int{}
 	learned := 0
@@ -70,14 +74,14 @@ func (r *Report) WriteText(w io.Writer) {
 	} else {
 		fmt.Fprintf(w, "failure sets (%d):\n", len(r.Failures))
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "  #\tpoints\texperiment\tfailed\tscenario\texample")
+		fmt.Fprintln(tw, "  #\tfaults\texperiment\tfailed\tscenario\texample")
 		for i, f := range r.Failures {
 			e := r.Experiments[f.Experiment-1]
 			example := ""
 			if len(e.Examples) > 0 {
 				example = e.Examples[0]
 			}
-			fmt.Fprintf(tw, "  %d\t{%s}\t%d\t%d/%d\t%s\t%.60s\n", i+1, strings.Join(f.Points, ", "), f.Experiment, e.Failed, e.Reached, ScenarioFile(i), example)
+			fmt.Fprintf(tw, "  %d\t{%s}\t%d\t%d/%d\t%s\t%.60s\n", i+1, strings.Join(f.Faults, ", "), f.Experiment, e.Failed, e.Reached, ScenarioFile(i), example)
 		}
 		tw.Flush()
 	}

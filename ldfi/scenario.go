@@ -60,9 +60,9 @@ func RunScenario(ctx context.Context, s Scenario, t Target, clock Clock) (Replay
 	if err != nil {
 		return Replay{}, err
 	}
-	cfg := Config{Probes: s.Probes, FailRatio: s.FailRatio, Fault: fit.Fault{Kind: fit.Error}}
+	cfg := Config{Probes: s.Probes, FailRatio: s.FailRatio}
 	var f Formula
-	e, err := experimentScope(ctx, cfg, t, &f, clock, 1, scope)
+	e, err := experimentScope(ctx, cfg, t, &f, newAtoms([]fit.Fault{{Kind: fit.Error}}), clock, 1, scope)
 	if err != nil {
 		return Replay{}, err
 	}

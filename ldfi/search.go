@@ -60,9 +60,17 @@ type Config struct {
 	// rather than exceed it. Zero PerPeriod means no limit.
 	PerPeriod int           `json:"per_period,omitempty"`
 	Period    time.Duration `json:"period,omitempty"`
-	// Fault is how a hypothesis makes its points fail (its Point is unused):
-	// an error by default.
-	Fault fit.Fault `json:"fault"`
+	// Faults are the ways a hypothesis makes its points fail (their Point
+	// is unused): each point is tried with each one that applies to it
+	// (fit.Applies: a status at an HTTP call, a gRPC code at a gRPC call),
+	// as separate hypotheses, as Filibuster does. An error by default.
+	Faults []fit.Fault `json:"faults"`
+	// Strategy is StrategyLineage or StrategyCompose; empty: Compose when the target's
+	// lineage has call trees and there is one fault type, else Lineage.
+	Strategy string `json:"strategy,omitempty"`
+	// Verify makes a Compose search inject every failure set it deduced,
+	// as a whole, before reporting it.
+	Verify bool `json:"verify,omitempty"`
 	// Seed chooses among hypotheses of the same size.
 	Seed uint64 `json:"seed"`
 	// Enumerator is the hitting-set enumerator (Default when nil).
@@ -84,7 +92,7 @@ var Default Enumerator = MMCS{}
 
 // DefaultConfig is the configuration of `troop ldfi run` without flags.
 func DefaultConfig() Config {
-	return Config{MaxFaults: 3, Probes: 10, FailRatio: 0.75, MaxExperiments: 200, Fault: fit.Fault{Kind: fit.Error}, Seed: 1}
+	return Config{MaxFaults: 3, Probes: 10, FailRatio: 0.75, MaxExperiments: 200, Faults: []fit.Fault{{Kind: fit.Error}}, Verify: true, Seed: 1}
 }
 
 // Check reports the first invalid field.
@@ -96,14 +104,24 @@ func (c Config) Check() error {
 		return fmt.Errorf("probes %d: want at least 1", c.Probes)
 	case c.FailRatio < 0 || c.FailRatio >= 1:
 		return fmt.Errorf("fail ratio %g: want at least 0 and below 1", c.FailRatio)
+	case c.Strategy != "" && c.Strategy != StrategyLineage && c.Strategy != StrategyCompose:
+		return fmt.Errorf("strategy %q: want %s or %s", c.Strategy, StrategyCompose, StrategyLineage)
 	case c.MaxExperiments < 1:
 		return fmt.Errorf("max experiments %d: want at least 1", c.MaxExperiments)
 	case c.PerPeriod < 0 || (c.PerPeriod > 0 && c.Period <= 0):
 		return fmt.Errorf("per-period budget %d per %v: want a count and a positive period", c.PerPeriod, c.Period)
-	case c.Fault.Kind != fit.Error && c.Fault.Kind != fit.Timeout && c.Fault.Kind != fit.Delay:
-		return fmt.Errorf("fault kind %q: want error, timeout or delay", c.Fault.Kind)
-	case c.Fault.Kind == fit.Delay && c.Fault.Delay <= 0:
-		return errors.New("fault delay: want a positive duration")
+	case len(c.Faults) == 0:
+		return errors.New("no fault type: want at least one (error, timeout, delay:D, status:N, code:C, reset)")
+	}
+	seen := map[string]bool{}
+	for _, f := range c.Faults {
+		if _, err := fit.ParseAction(f.Action()); err != nil {
+			return fmt.Errorf("fault %q: %w", f.Action(), err)
+		}
+		if seen[f.Action()] {
+			return fmt.Errorf("fault %q given twice", f.Action())
+		}
+		seen[f.Action()] = true
 	}
 	return nil
 }
@@ -118,15 +136,17 @@ const (
 
 // An Experiment is one hypothesis tested with Probes requests.
 type Experiment struct {
-	N          int       `json:"n"` // 0 is the fault-free baseline
-	Hypothesis []string  `json:"hypothesis"`
-	Scope      string    `json:"scope"`
-	Requests   int       `json:"requests"`
-	Reached    int       `json:"reached"` // requests that passed an injected point
-	Failed     int       `json:"failed"`  // of those, how many failed
-	Outcome    string    `json:"outcome"`
-	NewClauses int       `json:"new_clauses"` // alternate executions learned
-	Start      time.Time `json:"start"`
+	N          int      `json:"n"`          // 0 is the fault-free baseline
+	Hypothesis []string `json:"hypothesis"` // points, or POINT=ACTION with several fault types
+	Scope      string   `json:"scope"`
+	Requests   int      `json:"requests"`
+	Reached    int      `json:"reached"` // requests that passed an injected point
+	Failed     int      `json:"failed"`  // of those, how many failed
+	Outcome    string   `json:"outcome"`
+	NewClauses int      `json:"new_clauses"` // alternate executions learned (Compose: facts learned)
+	// Tests are the node hypotheses a Compose experiment tested together.
+	Tests []string  `json:"tests,omitempty"`
+	Start time.Time `json:"start"`
 	// HypothesisTime is how long choosing this hypothesis took: learning
 	// the clauses of the last experiment and enumerating.
 	HypothesisTime time.Duration `json:"hypothesis_time_ns"`
@@ -135,7 +155,14 @@ type Experiment struct {
 
 // A FailureSet is a set of points whose failure breaks the class.
 type FailureSet struct {
-	Points     []string `json:"points"`
+	Points []string `json:"points"`
+	Faults []string `json:"faults"` // how each point failed: POINT=ACTION
+	// Compose: the experiments whose facts make it a failure set, and
+	// whether there were several (deduced: never injected as a whole,
+	// unless Verified, the experiment that did).
+	Evidence   []int    `json:"evidence,omitempty"`
+	Deduced    bool     `json:"deduced,omitempty"`
+	Verified   int      `json:"verified,omitempty"`
 	Experiment int      `json:"experiment"`
 	Scenario   Scenario `json:"scenario"`
 }
@@ -159,15 +186,26 @@ type Report struct {
 	Experiments []Experiment `json:"experiments"`
 	Formula     *Formula     `json:"formula"`
 	Failures    []FailureSet `json:"failures"`
-	Coverage    Coverage     `json:"coverage"`
-	PainProbes  int          `json:"pain_probes"` // requests that failed because of an injected fault
-	Start       time.Time    `json:"start"`
-	End         time.Time    `json:"end"`
+	// Compose: deduced failure sets that did not fail the request when
+	// verified, hypotheses given up, and nodes that failed with none of
+	// their points failing.
+	Refuted    []FailureSet `json:"refuted,omitempty"`
+	Skipped    []string     `json:"skipped,omitempty"`
+	Anomalies  []string     `json:"anomalies,omitempty"`
+	Coverage   Coverage     `json:"coverage"`
+	PainProbes int          `json:"pain_probes"` // requests that failed because of an injected fault
+	Start      time.Time    `json:"start"`
+	End        time.Time    `json:"end"`
 }
 
 // ErrBaselineFails is returned when the class fails without any fault: there
 // is no successful execution to reason backwards from.
 var ErrBaselineFails = errors.New("ldfi: the request class fails without faults")
+
+// ErrScopeRejected is returned when the services refused a scope (a 400
+// for a malformed one): the search stops rather than count the refusal as
+// a failure of the request.
+var ErrScopeRejected = errors.New("ldfi: the services refused the scope")
 
 // Search runs the lineage-driven search against t.
 func Search(ctx context.Context, cfg Config, t Target, clock Clock) (*Report, error) {
@@ -181,7 +219,9 @@ func Search(ctx context.Context, cfg Config, t Target, clock Clock) (*Report, er
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x1df1))
 	r := &Report{Config: cfg, Formula: &Formula{}, Start: clock.Now()}
 
-	base, err := experiment(ctx, cfg, t, r.Formula, clock, 0, nil)
+	at := newAtoms(cfg.Faults)
+	rec := &recorder{Target: t}
+	base, err := experiment(ctx, cfg, rec, r.Formula, at, clock, 0, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -189,9 +229,47 @@ func Search(ctx context.Context, cfg Config, t Target, clock Clock) (*Report, er
 	if base.Outcome == Failed || base.NewClauses == 0 {
 		return r, fmt.Errorf("%w: %d of %d requests failed (%v)", ErrBaselineFails, base.Failed, base.Requests, base.Examples)
 	}
+	trees := true
+	for _, p := range rec.probes {
+		trees = trees && (!p.OK || p.Lineage.Tree != nil)
+	}
+	switch {
+	case cfg.Strategy == "" && trees && len(cfg.Faults) == 1:
+		r.Config.Strategy = StrategyCompose
+	case cfg.Strategy == "":
+		r.Config.Strategy = StrategyLineage
+	case cfg.Strategy == StrategyCompose && !trees:
+		return r, errors.New("ldfi: the compose strategy needs call trees (fit's lineage), and this target's lineage has none: use the lineage strategy")
+	case cfg.Strategy == StrategyCompose && len(cfg.Faults) > 1:
+		return r, errors.New("ldfi: the compose strategy takes one fault type: use the lineage strategy to enumerate several")
+	}
+	periodStart, inPeriod := clock.Now(), 0
+	pace := func(ctx context.Context) error {
+		if cfg.PerPeriod == 0 {
+			return nil
+		}
+		if now := clock.Now(); now.Sub(periodStart) >= cfg.Period {
+			periodStart, inPeriod = now, 0
+		}
+		if inPeriod >= cfg.PerPeriod {
+			if err := clock.Sleep(ctx, cfg.Period-clock.Now().Sub(periodStart)); err != nil {
+				return err
+			}
+			periodStart, inPeriod = clock.Now(), 0
+		}
+		inPeriod++
+		return nil
+	}
+	if r.Config.Strategy == StrategyCompose {
+		cfg.Strategy = StrategyCompose
+		if err := compose(ctx, cfg, t, clock, r, at, rec.probes, pace); err != nil {
+			return r, err
+		}
+		r.End = clock.Now()
+		return r, nil
+	}
 
 	hyps := &hypotheses{f: r.Formula, enum: enum, k: cfg.MaxFaults, rng: rng}
-	periodStart, inPeriod := clock.Now(), 0
 	stop := "no hypothesis of up to max-faults points is left"
 	complete := true
 	for {
@@ -205,20 +283,11 @@ func Search(ctx context.Context, cfg Config, t Target, clock Clock) (*Report, er
 			stop, complete = fmt.Sprintf("the budget of %d experiments is spent", cfg.MaxExperiments), false
 			break
 		}
-		if cfg.PerPeriod > 0 {
-			if now := clock.Now(); now.Sub(periodStart) >= cfg.Period {
-				periodStart, inPeriod = now, 0
-			}
-			if inPeriod >= cfg.PerPeriod {
-				if err := clock.Sleep(ctx, cfg.Period-clock.Now().Sub(periodStart)); err != nil {
-					return r, err
-				}
-				periodStart, inPeriod = clock.Now(), 0
-			}
-			inPeriod++
+		if err := pace(ctx); err != nil {
+			return r, err
 		}
 		h := r.Formula.names(set)
-		e, err := experiment(ctx, cfg, t, r.Formula, clock, len(r.Experiments)+1, h)
+		e, err := experiment(ctx, cfg, t, r.Formula, at, clock, len(r.Experiments)+1, h)
 		if err != nil {
 			return r, err
 		}
@@ -227,8 +296,10 @@ func Search(ctx context.Context, cfg Config, t Target, clock Clock) (*Report, er
 		hyps.tested(set, e.Outcome == Failed)
 		r.PainProbes += e.Failed
 		if e.Outcome == Failed {
-			r.Failures = append(r.Failures, FailureSet{Points: h, Experiment: e.N, Scenario: Scenario{
-				Target: cfg.Target, Scope: e.Scope, Points: h, Probes: cfg.Probes, FailRatio: cfg.FailRatio,
+			scope := at.scope(h)
+			points := at.points(h)
+			r.Failures = append(r.Failures, FailureSet{Points: points, Faults: faultNames(scope), Experiment: e.N, Scenario: Scenario{
+				Target: cfg.Target, Scope: e.Scope, Points: points, Probes: cfg.Probes, FailRatio: cfg.FailRatio,
 				Note: fmt.Sprintf("found by experiment %d: %d of %d requests failed", e.N, e.Failed, e.Reached),
 			}})
 		}
@@ -241,14 +312,31 @@ func Search(ctx context.Context, cfg Config, t Target, clock Clock) (*Report, er
 	return r, nil
 }
 
-// experiment runs cfg.Probes requests failing points (none: the baseline),
-// learns the clauses of the successful ones, and judges the outcome.
-func experiment(ctx context.Context, cfg Config, t Target, f *Formula, clock Clock, n int, points []string) (Experiment, error) {
-	return experimentScope(ctx, cfg, t, f, clock, n, fit.ScopeOf(cfg.Fault, points...))
+// recorder keeps the probes it passes on (the baseline's, for Compose).
+type recorder struct {
+	Target
+	probes []Probe
+}
+
+func (r *recorder) Probe(ctx context.Context, scope fit.Scope) (Probe, error) {
+	p, err := r.Target.Probe(ctx, scope)
+	if err == nil {
+		r.probes = append(r.probes, p)
+	}
+	return p, err
+}
+
+// experiment runs cfg.Probes requests failing the atoms of set (none: the
+// baseline), learns the clauses of the successful ones, and judges the
+// outcome.
+func experiment(ctx context.Context, cfg Config, t Target, f *Formula, at *atoms, clock Clock, n int, set []string) (Experiment, error) {
+	e, err := experimentScope(ctx, cfg, t, f, at, clock, n, at.scope(set))
+	e.Hypothesis = set
+	return e, err
 }
 
 // experimentScope is experiment under any scope (a scenario's).
-func experimentScope(ctx context.Context, cfg Config, t Target, f *Formula, clock Clock, n int, scope fit.Scope) (Experiment, error) {
+func experimentScope(ctx context.Context, cfg Config, t Target, f *Formula, at *atoms, clock Clock, n int, scope fit.Scope) (Experiment, error) {
 	points := scope.Points()
 	e := Experiment{N: n, Hypothesis: points, Scope: scope.String(), Requests: cfg.Probes, Start: clock.Now()}
 	var good []Lineage
@@ -268,12 +356,16 @@ func experimentScope(ctx context.Context, cfg Config, t Target, f *Formula, cloc
 			}
 			continue
 		}
+		if err := f.checkNames(p.Lineage.Reached); err != nil {
+			return e, fmt.Errorf("ldfi: experiment %d: %w", n, err)
+		}
+		at.learn(p.Lineage.Tree)
 		good = append(good, p.Lineage)
 	}
 	e.Outcome = judge(e.Reached, e.Failed, cfg.FailRatio)
 	if e.Outcome != Failed {
 		for _, l := range good {
-			if f.Add(l.Used, n) {
+			if f.Add(at.of(l.Used), n) {
 				e.NewClauses++
 			}
 		}

@@ -31,30 +31,35 @@ func (c *fakeClock) Sleep(ctx context.Context, d time.Duration) error {
 // B are critical.
 type appBoot struct{ probes int }
 
+// The seed's points as valid point names: the entry A, and A's calls.
+const (
+	pA, pR, pP, pPF, pB = "client->A", "A->R", "A->P", "A->PF", "A->B"
+)
+
 func (a *appBoot) Probe(_ context.Context, scope fit.Scope) (Probe, error) {
 	a.probes++
 	failed := func(p string) bool { _, ok := scope.Lookup(p); return ok }
-	l := Lineage{Known: true, Reached: []string{"A", "R", "P", "B"}}
-	if failed("A") {
+	l := Lineage{Known: true, Reached: []string{pA, pR, pP, pB}}
+	if failed(pA) {
 		return Probe{OK: false, Detail: "API down", Lineage: l}, nil
 	}
-	l.Used = append(l.Used, "A")
-	if !failed("R") {
-		l.Used = append(l.Used, "R")
+	l.Used = append(l.Used, pA)
+	if !failed(pR) {
+		l.Used = append(l.Used, pR)
 	}
-	if !failed("P") {
-		l.Used = append(l.Used, "P")
+	if !failed(pP) {
+		l.Used = append(l.Used, pP)
 	} else {
-		l.Reached = append(l.Reached, "PF")
-		if failed("PF") {
+		l.Reached = append(l.Reached, pPF)
+		if failed(pPF) {
 			return Probe{OK: false, Detail: "no playlist", Lineage: l}, nil
 		}
-		l.Used = append(l.Used, "PF")
+		l.Used = append(l.Used, pPF)
 	}
-	if failed("B") {
+	if failed(pB) {
 		return Probe{OK: false, Detail: "B down", Lineage: l}, nil
 	}
-	l.Used = append(l.Used, "B")
+	l.Used = append(l.Used, pB)
 	return Probe{OK: true, Lineage: l}, nil
 }
 
@@ -76,7 +81,7 @@ func TestSeedWorkedExample(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := failureSets(r); fmt.Sprint(got) != "[{A} {B} {P,PF}]" {
+			if got := failureSets(r); fmt.Sprint(got) != "[{A->B} {A->P,A->PF} {client->A}]" {
 				t.Fatalf("%s seed %d: failure sets %v, want {A} {B} {P,PF}", name, seed, got)
 			}
 			// Singletons first: A, R, P, B, then pairs. ({P,R} may be
@@ -90,19 +95,19 @@ func TestSeedWorkedExample(t *testing.T) {
 				if len(e.Hypothesis) == 1 {
 					singles = append(singles, e.Hypothesis[0])
 				}
-				if slices.Equal(e.Hypothesis, []string{"P"}) {
+				if slices.Equal(e.Hypothesis, []string{pP}) {
 					if e.Outcome != Survived || e.NewClauses != 1 {
 						t.Errorf("%s seed %d: failing P: %+v, want it survived through a new execution", name, seed, e)
 					}
 				}
 			}
 			for _, c := range r.Formula.Clauses() {
-				if slices.Contains(c.Points, "PF") {
+				if slices.Contains(c.Points, pPF) {
 					pfFound = true
 				}
 			}
 			slices.Sort(singles)
-			if !slices.IsSorted(sizes) || fmt.Sprint(singles) != "[A B P R]" || len(sizes) > 6 {
+			if !slices.IsSorted(sizes) || fmt.Sprint(singles) != "[A->B A->P A->R client->A]" || len(sizes) > 6 {
 				t.Errorf("%s seed %d: hypothesis sizes %v, singletons %v: want A, B, P, R first, then at most two pairs", name, seed, sizes, singles)
 			}
 			if !pfFound {
@@ -192,7 +197,7 @@ func TestUnreachedIgnored(t *testing.T) {
 		return Probe{OK: false, Lineage: Lineage{Known: true, Reached: []string{"a/y"}}}
 	})
 	cfg := DefaultConfig()
-	e, err := experiment(context.Background(), cfg, target, &f, &fakeClock{}, 1, []string{"a/x"})
+	e, err := experiment(context.Background(), cfg, target, &f, newAtoms(cfg.Faults), &fakeClock{}, 1, []string{"a/x"})
 	if err != nil || e.Outcome != Unreached || e.Reached != 0 {
 		t.Errorf("experiment %+v, %v: want unreached", e, err)
 	}
@@ -210,5 +215,19 @@ func TestJudge(t *testing.T) {
 		if got := judge(c.reached, c.failed, 0.75); got != c.want {
 			t.Errorf("judge(%d, %d) = %s, want %s", c.reached, c.failed, got, c.want)
 		}
+	}
+}
+
+// TestUnnameablePoint: a lineage that reports a point no scope can name
+// (here a callee named by its host and port) stops the search at once,
+// naming the point, instead of testing hypotheses that can never be
+// injected.
+func TestUnnameablePoint(t *testing.T) {
+	target := probeFunc(func(scope fit.Scope) Probe {
+		return Probe{OK: true, Lineage: Lineage{Known: true, Reached: []string{"api->127.0.0.1:8080"}, Used: []string{"api->127.0.0.1:8080"}}}
+	})
+	r, err := Search(context.Background(), DefaultConfig(), target, &fakeClock{})
+	if err == nil || !strings.Contains(err.Error(), `"api->127.0.0.1:8080"`) || (r != nil && len(r.Failures) > 0) {
+		t.Errorf("err %v, report %+v: want an error naming the point", err, r)
 	}
 }

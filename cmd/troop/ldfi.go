@@ -65,16 +65,22 @@ func addSearchFlags(cmd *cobra.Command, cfg *ldfi.Config, fault *string) {
 	f.IntVar(&cfg.PerPeriod, "per-period", 0, "member-pain budget: at most this many experiments per --period (0: no limit)")
 	f.DurationVar(&cfg.Period, "period", time.Minute, "the period of --per-period")
 	f.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the choice among hypotheses of one size")
-	f.StringVar(fault, "fault", "error", "how hypotheses fail their points: error, timeout or delay:DURATION")
+	f.StringVar(&cfg.Strategy, "strategy", "", "compose (a search per call tree node, failure sets composed: needs fit's call trees and one --fault) or lineage (every failure set injected whole); default compose when it can")
+	f.BoolVar(&cfg.Verify, "verify", cfg.Verify, "compose: inject every failure set deduced from several experiments before reporting it")
+	f.StringVar(fault, "fault", "error", "how hypotheses fail their points, comma separated: error, timeout, delay:DURATION, status:HTTP-STATUS, code:GRPC-CODE, reset; with several, each point is tried with each that applies to it")
 }
 
-// parseFault reads --fault with the scope grammar's actions.
-func parseFault(s string) (fit.Fault, error) {
-	scope, err := fit.ParseScope("x/y=" + s)
-	if err != nil {
-		return fit.Fault{}, fmt.Errorf("--fault %q: want error, timeout or delay:DURATION", s)
+// parseFaults reads --fault: actions of the scope grammar, comma separated.
+func parseFaults(s string) ([]fit.Fault, error) {
+	var out []fit.Fault
+	for _, a := range strings.Split(s, ",") {
+		f, err := fit.ParseAction(strings.TrimSpace(a))
+		if err != nil {
+			return nil, fmt.Errorf("--fault %q: %q: %w", s, a, err)
+		}
+		out = append(out, f)
 	}
-	return scope.Faults[0], nil
+	return out, nil
 }
 
 func newLDFIRunCmd() *cobra.Command {
@@ -100,7 +106,7 @@ The store target sends --class ("GET at DC_QUORUM") to a node of a lab
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var err error
-			if cfg.Fault, err = parseFault(fault); err != nil {
+			if cfg.Faults, err = parseFaults(fault); err != nil {
 				return fmt.Errorf("ldfi run: %w", err)
 			}
 			var t interface {

@@ -32,7 +32,7 @@ keep running until Ctrl-C, for troop ldfi run and replay by hand.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var err error
-			if cfg.Fault, err = parseFault(fault); err != nil {
+			if cfg.Faults, err = parseFaults(fault); err != nil {
 				return fmt.Errorf("ldfi demo: %w", err)
 			}
 			exe, err := os.Executable()

@@ -100,8 +100,10 @@ func (t *Target) Spec() ldfi.Spec {
 	return ldfi.Spec{Kind: Kind, Config: b}
 }
 
-// Probe sends one request under scope and judges it. Only a canceled
-// context is an error: an unreachable service is a failed request.
+// Probe sends one request under scope and judges it. An unreachable
+// service is a failed request; a canceled context, or an answer that says a
+// service refused the scope (fit.ErrorHeader), is an error: that request
+// ran without the faults, so it says nothing about them.
 func (t *Target) Probe(ctx context.Context, scope fit.Scope) (ldfi.Probe, error) {
 	req, err := http.NewRequestWithContext(ctx, t.cfg.Method, t.cfg.URL, strings.NewReader(t.cfg.Body))
 	if err != nil {
@@ -124,6 +126,9 @@ func (t *Target) Probe(ctx context.Context, scope fit.Scope) (ldfi.Probe, error)
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
 	resp.Body.Close()
+	if why := resp.Header.Get(fit.ErrorHeader); why != "" {
+		return ldfi.Probe{}, fmt.Errorf("%w: %s (HTTP %d)", ldfi.ErrScopeRejected, why, resp.StatusCode)
+	}
 	p := ldfi.Probe{OK: true}
 	tree, lerr := fit.DecodeLineage(resp.Header)
 	if t.spans != nil {
@@ -132,7 +137,7 @@ func (t *Target) Probe(ctx context.Context, scope fit.Scope) (ldfi.Probe, error)
 		}
 	}
 	if tree != nil && lerr == nil {
-		p.Lineage = ldfi.Lineage{Known: true, Reached: tree.Reached(), Used: tree.UsedPoints()}
+		p.Lineage = ldfi.Lineage{Known: true, Reached: tree.Reached(), Used: tree.UsedPoints(), Tree: tree}
 	}
 	switch {
 	case err != nil:

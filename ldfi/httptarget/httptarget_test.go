@@ -2,6 +2,7 @@ package httptarget
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -70,5 +71,33 @@ func TestOracle(t *testing.T) {
 		if _, err := New(bad); err == nil {
 			t.Errorf("%+v accepted", bad)
 		}
+	}
+}
+
+// TestRejectedScope: a service that refuses the scope (fit.Middleware's
+// 400 for a malformed one) stops the search with an error; the refusal is
+// never counted as a failed request, so no false failure set comes of it.
+func TestRejectedScope(t *testing.T) {
+	mw := fit.Middleware("api", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fit.Do(r.Context(), "api/cache", func(context.Context) error { return nil })
+	}), nil)
+	// In front of it, a proxy that mangles every scope it passes on.
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("baggage") != "" {
+			r.Header.Set("baggage", "troop-fit=api%2Fcache%3Dexplode")
+		}
+		mw.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	tg, err := New(Config{URL: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := ldfi.Search(context.Background(), ldfi.DefaultConfig(), tg, ldfi.WallClock{})
+	if !errors.Is(err, ldfi.ErrScopeRejected) || !strings.Contains(err.Error(), `api: fit scope: fault 1 "api/cache=explode"`) {
+		t.Fatalf("err %v: want ErrScopeRejected naming the service and the problem", err)
+	}
+	if r != nil && len(r.Failures) > 0 {
+		t.Errorf("failure sets %+v from refused scopes", r.Failures)
 	}
 }

@@ -23,11 +23,15 @@ type Result struct {
 	Exhaustive string `json:"exhaustive"`  // subsets of up to MaxFaults points
 	AllSubsets string `json:"all_subsets"` // 2^points
 
+	Services int    `json:"services"`
+	Strategy string `json:"strategy"`
+
 	LDFIExperiments int     `json:"ldfi_experiments"`  // the whole search
 	LDFIToAll       int     `json:"ldfi_to_all_found"` // experiments until the last planted set was found
 	LDFIFound       int     `json:"ldfi_found"`        // planted sets found
 	LDFIExtra       int     `json:"ldfi_extra"`        // failure sets found that are not planted (should be 0)
-	LDFIAlternates  int     `json:"ldfi_alternates"`   // alternate executions learned
+	LDFIDeduced     int     `json:"ldfi_deduced"`      // planted sets found by composing facts of several experiments
+	LDFIAlternates  int     `json:"ldfi_alternates"`   // distinct executions seen (clauses of the formula)
 	LDFIComplete    bool    `json:"ldfi_complete"`
 	LDFIMaxStep     float64 `json:"ldfi_max_step_ms"` // longest experiment, choosing its hypothesis included
 	LDFIMeanStep    float64 `json:"ldfi_mean_step_ms"`
@@ -39,12 +43,13 @@ type Result struct {
 	RandomCap               int `json:"random_cap"`
 }
 
-// Run compares ldfi and random fault injection on the graph of p, random
-// getting at most randomCap experiments.
-func Run(ctx context.Context, p Params, k int, enum ldfi.Enumerator, randomCap int) (Result, error) {
+// Run compares ldfi (with strategy, "" for the default) and random fault
+// injection on the graph of p, random getting at most randomCap
+// experiments.
+func Run(ctx context.Context, p Params, k int, strategy string, enum ldfi.Enumerator, randomCap int) (Result, error) {
 	g := Generate(p)
 	planted := g.MinimalFailureSets(k)
-	res := Result{Params: p, Points: len(g.points), Planted: len(planted), MaxFaults: k, RandomCap: randomCap}
+	res := Result{Params: p, Points: len(g.points), Services: g.services, Planted: len(planted), MaxFaults: k, RandomCap: randomCap}
 	var space int64
 	for i := 1; i <= k; i++ {
 		space += binomial(len(g.points), i)
@@ -58,7 +63,8 @@ func Run(ctx context.Context, p Params, k int, enum ldfi.Enumerator, randomCap i
 	}
 
 	cfg := ldfi.DefaultConfig()
-	cfg.MaxFaults, cfg.Probes, cfg.MaxExperiments, cfg.Seed, cfg.Enumerator = k, 1, 1_000_000, p.Seed, enum
+	cfg.MaxFaults, cfg.Probes, cfg.MaxExperiments, cfg.Seed, cfg.Enumerator, cfg.Strategy = k, 1, 1_000_000, p.Seed, enum, strategy
+	cfg.Verify = false // the graph's true sets are known: the deduced ones are checked against them
 	cfg.Target = ldfi.Spec{Kind: "sim"}
 	last := time.Now()
 	var steps, hyps []time.Duration
@@ -67,24 +73,30 @@ func Run(ctx context.Context, p Params, k int, enum ldfi.Enumerator, randomCap i
 		steps = append(steps, now.Sub(last))
 		hyps = append(hyps, e.HypothesisTime)
 		last = now
-		if e.Outcome == ldfi.Failed {
-			if want[strings.Join(e.Hypothesis, ",")] {
-				res.LDFIFound++
-				if res.LDFIFound == len(planted) {
-					res.LDFIToAll = e.N
-				}
-			} else {
-				res.LDFIExtra++
-			}
-		}
-		res.LDFIAlternates += e.NewClauses
 	}
 	r, err := ldfi.Search(ctx, cfg, g, ldfi.WallClock{})
 	if err != nil {
 		return res, err
 	}
+	// A planted set counts as found at the experiment that completed its
+	// evidence (the one that failed it, for the lineage strategy).
+	for _, f := range r.Failures {
+		if want[strings.Join(f.Points, ",")] {
+			res.LDFIFound++
+			res.LDFIToAll = max(res.LDFIToAll, f.Experiment)
+			if f.Deduced {
+				res.LDFIDeduced++
+			}
+		} else {
+			res.LDFIExtra++
+		}
+	}
+	if res.LDFIFound < len(planted) {
+		res.LDFIToAll = 0
+	}
+	res.Strategy = r.Config.Strategy
 	res.LDFIExperiments, res.LDFIComplete = len(r.Experiments), r.Coverage.Complete
-	res.LDFIAlternates += r.Baseline.NewClauses
+	res.LDFIAlternates = r.Formula.Len()
 	res.LDFIMaxStep, res.LDFIMeanStep = maxMean(steps)
 	res.LDFIMaxHyp, res.LDFIMeanHyp = maxMean(hyps)
 
@@ -112,8 +124,7 @@ func random(g *Graph, want map[string]bool, k, budget int, seed uint64) (found, 
 		for _, p := range set {
 			failed[p] = true
 		}
-		ok, _ := g.Request(failed)
-		return !ok
+		return g.fails(failed)
 	}
 	for n < budget {
 		size := 1 + rng.IntN(k)
@@ -149,17 +160,27 @@ func random(g *Graph, want map[string]bool, k, budget int, seed uint64) (found, 
 	return len(got), 0
 }
 
-// WriteTable writes results as a table.
+// WriteTable writes results as a table: per graph, ldfi's experiments to
+// find every planted set and to complete its search, the latter over the
+// services, random injection's experiments to find them all and their
+// ratio to ldfi's, and the time to choose a hypothesis.
 func WriteTable(w io.Writer, results []Result) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "points\tplanted sets\tldfi: found\tto all found\twhole search\talternates\thypothesis: mean ms\tmax ms\tstep: mean ms\tmax ms\trandom: found at ldfi's budget\tto all found\tsubsets <= k\t")
+	fmt.Fprintln(tw, "seed\tservices\tpoints\tplanted sets\tstrategy\tldfi: found\tdeduced\tto all found\twhole search\t/ services\thypothesis: mean ms\tmax ms\trandom: found at ldfi's budget\tto all found\trandom / ldfi\t")
 	for _, r := range results {
-		toAll := fmt.Sprint(r.RandomToAll)
-		if r.RandomToAll == 0 {
+		toAll, ratio := fmt.Sprint(r.RandomToAll), "-"
+		switch {
+		case r.RandomToAll == 0:
 			toAll = fmt.Sprintf("> %d", r.RandomCap)
+			if r.LDFIToAll > 0 {
+				ratio = fmt.Sprintf("> %.0fx", float64(r.RandomCap)/float64(r.LDFIToAll))
+			}
+		case r.LDFIToAll > 0:
+			ratio = fmt.Sprintf("%.0fx", float64(r.RandomToAll)/float64(r.LDFIToAll))
 		}
-		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%d\t%.2f\t%.1f\t%.2f\t%.1f\t%d\t%s\t%s\t\n", r.Points, r.Planted, r.LDFIFound, r.LDFIToAll, r.LDFIExperiments,
-			r.LDFIAlternates, r.LDFIMeanHyp, r.LDFIMaxHyp, r.LDFIMeanStep, r.LDFIMaxStep, r.RandomFoundAtLDFIBudget, toAll, r.Exhaustive)
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%s\t%d\t%d\t%d\t%d\t%.2f\t%.2f\t%.1f\t%d\t%s\t%s\t\n", r.Params.Seed, r.Services, r.Points, r.Planted, r.Strategy,
+			r.LDFIFound, r.LDFIDeduced, r.LDFIToAll, r.LDFIExperiments, float64(r.LDFIExperiments)/float64(max(r.Services, 1)),
+			r.LDFIMeanHyp, r.LDFIMaxHyp, r.RandomFoundAtLDFIBudget, toAll, ratio)
 	}
 	tw.Flush()
 }

@@ -28,6 +28,16 @@ type Params struct {
 	Seed     uint64  `json:"seed"`
 }
 
+// AppBootParams shape a graph like Netflix's App Boot request as its LDFI
+// post describes it: about 100 services and several hundred points, where
+// most calls are wrapped with a fallback or are optional (the services
+// degrade rather than fail), a few planted combinations of 2 or 3 optional
+// calls break their caller, and each service has a couple of points inside
+// it (a cache, a query).
+func AppBootParams(seed uint64) Params {
+	return Params{Points: 300, FanOut: 3, Depth: 8, Optional: 0.35, Fallback: 0.35, Internal: 4, Planted: 6, Seed: seed}
+}
+
 // DefaultParams are the bench's graphs with n points.
 func DefaultParams(n int, seed uint64) Params {
 	return Params{Points: n, FanOut: 4, Depth: 10, Optional: 0.04, Fallback: 0.04, Internal: 0.5, Planted: 3, Seed: seed}
@@ -48,10 +58,14 @@ type simStep struct {
 
 // A Graph is a generated service graph; the root serves the request.
 type Graph struct {
-	Params Params
-	root   *service
-	points []string
+	Params   Params
+	root     *service
+	points   []string
+	services int
 }
+
+// Services is the number of services, fallback services included.
+func (g *Graph) Services() int { return g.services }
 
 // Points lists every injection point, fallbacks included.
 func (g *Graph) Points() []string { return g.points }
@@ -66,6 +80,7 @@ func Generate(p Params) *Graph {
 		return &service{name: fmt.Sprintf("s%d", nsvc)}
 	}
 	g.root = newService()
+	defer func() { g.services = nsvc }()
 	type item struct {
 		s     *service
 		depth int
@@ -145,14 +160,18 @@ func (g *Graph) walk(s *service, visit func(*service)) {
 }
 
 // run serves one request of s with the points in failed failing, and
-// returns whether it succeeded, adding the points it reached and used.
-func (s *service) run(failed map[string]bool, reached, used *[]string) bool {
+// returns whether it succeeded, adding the points it reached and used, and
+// a node per step (and fallback) it passed to tree (unless nil).
+func (s *service) run(failed map[string]bool, reached, used *[]string, tree *fit.Call) bool {
 	var down []int // optional steps that failed
 	for i, st := range s.steps {
-		ok := st.try(failed, reached, used)
+		ok := st.try(failed, reached, used, tree)
 		if !ok && st.fallback != "" {
 			*reached = append(*reached, st.fallback)
 			ok = !failed[st.fallback]
+			if tree != nil {
+				tree.Calls = append(tree.Calls, &fit.Call{Point: st.fallback, OK: ok, Used: ok, Injected: injected(failed, st.fallback)})
+			}
 			if ok {
 				*used = append(*used, st.fallback)
 			}
@@ -172,22 +191,35 @@ func (s *service) run(failed map[string]bool, reached, used *[]string) bool {
 	return true
 }
 
+func injected(failed map[string]bool, point string) fit.Kind {
+	if failed[point] {
+		return fit.Error
+	}
+	return ""
+}
+
 // try runs the step itself (not its fallback).
-func (st simStep) try(failed map[string]bool, reached, used *[]string) bool {
+func (st simStep) try(failed map[string]bool, reached, used *[]string, tree *fit.Call) bool {
 	*reached = append(*reached, st.point)
+	var node *fit.Call
+	if tree != nil {
+		node = &fit.Call{Point: st.point, Injected: injected(failed, st.point)}
+		tree.Calls = append(tree.Calls, node)
+	}
 	if failed[st.point] {
 		return false
 	}
-	if st.callee == nil {
-		*used = append(*used, st.point)
-		return true
+	if st.callee != nil {
+		var below []string
+		if !st.callee.run(failed, reached, &below, node) {
+			return false
+		}
+		*used = append(*used, below...)
 	}
-	var below []string
-	if !st.callee.run(failed, reached, &below) {
-		return false
+	if node != nil {
+		node.OK, node.Used = true, true
 	}
 	*used = append(*used, st.point)
-	*used = append(*used, below...)
 	return true
 }
 
@@ -200,10 +232,20 @@ func allIn(small, big []int) bool {
 	return true
 }
 
-// Request runs one request with failed points failing.
+// fails reports whether the request fails with failed points failing (random
+// injection's experiment: no lineage needed).
+func (g *Graph) fails(failed map[string]bool) bool {
+	var reached, used []string
+	return !g.root.run(failed, &reached, &used, nil)
+}
+
+// Request runs one request with failed points failing; its lineage has
+// the call tree.
 func (g *Graph) Request(failed map[string]bool) (ok bool, l ldfi.Lineage) {
 	l.Known = true
-	ok = g.root.run(failed, &l.Reached, &l.Used)
+	l.Tree = &fit.Call{Service: g.root.name, Used: true}
+	ok = g.root.run(failed, &l.Reached, &l.Used, l.Tree)
+	l.Tree.OK = ok
 	return ok, l
 }
 

@@ -47,14 +47,16 @@ func TestMinimalFailureSetsMatchBruteForce(t *testing.T) {
 // TestLDFIFindsEveryPlantedSet: on generated graphs ldfi finds every minimal
 // failure set of up to 3 points and nothing else.
 func TestLDFIFindsEveryPlantedSet(t *testing.T) {
-	for _, n := range []int{20, 100} {
-		for seed := uint64(1); seed <= 3; seed++ {
-			r, err := Run(context.Background(), DefaultParams(n, seed), 3, ldfi.MMCS{}, 1000)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if r.LDFIFound != r.Planted || r.LDFIExtra != 0 || !r.LDFIComplete {
-				t.Errorf("%d points, seed %d: found %d of %d, %d extra, complete %v", n, seed, r.LDFIFound, r.Planted, r.LDFIExtra, r.LDFIComplete)
+	for _, strategy := range []string{ldfi.StrategyLineage, ldfi.StrategyCompose} {
+		for _, n := range []int{20, 100} {
+			for seed := uint64(1); seed <= 3; seed++ {
+				r, err := Run(context.Background(), DefaultParams(n, seed), 3, strategy, ldfi.MMCS{}, 1000)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if r.LDFIFound != r.Planted || r.LDFIExtra != 0 || !r.LDFIComplete {
+					t.Errorf("%s, %d points, seed %d: found %d of %d, %d extra, complete %v", strategy, n, seed, r.LDFIFound, r.Planted, r.LDFIExtra, r.LDFIComplete)
+				}
 			}
 		}
 	}
@@ -67,5 +69,21 @@ func TestGenerateIsSeeded(t *testing.T) {
 	}
 	if c := Generate(DefaultParams(100, 5)); fmt.Sprint(a.MinimalFailureSets(3)) == fmt.Sprint(c.MinimalFailureSets(3)) {
 		t.Error("seeds 4 and 5 gave the same failure sets")
+	}
+}
+
+// TestAppBootProfile: on App Boot-shaped graphs (about 100 services, 300
+// points, most calls optional or with a fallback, planted sets of up to 3
+// points) the compose search finds every planted set and nothing else, and
+// completes in at most twice as many experiments as there are services.
+func TestAppBootProfile(t *testing.T) {
+	for seed := uint64(1); seed <= 3; seed++ {
+		r, err := Run(context.Background(), AppBootParams(seed), 3, ldfi.StrategyCompose, ldfi.MMCS{}, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.LDFIFound != r.Planted || r.LDFIExtra != 0 || !r.LDFIComplete || r.LDFIExperiments > 2*r.Services {
+			t.Errorf("seed %d: found %d of %d, %d extra, complete %v, %d experiments for %d services", seed, r.LDFIFound, r.Planted, r.LDFIExtra, r.LDFIComplete, r.LDFIExperiments, r.Services)
+		}
 	}
 }
