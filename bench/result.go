@@ -21,6 +21,9 @@ type Result struct {
 	Totals       []Row     `json:"totals"` // one per task, all iterations merged
 	CPU          CPU       `json:"client_cpu"`
 	Warnings     []string  `json:"warnings,omitempty"` // the client self-check, in plain words
+	// Stopped says where an interrupted run stopped; "" for a run that ran
+	// to its end. The figures of an interrupted run are those of what ran.
+	Stopped string `json:"stopped,omitempty"`
 }
 
 // Row is one task's figures: one iteration of it, or all of them (Total).
@@ -158,6 +161,9 @@ func tableLine(name string, r Row) string {
 // of the run's time (Ratio), then what went wrong and what the client
 // self-check found.
 func (r *Result) WriteTable(w io.Writer) {
+	if r.Stopped != "" {
+		fmt.Fprintf(w, "==== PARTIAL: %s ====\n\n", r.Stopped)
+	}
 	fmt.Fprintln(w, "==== DETAIL STATUS ====")
 	for _, tot := range r.Totals {
 		fmt.Fprintln(w)

@@ -69,9 +69,10 @@ type nemesisRoundView struct {
 }
 
 type benchView struct {
-	Level string
-	Rows  []bench.Row // totals per task, then the overall total
-	Chart string
+	Level   string
+	Stopped string      // the run was interrupted: where
+	Rows    []bench.Row // totals per task, then the overall total
+	Chart   string
 }
 
 type failureView struct {
@@ -100,7 +101,7 @@ func newView(rep *suite.Report) (*view, error) {
 	for i, b := range rep.Baseline {
 		series := suite.MergeSeries(b.Result)
 		v.Baseline = append(v.Baseline, benchView{
-			Level: b.Level, Rows: withTotal(b.Result.Totals),
+			Level: b.Level, Stopped: b.Result.Stopped, Rows: withTotal(b.Result.Totals),
 			Chart: lineChart(fmt.Sprintf("baseline-%d", i), "Throughput at "+b.Level, "ops/s",
 				[]line{{Name: "ops/s", Color: blue, Values: field(series, func(p bench.Point) float64 { return float64(p.Ops) })}}, nil),
 		})

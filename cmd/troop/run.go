@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
-	"syscall"
 
 	"github.com/spf13/cobra"
 	"github.com/troop-lab/troop/internal/outfile"
@@ -57,9 +55,10 @@ about a minute; the default about four. See docs/run.md.`,
 			if isTerminal(os.Stderr) {
 				cfg.Progress = os.Stderr
 			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			rep, err := runSuite(ctx, cfg, out, os.Stdout)
+			if err := outfile.CheckDir("--out", out); err != nil {
+				return fmt.Errorf("run: %w", err)
+			}
+			rep, err := runSuite(cmd.Context(), cfg, out, os.Stdout)
 			if err != nil {
 				return fmt.Errorf("run: %w", err)
 			}
@@ -87,30 +86,35 @@ func runSuite(ctx context.Context, cfg suite.Config, out string, stdout io.Write
 		return nil, err
 	}
 	rep, err := suite.Run(ctx, cfg, stdout)
-	if err != nil {
+	if rep == nil {
 		return nil, err
 	}
+	// An interrupted run's report holds the phases that finished, and says
+	// where it stopped.
 	htmlPath, jsonPath := filepath.Join(out, "report.html"), filepath.Join(out, "report.json")
 	if err := writeReport(rep, htmlPath, jsonPath); err != nil {
 		return nil, err
 	}
 	printVerdict(stdout, rep)
 	fmt.Fprintf(stdout, "\nreport: %s\n  data: %s\n", htmlPath, jsonPath)
-	return rep, nil
+	return rep, err
 }
 
 func writeReport(rep *suite.Report, htmlPath, jsonPath string) error {
 	if err := outfile.Write(htmlPath, func(w io.Writer) error { return report.WriteHTML(w, rep) }); err != nil {
 		return err
 	}
-	data, err := json.MarshalIndent(rep, "", " ")
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(jsonPath, append(data, '\n'), 0o644)
+	return outfile.Write(jsonPath, func(w io.Writer) error {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", " ")
+		return enc.Encode(rep)
+	})
 }
 
 func printVerdict(w io.Writer, rep *suite.Report) {
+	if rep.Stopped != "" {
+		fmt.Fprintf(w, "\nPARTIAL: %s\n", rep.Stopped)
+	}
 	if rep.Verdict.OK {
 		fmt.Fprintln(w, "\nverdict: everything troop checked held")
 	} else {
