@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/troop-lab/troop/client"
+	"github.com/troop-lab/troop/internal/filekind"
 	"github.com/troop-lab/troop/resp"
 )
 
@@ -48,7 +49,7 @@ func RunModel(ctx context.Context, cfg Config, target Target, out io.Writer, mod
 	if err != nil {
 		return nil, err
 	}
-	res := &Result{TroopVersion: cfg.Version, Seed: cfg.Seed, Config: cfg, Started: time.Now()}
+	res := &Result{Kind: filekind.BenchResult, TroopVersion: cfg.Version, Seed: cfg.Seed, Config: cfg, Started: time.Now()}
 	if d, ok := target.(Describer); ok {
 		res.Target = d.Describe()
 	}

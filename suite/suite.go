@@ -31,6 +31,7 @@ import (
 	"github.com/troop-lab/troop/chaos/labchaos"
 	"github.com/troop-lab/troop/check"
 	"github.com/troop-lab/troop/client"
+	"github.com/troop-lab/troop/internal/filekind"
 	"github.com/troop-lab/troop/lab"
 )
 
@@ -110,6 +111,7 @@ func QuickConfig() Config {
 
 // Report is what a run found; it is written as JSON and rendered as HTML.
 type Report struct {
+	Kind        string             `json:"kind"` // filekind.RunReport
 	Troop       string             `json:"troop_version"`
 	Seed        uint64             `json:"seed"`
 	Config      Config             `json:"config"`
@@ -127,6 +129,9 @@ type Report struct {
 	// Stopped says where an interrupted run stopped; "" for a run that
 	// ran to its end.
 	Stopped string `json:"stopped,omitempty"`
+	// History holds the earlier runs with the same settings, oldest first,
+	// for the report's trend (troop run fills it from its runs directory).
+	History []RunSummary `json:"history,omitempty"`
 }
 
 // BenchPhase is one benchmark run at one level.
@@ -214,7 +219,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Report, error) {
 	if progress == nil {
 		progress = io.Discard
 	}
-	rep := &Report{Troop: cfg.Version, Seed: cfg.Seed, Config: cfg, Started: time.Now()}
+	rep := &Report{Kind: filekind.RunReport, Troop: cfg.Version, Seed: cfg.Seed, Config: cfg, Started: time.Now()}
 	phase := 0
 	step := func(n int, format string, args ...any) {
 		phase = n

@@ -222,11 +222,16 @@ func TestSecondInterruptForces(t *testing.T) {
 	}
 }
 
-// labPIDs are the processes of the lab in dir, once its state is written.
-func labPIDs(t *testing.T, dir string) []int {
+// labPIDs are the processes of the lab of the run under out, once its
+// state is written.
+func labPIDs(t *testing.T, out string) []int {
 	t.Helper()
 	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		st, err := lab.Load(dir)
+		dirs, _ := filepath.Glob(filepath.Join(out, "runs", "*", "lab"))
+		if len(dirs) != 1 {
+			continue
+		}
+		st, err := lab.Load(dirs[0])
 		if err != nil || len(st.Nodes) == 0 {
 			continue
 		}
@@ -240,7 +245,7 @@ func labPIDs(t *testing.T, dir string) []int {
 			return pids
 		}
 	}
-	t.Fatalf("no lab state in %s", dir)
+	t.Fatalf("no lab state under %s", out)
 	return nil
 }
 
@@ -279,7 +284,7 @@ func TestRunInterrupt(t *testing.T) {
 		out := t.TempDir()
 		v := startVerb(t, "run", "--quick", "--loopback", "--out", out)
 		v.await(t, "[1/7", time.Minute)
-		pids := labPIDs(t, filepath.Join(out, "lab"))
+		pids := labPIDs(t, out)
 		time.Sleep(2 * time.Second)
 		v.signal(t, syscall.SIGINT)
 		if code := v.exit(t, time.Minute); code != 130 {
@@ -307,7 +312,7 @@ func TestRunInterrupt(t *testing.T) {
 		out := t.TempDir()
 		v := startVerb(t, "run", "--quick", "--loopback", "--out", out)
 		v.await(t, "[1/7", time.Minute)
-		pids := labPIDs(t, filepath.Join(out, "lab"))
+		pids := labPIDs(t, out)
 		v.signal(t, syscall.SIGINT)
 		time.Sleep(20 * time.Millisecond)
 		v.signal(t, syscall.SIGINT)
