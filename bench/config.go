@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/troop-lab/troop/internal/jsondur"
 )
 
 // Job names, as `troop bench JOB` takes them.
@@ -167,4 +169,16 @@ func (c *Config) Validate() error {
 		}
 	}
 	return nil
+}
+
+// MarshalJSON writes durations as text ("1m0s"), as the flags take them.
+func (c Config) MarshalJSON() ([]byte, error) {
+	type plain Config
+	return jsondur.Marshal(plain(c))
+}
+
+// UnmarshalJSON reads durations as text or, from older files, nanoseconds.
+func (c *Config) UnmarshalJSON(b []byte) error {
+	type plain Config
+	return jsondur.Unmarshal(b, (*plain)(c))
 }

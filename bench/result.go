@@ -2,9 +2,13 @@ package bench
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"time"
+
+	"github.com/troop-lab/troop/internal/confdiff"
+	"github.com/troop-lab/troop/internal/filekind"
 
 	hdr "github.com/HdrHistogram/hdrhistogram-go"
 )
@@ -12,6 +16,7 @@ import (
 // Result is everything a run measured, with what is needed to reproduce it.
 // It is written as JSON; the console table is drawn from it.
 type Result struct {
+	Kind         string    `json:"kind"` // filekind.BenchResult
 	TroopVersion string    `json:"troop_version"`
 	Seed         uint64    `json:"seed"`
 	Config       Config    `json:"config"`
@@ -21,6 +26,9 @@ type Result struct {
 	Totals       []Row     `json:"totals"` // one per task, all iterations merged
 	CPU          CPU       `json:"client_cpu"`
 	Warnings     []string  `json:"warnings,omitempty"` // the client self-check, in plain words
+	// Stopped says where an interrupted run stopped; "" for a run that ran
+	// to its end. The figures of an interrupted run are those of what ran.
+	Stopped string `json:"stopped,omitempty"`
 }
 
 // Row is one task's figures: one iteration of it, or all of them (Total).
@@ -116,11 +124,22 @@ func (r *Result) WriteJSON(w io.Writer) error {
 	return enc.Encode(r)
 }
 
-// ReadResult reads a result file.
+// ReadResult reads a result file. Another kind of file (a troop run
+// report, or JSON that is no troop file) is an error that says what it is.
 func ReadResult(rd io.Reader) (*Result, error) {
+	data, err := io.ReadAll(rd)
+	if err != nil {
+		return nil, err
+	}
+	if err := filekind.Expect(data, filekind.BenchResult); err != nil {
+		return nil, err
+	}
 	var r Result
-	if err := json.NewDecoder(rd).Decode(&r); err != nil {
-		return nil, fmt.Errorf("not a troop bench result file: %v", err)
+	if err := json.Unmarshal(data, &r); err != nil {
+		return nil, fmt.Errorf("not a troop bench result: %v", err)
+	}
+	if r.Config.Job == "" {
+		return nil, errors.New("not a troop bench result: it names no job")
 	}
 	return &r, nil
 }
@@ -158,6 +177,9 @@ func tableLine(name string, r Row) string {
 // of the run's time (Ratio), then what went wrong and what the client
 // self-check found.
 func (r *Result) WriteTable(w io.Writer) {
+	if r.Stopped != "" {
+		fmt.Fprintf(w, "==== PARTIAL: %s ====\n\n", r.Stopped)
+	}
 	fmt.Fprintln(w, "==== DETAIL STATUS ====")
 	for _, tot := range r.Totals {
 		fmt.Fprintln(w)
@@ -213,29 +235,34 @@ func (r *Result) WriteTable(w io.Writer) {
 	}
 }
 
-// Compare prints two runs side by side, task by task, with the ratio B/A of
-// throughput and latencies: the only comparison these shared machines allow.
+// Compare prints two runs side by side: first the settings in which they
+// differ, then task by task (matched by name, whatever their jobs) the
+// ratio B/A of throughput and latencies, the only comparison these shared
+// machines allow.
 func Compare(w io.Writer, a, b *Result) {
-	fmt.Fprintf(w, "A: %s  seed %d  %s\nB: %s  seed %d  %s\n\n", a.Config.Job, a.Seed, a.Target, b.Config.Job, b.Seed, b.Target)
-	fmt.Fprintf(w, "%-16s %10s %10s %6s %9s %9s %6s %9s %9s %6s %8s %8s\n",
-		"Test", "Req/Sec A", "Req/Sec B", "B/A", "50% A", "50% B", "B/A", "99% A", "99% B", "B/A", "Err A/B", "Fail A/B")
-	for _, ta := range a.Totals {
-		var tb *Row
-		for i := range b.Totals {
-			if b.Totals[i].Task == ta.Task && b.Totals[i].Phase == ta.Phase {
-				tb = &b.Totals[i]
-			}
+	for _, s := range []struct {
+		name string
+		r    *Result
+	}{{"A", a}, {"B", b}} {
+		fmt.Fprintf(w, "%s: %s, seed %d, %s, started %s\n", s.name, s.r.Config.Job, s.r.Seed, s.r.Target, s.r.Started.Format("2006-01-02 15:04:05"))
+		if s.r.Stopped != "" {
+			fmt.Fprintf(w, "   PARTIAL: %s\n", s.r.Stopped)
 		}
-		if tb == nil {
-			fmt.Fprintf(w, "%-16s %10.0f %10s\n", ta.Task, ta.ReqPerSec, "(absent)")
-			continue
-		}
-		fmt.Fprintf(w, "%-16s %10.0f %10.0f %6s %9s %9s %6s %9s %9s %6s %8s %8s\n", ta.Task,
-			ta.ReqPerSec, tb.ReqPerSec, ratio(tb.ReqPerSec, ta.ReqPerSec),
-			fmtMs(ta.Response.P50), fmtMs(tb.Response.P50), ratio(tb.Response.P50, ta.Response.P50),
-			fmtMs(ta.Response.P99), fmtMs(tb.Response.P99), ratio(tb.Response.P99, ta.Response.P99),
-			fmt.Sprintf("%d/%d", ta.Errors, tb.Errors), fmt.Sprintf("%d/%d", ta.Fails, tb.Fails))
 	}
+	changes := confdiff.Diff(a.Config, b.Config)
+	if a.Target != b.Target {
+		changes = append(changes, confdiff.Change{Key: "target", A: a.Target, B: b.Target})
+	}
+	if len(changes) == 0 {
+		fmt.Fprintln(w, "\nsettings: the same")
+	} else {
+		fmt.Fprintln(w, "\nsettings that differ (A → B):")
+		for _, c := range changes {
+			fmt.Fprintf(w, "  %s\n", c)
+		}
+	}
+	fmt.Fprintln(w)
+	CompareTotals(w, a.Totals, b.Totals)
 	fmt.Fprintf(w, "\nclient CPU µs/op: A %.1f  B %.1f\n", a.CPU.MicrosPerOp, b.CPU.MicrosPerOp)
 	for _, r := range []*Result{a, b} {
 		for _, s := range r.Warnings {
@@ -248,7 +275,55 @@ func Compare(w io.Writer, a, b *Result) {
 	}
 }
 
-func ratio(b, a float64) string {
+// CompareTotals prints two runs' task totals side by side, matched by task
+// name, with the ratios B/A of throughput and of the p50 and p99 response
+// times; a task of one side only says so.
+func CompareTotals(w io.Writer, a, b []Row) {
+	fmt.Fprintf(w, "%-16s %10s %10s %6s %9s %9s %6s %9s %9s %6s %8s %8s\n",
+		"Test", "Req/Sec A", "Req/Sec B", "B/A", "50% A", "50% B", "B/A", "99% A", "99% B", "B/A", "Err A/B", "Fail A/B")
+	used := make([]bool, len(b))
+	for _, ta := range a {
+		i := matchTask(ta, b, used)
+		if i < 0 {
+			fmt.Fprintf(w, "%-16s %10.0f %10s\n", ta.Task, ta.ReqPerSec, "(only in A)")
+			continue
+		}
+		used[i] = true
+		tb := b[i]
+		fmt.Fprintf(w, "%-16s %10.0f %10.0f %6s %9s %9s %6s %9s %9s %6s %8s %8s\n", ta.Task,
+			ta.ReqPerSec, tb.ReqPerSec, FormatRatio(tb.ReqPerSec, ta.ReqPerSec),
+			fmtMs(ta.Response.P50), fmtMs(tb.Response.P50), FormatRatio(tb.Response.P50, ta.Response.P50),
+			fmtMs(ta.Response.P99), fmtMs(tb.Response.P99), FormatRatio(tb.Response.P99, ta.Response.P99),
+			fmt.Sprintf("%d/%d", ta.Errors, tb.Errors), fmt.Sprintf("%d/%d", ta.Fails, tb.Fails))
+	}
+	for i, tb := range b {
+		if !used[i] {
+			fmt.Fprintf(w, "%-16s %10s %10.0f\n", tb.Task, "(only in B)", tb.ReqPerSec)
+		}
+	}
+}
+
+// matchTask finds the total of rows, not yet used, for t's task: the one
+// of the same phase when several phases ran a task of that name, else the
+// first; -1 when there is none.
+func matchTask(t Row, rows []Row, used []bool) int {
+	found := -1
+	for i, r := range rows {
+		if used[i] || r.Task != t.Task {
+			continue
+		}
+		if r.Phase == t.Phase {
+			return i
+		}
+		if found < 0 {
+			found = i
+		}
+	}
+	return found
+}
+
+// FormatRatio writes b/a with two decimals, "-" when a is 0.
+func FormatRatio(b, a float64) string {
 	if a == 0 {
 		return "-"
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/troop-lab/troop/client"
+	"github.com/troop-lab/troop/internal/filekind"
 	"github.com/troop-lab/troop/resp"
 )
 
@@ -48,7 +49,7 @@ func RunModel(ctx context.Context, cfg Config, target Target, out io.Writer, mod
 	if err != nil {
 		return nil, err
 	}
-	res := &Result{TroopVersion: cfg.Version, Seed: cfg.Seed, Config: cfg, Started: time.Now()}
+	res := &Result{Kind: filekind.BenchResult, TroopVersion: cfg.Version, Seed: cfg.Seed, Config: cfg, Started: time.Now()}
 	if d, ok := target.(Describer); ok {
 		res.Target = d.Describe()
 	}
@@ -69,14 +70,23 @@ func RunModel(ctx context.Context, cfg Config, target Target, out io.Writer, mod
 		if cfg.Warmup > 0 {
 			// Warm-up draws from its own streams (iteration+1000), so the
 			// measured sequence does not depend on how long it ran.
-			r.runPhase(ctx, &p.phases[0], it+1000, 0, cfg.Warmup, 0, "warmup")
+			pr := r.runPhase(ctx, &p.phases[0], it+1000, 0, cfg.Warmup, 0, "warmup")
+			if ctx.Err() != nil {
+				res.Stopped = fmt.Sprintf("interrupted %.1f s into the warm-up of iteration %d of %d", pr.elapsed.Seconds(), it, cfg.Iterations)
+				break
+			}
 		}
 		for pi := range p.phases {
 			if ctx.Err() != nil {
 				break
 			}
 			ph := &p.phases[pi]
-			pr := r.runPhase(ctx, ph, it, pi, cfg.Duration, cfg.Requests, fmt.Sprintf("%s %d/%d", ph.Name, it, cfg.Iterations))
+			label := fmt.Sprintf("%s %d/%d", ph.Name, it, cfg.Iterations)
+			pr := r.runPhase(ctx, ph, it, pi, cfg.Duration, cfg.Requests, label)
+			if ctx.Err() != nil {
+				res.Stopped = fmt.Sprintf("interrupted %.1f s into %s (phase %d of %d, iteration %d of %d): the figures are those of what ran until then",
+					pr.elapsed.Seconds(), ph.Name, pi+1, len(p.phases), it, cfg.Iterations)
+			}
 			secs := pr.elapsed.Seconds()
 			for ti, task := range ph.Tasks {
 				res.Rows = append(res.Rows, newRow(ph.Name, task, it, secs, pr.stats[ti], pr.series.points(ti)))
@@ -116,6 +126,9 @@ func RunModel(ctx context.Context, cfg Config, target Target, out io.Writer, mod
 		res.Warnings = append(res.Warnings, fmt.Sprintf(
 			"the client used %.0f%% of this machine's %d cores: troop bench itself may have set the pace, not the server",
 			100*res.CPU.Utilization, res.CPU.Cores))
+	}
+	if ctx.Err() != nil && res.Stopped == "" {
+		res.Stopped = "interrupted before the first phase began: nothing was measured"
 	}
 	if out != nil {
 		res.WriteTable(out)

@@ -153,3 +153,52 @@ func TestOneIterationTotalIsItsRow(t *testing.T) {
 		t.Errorf("total from a merged copy differs from the row:\n%+v\n%+v", total, row)
 	}
 }
+
+// Two jobs that share a task are compared on it; the settings that differ
+// are listed first; tasks of one side only say so.
+func TestCompareAcrossJobs(t *testing.T) {
+	a, b := fixedResult(), fixedResult()
+	b.Config.Job, b.Config.Pipeline = "ycsb-b", Range{3, 10}
+	b.Totals = []Row{b.Totals[1], {Task: "Read", Phase: "ycsb-b", ReqPerSec: 10}}
+	b.Totals[0].Phase = "ycsb-b" // the Get of another job's phase
+	b.Totals[0].ReqPerSec = a.Totals[1].ReqPerSec * 2
+	var out bytes.Buffer
+	Compare(&out, a, b)
+	text := out.String()
+	for _, want := range []string{
+		"settings that differ (A → B):\n  job mixed → ycsb-b\n  pipeline 1 → 3-10\n",
+		"PutCreate", "(only in A)", "Read", "(only in B)",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("compare lacks %q:\n%s", want, text)
+		}
+	}
+	var get string
+	for _, l := range strings.Split(text, "\n") {
+		if strings.HasPrefix(l, "Get ") {
+			get = l
+		}
+	}
+	if f := strings.Fields(get); len(f) < 4 || f[3] != "2.00" || strings.Contains(get, "only in") {
+		t.Errorf("Get is not matched across jobs with its ratio: %q", get)
+	}
+	out.Reset()
+	Compare(&out, a, a)
+	if !strings.Contains(out.String(), "settings: the same") {
+		t.Errorf("same settings not said:\n%s", out.String())
+	}
+}
+
+// compare refuses files that are not bench results, saying what they are.
+func TestReadResultRefusesOtherKinds(t *testing.T) {
+	for in, want := range map[string]string{
+		`{}`: "not a troop bench result",
+		`{"kind":"troop run report","config":{},"verdict":{},"baseline":[]}`:    "troop run compare",
+		`{"troop_version":"x","config":{},"verdict":{"ok":true},"baseline":[]}`: "troop run compare",
+		`{"config":{},"rows":[],"totals":[],"client_cpu":{}}`:                   "names no job",
+	} {
+		if _, err := ReadResult(strings.NewReader(in)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("ReadResult(%s) = %v, want an error with %q", in, err, want)
+		}
+	}
+}

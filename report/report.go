@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"html/template"
 	"io"
+	"math"
+	"slices"
 	"strings"
 
 	"github.com/troop-lab/troop/bench"
@@ -51,6 +53,10 @@ type view struct {
 	Consistency []consistencyView
 	Nemesis     *nemesisView
 	ConfigJSON  string
+	// The trend over the earlier runs with the same settings and this one:
+	// baseline throughput and p99 per level, verdict marks.
+	TrendRuns                 int
+	TrendThroughput, TrendP99 string
 }
 
 type nemesisView struct {
@@ -69,9 +75,10 @@ type nemesisRoundView struct {
 }
 
 type benchView struct {
-	Level string
-	Rows  []bench.Row // totals per task, then the overall total
-	Chart string
+	Level   string
+	Stopped string      // the run was interrupted: where
+	Rows    []bench.Row // totals per task, then the overall total
+	Chart   string
 }
 
 type failureView struct {
@@ -100,7 +107,7 @@ func newView(rep *suite.Report) (*view, error) {
 	for i, b := range rep.Baseline {
 		series := suite.MergeSeries(b.Result)
 		v.Baseline = append(v.Baseline, benchView{
-			Level: b.Level, Rows: withTotal(b.Result.Totals),
+			Level: b.Level, Stopped: b.Result.Stopped, Rows: withTotal(b.Result.Totals),
 			Chart: lineChart(fmt.Sprintf("baseline-%d", i), "Throughput at "+b.Level, "ops/s",
 				[]line{{Name: "ops/s", Color: blue, Values: field(series, func(p bench.Point) float64 { return float64(p.Ops) })}}, nil),
 		})
@@ -159,12 +166,71 @@ func newView(rep *suite.Report) (*view, error) {
 		}
 		v.Nemesis = nv
 	}
+	if len(rep.History) > 0 {
+		v.TrendRuns = len(rep.History) + 1
+		v.TrendThroughput, v.TrendP99 = trend(rep)
+	}
 	cfg, err := json.MarshalIndent(rep.Config, "", "  ")
 	if err != nil {
 		return nil, err
 	}
 	v.ConfigJSON = string(cfg)
 	return v, nil
+}
+
+// trend draws the earlier runs and this one: baseline throughput and the
+// worst task's p99 per level, and a dot per run for its verdict.
+func trend(rep *suite.Report) (throughput, p99 string) {
+	runs := append(append([]suite.RunSummary(nil), rep.History...), suite.Summarize("this run", rep))
+	var levels []string
+	for _, r := range runs {
+		for _, l := range r.Levels {
+			if !slices.Contains(levels, l.Level) {
+				levels = append(levels, l.Level)
+			}
+		}
+	}
+	colors := []string{blue, orange, green, grey}
+	var ops, lat []line
+	for i, level := range levels {
+		o := line{Name: level, Color: colors[i%len(colors)]}
+		p := o
+		for _, r := range runs {
+			j := slices.IndexFunc(r.Levels, func(f suite.LevelFigures) bool { return f.Level == level })
+			if j < 0 {
+				o.Values, p.Values = append(o.Values, math.NaN()), append(p.Values, math.NaN())
+				continue
+			}
+			o.Values = append(o.Values, r.Levels[j].ReqPerSec)
+			p.Values = append(p.Values, r.Levels[j].P99ms)
+		}
+		ops, lat = append(ops, o), append(lat, p)
+	}
+	var labels []string
+	var marks []mark
+	for i, r := range runs {
+		label := r.Started
+		if len(label) > 5 {
+			label = label[5:] // "01-25 03:15": the year is the report's
+		}
+		if i == len(runs)-1 {
+			label = "this run"
+		}
+		labels = append(labels, label)
+		m := mark{Color: green, Title: fmt.Sprintf("%s (seed %d): everything held", r.ID, r.Seed)}
+		switch {
+		case r.Stopped:
+			m = mark{Color: orange, Title: fmt.Sprintf("%s (seed %d): interrupted", r.ID, r.Seed)}
+		case !r.OK:
+			m = mark{Color: red, Title: fmt.Sprintf("%s (seed %d): %d finding(s) broke", r.ID, r.Seed, r.Broke)}
+		}
+		marks = append(marks, m)
+	}
+	throughput = chart{ID: "trend-throughput", Title: "Baseline throughput per level, and each run's verdict", Unit: "ops/s",
+		Lines: ops, XLabels: labels, Marks: marks, Height: 190}.draw()
+	p99 = chart{ID: "trend-p99", Title: "Baseline p99 response time per level (worst task)", Unit: "ms",
+		Lines: lat, XLabels: labels, Height: 170}.draw()
+	return throughput, p99
 }
 
 func field(ps []bench.Point, f func(bench.Point) float64) []float64 {

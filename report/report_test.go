@@ -60,3 +60,55 @@ func TestNiceCeil(t *testing.T) {
 		}
 	}
 }
+
+// With earlier runs of the same settings, the report draws their trend and
+// this run's: throughput and p99 per level, a verdict dot per run.
+func TestTrend(t *testing.T) {
+	res := func(ops, p99 float64) *bench.Result {
+		return &bench.Result{Totals: []bench.Row{{Task: "Get", ReqPerSec: ops, Response: bench.Latency{P99: p99}}}}
+	}
+	rep := &suite.Report{
+		Troop: "test", Seed: 3, Cluster: "lab", Started: time.Date(2026, 1, 25, 3, 15, 0, 0, time.UTC), Config: suite.QuickConfig(),
+		Baseline: []suite.BenchPhase{{Level: "DC_ONE", Result: res(900, 2)}, {Level: "DC_QUORUM", Result: res(400, 5)}},
+		Verdict:  suite.Verdict{OK: true},
+		History: []suite.RunSummary{
+			{ID: "20260124-100000-1", Started: "2026-01-24 10:00", Seed: 1, OK: false, Broke: 2,
+				Levels: []suite.LevelFigures{{Level: "DC_ONE", ReqPerSec: 1000, P99ms: 1}}},
+			{ID: "20260124-110000-2", Started: "2026-01-24 11:00", Seed: 2, OK: true, Stopped: true,
+				Levels: []suite.LevelFigures{{Level: "DC_ONE", ReqPerSec: 1100, P99ms: 1.5}, {Level: "DC_QUORUM", ReqPerSec: 500, P99ms: 4}}},
+		},
+	}
+	var b strings.Builder
+	if err := WriteHTML(&b, rep); err != nil {
+		t.Fatal(err)
+	}
+	html := b.String()
+	i := strings.Index(html, `id="trend-throughput"`)
+	if i < 0 || !strings.Contains(html, `id="trend-p99"`) || !strings.Contains(html, "The last 3 runs with these settings") {
+		t.Fatal("no trend charts")
+	}
+	chart := html[i : i+strings.Index(html[i:], "</svg>")]
+	for _, want := range []string{"01-24 10:00", "01-24 11:00", "this run",
+		`fill="` + red + `"><title>20260124-100000-1 (seed 1): 2 finding(s) broke`,
+		`fill="` + orange + `"><title>20260124-110000-2 (seed 2): interrupted`,
+		`fill="` + green + `"><title>this run (seed 3): everything held`} {
+		if !strings.Contains(chart, want) {
+			t.Errorf("trend lacks %q", want)
+		}
+	}
+	// DC_QUORUM was not run the first time: its line starts at the second run.
+	if n := strings.Count(chart, "<polyline"); n != 2 {
+		t.Fatalf("%d lines, want one per level", n)
+	}
+	lines := strings.Split(chart, `<polyline points="`)
+	if got := len(strings.Fields(lines[2][:strings.Index(lines[2], `"`)])); got != 2 {
+		t.Errorf("DC_QUORUM line has %d points, want 2", got)
+	}
+	// Without earlier runs there is no trend.
+	rep.History = nil
+	b.Reset()
+	WriteHTML(&b, rep)
+	if strings.Contains(b.String(), "trend-throughput") {
+		t.Error("a trend of one run")
+	}
+}

@@ -28,51 +28,99 @@ const (
 // lineChart draws lines over seconds as an inline SVG, with a y axis from
 // zero to a round maximum and the bands shaded behind the lines.
 func lineChart(id, title, unit string, lines []line, bands []band) string {
-	n := 0
-	top := 0.0
-	for _, l := range lines {
+	return chart{ID: id, Title: title, Unit: unit, Lines: lines, Bands: bands}.draw()
+}
+
+// mark is a dot above the plot at one x, such as a run's verdict.
+type mark struct {
+	Color, Title string
+}
+
+// chart is a line chart: one value per x step of each line, x labelled in
+// seconds unless XLabels names each step; Marks, one per step, are dots
+// in a row above the plot.
+type chart struct {
+	ID, Title, Unit string
+	Lines           []line
+	Bands           []band
+	XLabels         []string
+	Marks           []mark
+	Height          int // default chartH
+}
+
+func (c chart) draw() string {
+	h := c.Height
+	if h == 0 {
+		h = chartH
+	}
+	top := padT
+	if len(c.Marks) > 0 {
+		top += 16
+	}
+	n := len(c.XLabels)
+	peak := 0.0
+	for _, l := range c.Lines {
 		n = max(n, len(l.Values))
 		for _, v := range l.Values {
-			top = max(top, v)
+			peak = max(peak, v)
 		}
 	}
-	top = niceCeil(top)
+	peak = niceCeil(peak)
 	x := func(s float64) float64 {
 		if n <= 1 {
 			return padL
 		}
 		return padL + s*float64(chartW-padL-padR)/float64(n-1)
 	}
-	y := func(v float64) float64 { return float64(chartH-padB) - v/top*float64(chartH-padT-padB) }
+	y := func(v float64) float64 { return float64(h-padB) - v/peak*float64(h-top-padB) }
 
 	var b strings.Builder
-	fmt.Fprintf(&b, `<svg class="chart" id="%s" viewBox="0 0 %d %d" role="img" aria-label="%s">`, id, chartW, chartH, esc(title))
-	fmt.Fprintf(&b, `<title>%s</title>`, esc(title))
-	fmt.Fprintf(&b, `<text x="%d" y="16" class="ct">%s</text>`, padL, esc(title))
-	for _, bd := range bands {
+	fmt.Fprintf(&b, `<svg class="chart" id="%s" viewBox="0 0 %d %d" role="img" aria-label="%s">`, c.ID, chartW, h, esc(c.Title))
+	fmt.Fprintf(&b, `<title>%s</title>`, esc(c.Title))
+	fmt.Fprintf(&b, `<text x="%d" y="16" class="ct">%s</text>`, padL, esc(c.Title))
+	for _, bd := range c.Bands {
 		x0, x1 := x(bd.From), x(max(bd.To, bd.From+0.2))
-		fmt.Fprintf(&b, `<rect x="%.1f" y="%d" width="%.1f" height="%d" class="band"/>`, x0, padT, x1-x0, chartH-padT-padB)
-		fmt.Fprintf(&b, `<text x="%.1f" y="%d" class="bl">%s</text>`, x0+3, padT+12, esc(bd.Label))
+		fmt.Fprintf(&b, `<rect x="%.1f" y="%d" width="%.1f" height="%d" class="band"/>`, x0, top, x1-x0, h-top-padB)
+		fmt.Fprintf(&b, `<text x="%.1f" y="%d" class="bl">%s</text>`, x0+3, top+12, esc(bd.Label))
 	}
 	for i := 0; i <= 4; i++ {
-		v := top * float64(i) / 4
+		v := peak * float64(i) / 4
 		fmt.Fprintf(&b, `<line x1="%d" x2="%d" y1="%.1f" y2="%.1f" class="grid"/>`, padL, chartW-padR, y(v), y(v))
 		fmt.Fprintf(&b, `<text x="%d" y="%.1f" class="yl">%s</text>`, padL-6, y(v)+4, esc(short(v)))
 	}
-	fmt.Fprintf(&b, `<text x="12" y="%d" class="yl" transform="rotate(-90 12 %d)">%s</text>`, chartH/2, chartH/2, esc(unit))
+	fmt.Fprintf(&b, `<text x="12" y="%d" class="yl" transform="rotate(-90 12 %d)">%s</text>`, h/2, h/2, esc(c.Unit))
 	step := max(1, n/10)
-	for s := 0; s < n; s += step {
-		fmt.Fprintf(&b, `<text x="%.1f" y="%d" class="xl">%ds</text>`, x(float64(s)), chartH-padB+16, s)
+	if c.XLabels != nil {
+		step = 1
 	}
-	for i, l := range lines {
+	for s := 0; s < n; s += step {
+		label := fmt.Sprintf("%ds", s)
+		if c.XLabels != nil {
+			label = c.XLabels[s]
+		}
+		fmt.Fprintf(&b, `<text x="%.1f" y="%d" class="xl">%s</text>`, x(float64(s)), h-padB+16, esc(label))
+	}
+	for i, m := range c.Marks {
+		fmt.Fprintf(&b, `<circle cx="%.1f" cy="%d" r="5" fill="%s"><title>%s</title></circle>`, x(float64(i)), padT+4, m.Color, esc(m.Title))
+	}
+	for i, l := range c.Lines {
 		var pts []string
 		for s, v := range l.Values {
+			if math.IsNaN(v) {
+				continue // a run without this line's figure
+			}
 			pts = append(pts, fmt.Sprintf("%.1f,%.1f", x(float64(s)), y(v)))
 		}
 		fmt.Fprintf(&b, `<polyline points="%s" fill="none" stroke="%s" stroke-width="2"/>`, strings.Join(pts, " "), l.Color)
+		if c.XLabels != nil { // few points: each a dot of its own
+			for _, p := range pts {
+				px, py, _ := strings.Cut(p, ",")
+				fmt.Fprintf(&b, `<circle cx="%s" cy="%s" r="3" fill="%s"/>`, px, py, l.Color)
+			}
+		}
 		lx := padL + 8 + i*150
 		fmt.Fprintf(&b, `<rect x="%d" y="%d" width="10" height="10" fill="%s"/><text x="%d" y="%d" class="lg">%s</text>`,
-			lx, chartH-12, l.Color, lx+14, chartH-3, esc(l.Name))
+			lx, h-12, l.Color, lx+14, h-3, esc(l.Name))
 	}
 	b.WriteString(`</svg>`)
 	return b.String()

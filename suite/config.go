@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/troop-lab/troop/internal/jsondur"
 	"gopkg.in/yaml.v3"
 )
 
@@ -89,4 +90,37 @@ func (c *Config) Validate() error {
 		}
 	}
 	return nil
+}
+
+// The configurations are written with durations as text ("20s"), as the
+// config file takes them, and read back in either form.
+
+func (c Config) MarshalJSON() ([]byte, error) {
+	type plain Config
+	return jsondur.Marshal(plain(c))
+}
+
+func (c *Config) UnmarshalJSON(b []byte) error {
+	type plain Config
+	return jsondur.Unmarshal(b, (*plain)(c))
+}
+
+func (c RegisterConfig) MarshalJSON() ([]byte, error) {
+	type plain RegisterConfig
+	return jsondur.Marshal(plain(c))
+}
+
+func (c *RegisterConfig) UnmarshalJSON(b []byte) error {
+	type plain RegisterConfig
+	return jsondur.Unmarshal(b, (*plain)(c))
+}
+
+func (c NemesisConfig) MarshalJSON() ([]byte, error) {
+	type plain NemesisConfig
+	return jsondur.Marshal(plain(c))
+}
+
+func (c *NemesisConfig) UnmarshalJSON(b []byte) error {
+	type plain NemesisConfig
+	return jsondur.Unmarshal(b, (*plain)(c))
 }

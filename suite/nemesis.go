@@ -150,6 +150,17 @@ func (c *cluster) nemesis(ctx context.Context, cfg Config, step func(string, ...
 		return nil, err
 	}
 	defer closeMonkey()
+	defer func() {
+		if ctx.Err() != nil {
+			// Interrupted: undo the fault in place now, not at its lease's
+			// end. Every lease in the run's store is this run's.
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			defer cancel()
+			if _, err := m.Sweep(rctx, true); err != nil {
+				step("nemesis: undoing the fault in place: %v (its watchdog undoes it at the lease's end)", err)
+			}
+		}
+	}()
 	r := rand.New(rand.NewPCG(cfg.Seed, 0x6e656d65736973)) // "nemesis"
 	start := time.Now()
 	for i, kind := range nc.Faults {

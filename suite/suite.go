@@ -31,6 +31,7 @@ import (
 	"github.com/troop-lab/troop/chaos/labchaos"
 	"github.com/troop-lab/troop/check"
 	"github.com/troop-lab/troop/client"
+	"github.com/troop-lab/troop/internal/filekind"
 	"github.com/troop-lab/troop/lab"
 )
 
@@ -110,6 +111,7 @@ func QuickConfig() Config {
 
 // Report is what a run found; it is written as JSON and rendered as HTML.
 type Report struct {
+	Kind        string             `json:"kind"` // filekind.RunReport
 	Troop       string             `json:"troop_version"`
 	Seed        uint64             `json:"seed"`
 	Config      Config             `json:"config"`
@@ -124,6 +126,12 @@ type Report struct {
 	Nemesis     *NemesisPhase      `json:"nemesis,omitempty"`
 	LDFI        *LDFIPhase         `json:"ldfi,omitempty"`
 	Skipped     []string           `json:"skipped,omitempty"` // phases not run, and why
+	// Stopped says where an interrupted run stopped; "" for a run that
+	// ran to its end.
+	Stopped string `json:"stopped,omitempty"`
+	// History holds the earlier runs with the same settings, oldest first,
+	// for the report's trend (troop run fills it from its runs directory).
+	History []RunSummary `json:"history,omitempty"`
 }
 
 // BenchPhase is one benchmark run at one level.
@@ -197,14 +205,24 @@ type Verdict struct {
 	Notes []string `json:"notes,omitempty"` // observations that are neither
 }
 
+// phaseNames name the suite's phases by number, for progress lines and
+// for where an interrupted run stopped.
+var phaseNames = [...]string{"starting the cluster", "baseline", "failure under load", "durability audit",
+	"consistency", "nemesis", "lineage-driven fault injection", "verdict"}
+
 // Run runs the suite. progress gets one line per phase. A phase that fails
 // to run ends the run with an error; what a phase finds goes in the report.
+// When ctx ends (the run is interrupted), Run stops the phase under way,
+// undoes what it started, and returns the report of the phases that ran,
+// with Stopped saying where it stopped, and ctx's error.
 func Run(ctx context.Context, cfg Config, progress io.Writer) (*Report, error) {
 	if progress == nil {
 		progress = io.Discard
 	}
-	rep := &Report{Troop: cfg.Version, Seed: cfg.Seed, Config: cfg, Started: time.Now()}
+	rep := &Report{Kind: filekind.RunReport, Troop: cfg.Version, Seed: cfg.Seed, Config: cfg, Started: time.Now()}
+	phase := 0
 	step := func(n int, format string, args ...any) {
+		phase = n
 		fmt.Fprintf(progress, "[%d/7 %5.1fs] %s\n", n, time.Since(rep.Started).Seconds(), fmt.Sprintf(format, args...))
 	}
 
@@ -215,11 +233,30 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Report, error) {
 	defer cl.close()
 	rep.Cluster = cl.describe()
 
+	if err := rep.runPhases(ctx, cfg, cl, step); err != nil {
+		if ctx.Err() == nil {
+			return nil, err
+		}
+		rep.Stopped = fmt.Sprintf("interrupted during phase %d of 7 (%s), %.0f s into the run: the report holds the phases that finished before it",
+			phase, phaseNames[phase], time.Since(rep.Started).Seconds())
+	}
+	rep.Verdict = judge(rep)
+	rep.Finished = time.Now()
+	return rep, ctx.Err()
+}
+
+// runPhases runs the phases one after the other into rep, and returns the
+// error of the first that fails to run.
+func (rep *Report) runPhases(ctx context.Context, cfg Config, cl *cluster, step func(int, string, ...any)) error {
 	for _, level := range cfg.Levels {
 		step(1, "baseline: mixed 80:20, %d B values, %s at %s", cfg.ValueSize, cfg.Baseline, level)
 		res, _, err := cl.bench(ctx, benchConfig(cfg, level, cfg.Baseline, 0, false))
 		if err != nil {
-			return nil, fmt.Errorf("baseline at %s: %w", level, err)
+			if res != nil && res.Stopped != "" {
+				// Interrupted: what it measured is kept, marked as partial.
+				rep.Baseline = append(rep.Baseline, BenchPhase{Level: level, Result: res})
+			}
+			return fmt.Errorf("baseline at %s: %w", level, err)
 		}
 		rep.Baseline = append(rep.Baseline, BenchPhase{Level: level, Result: res})
 	}
@@ -237,13 +274,13 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Report, error) {
 		step(2, "failure under load: DC_QUORUM at %.0f ops/s for %s, one node terminated at %s", rate, cfg.Fault, cfg.KillAt)
 		fp, model, err := cl.failurePhase(ctx, cfg, rate)
 		if err != nil {
-			return nil, fmt.Errorf("failure under load: %w", err)
+			return fmt.Errorf("failure under load: %w", err)
 		}
 		rep.Failure = fp
 		step(3, "durability audit: reading back every key written during the fault at DC_QUORUM")
 		audit, err := cl.audit(ctx, fp.Result.Config, model)
 		if err != nil {
-			return nil, fmt.Errorf("durability audit: %w", err)
+			return fmt.Errorf("durability audit: %w", err)
 		}
 		rep.Durability = &audit
 	}
@@ -255,8 +292,11 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Report, error) {
 		step(4, "consistency: %d clients through every node on %d key(s) at a time at %s for %s, delays of %s between nodes, one clock %s ahead",
 			rc.Clients, rc.Keys, level, rc.Duration, rc.Delay, rc.Skew)
 		hist, err := RunRegisters(ctx, cl.nodes, rc)
+		if err == nil {
+			err = ctx.Err() // a history cut off by an interrupt is not judged
+		}
 		if err != nil {
-			return nil, fmt.Errorf("consistency at %s: %w", level, err)
+			return fmt.Errorf("consistency at %s: %w", level, err)
 		}
 		rep.Consistency = append(rep.Consistency, ConsistencyPhase{Level: level, Config: rc, Verdict: check.CheckRegisters(hist, 10*time.Second)})
 	}
@@ -269,7 +309,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Report, error) {
 	default:
 		ph, err := cl.nemesis(ctx, cfg, func(format string, args ...any) { step(5, format, args...) })
 		if err != nil {
-			return nil, fmt.Errorf("nemesis: %w", err)
+			return fmt.Errorf("nemesis: %w", err)
 		}
 		rep.Nemesis = ph
 	}
@@ -277,17 +317,14 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Report, error) {
 	if cfg.LDFIMaxFaults > 0 {
 		ld, err := cl.ldfiPhase(ctx, cfg, func(format string, args ...any) { step(6, format, args...) })
 		if err != nil {
-			return nil, fmt.Errorf("lineage-driven fault injection: %w", err)
+			return fmt.Errorf("lineage-driven fault injection: %w", err)
 		}
 		rep.LDFI = ld
 	} else {
 		rep.Skipped = append(rep.Skipped, "lineage-driven fault injection: ldfi_max_faults is 0")
 	}
-
 	step(7, "verdict")
-	rep.Verdict = judge(rep)
-	rep.Finished = time.Now()
-	return rep, ctx.Err()
+	return ctx.Err()
 }
 
 // Throughput is the requests per second of the phase at level, summed

@@ -19,14 +19,18 @@ func judge(rep *Report) Verdict {
 
 	for _, b := range rep.Baseline {
 		ops, errs, fails := totals(b)
+		level := b.Level
+		if b.Result.Stopped != "" {
+			level += " (interrupted)"
+		}
 		switch {
 		case fails > 0:
-			broke("baseline at %s: %d wrong answers (fails) in %d operations", b.Level, fails, ops)
+			broke("baseline at %s: %d wrong answers (fails) in %d operations", level, fails, ops)
 		default:
-			held("baseline at %s: %d operations, every answer right", b.Level, ops)
+			held("baseline at %s: %d operations, every answer right", level, ops)
 		}
 		if errs > 0 {
-			note("baseline at %s: %d errors with no fault injected", b.Level, errs)
+			note("baseline at %s: %d errors with no fault injected", level, errs)
 		}
 	}
 	if f := rep.Failure; f != nil {

@@ -5,10 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/signal"
 	"runtime/pprof"
 	"strings"
-	"syscall"
 
 	"github.com/spf13/cobra"
 	"github.com/troop-lab/troop/bench"
@@ -38,7 +36,12 @@ See docs/bench.md.`,
 			if err := parseBenchFlags(cmd, &cfg, valueSize, pipeline, ratio, hotspot); err != nil {
 				return err
 			}
-			t, err := benchTarget(cmd.Context(), targets, labDir, clusterAddr, cfg)
+			// Where the results go is checked before the run, not after it.
+			if err := checkOutputs("--out", out, "--cpuprofile", cpuProfile); err != nil {
+				return fmt.Errorf("bench: %w", err)
+			}
+			ctx := cmd.Context()
+			t, err := benchTarget(ctx, targets, labDir, clusterAddr, cfg)
 			if err != nil {
 				return fmt.Errorf("bench: %w", err)
 			}
@@ -56,17 +59,21 @@ See docs/bench.md.`,
 				pprof.StartCPUProfile(f)
 				defer pprof.StopCPUProfile()
 			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
 			res, err := bench.Run(ctx, cfg, t, os.Stdout)
-			if err != nil {
+			if err != nil && (res == nil || ctx.Err() == nil) {
 				return fmt.Errorf("bench: %w", err)
 			}
+			// An interrupted run keeps what it measured: its result says
+			// where it stopped.
 			if out != "" {
 				if err := outfile.Write(out, res.WriteJSON); err != nil {
 					return fmt.Errorf("bench: %w", err)
 				}
-				fmt.Printf("result written to %s\n", out)
+				partial := ""
+				if res.Stopped != "" {
+					partial = "partial "
+				}
+				fmt.Printf("%sresult written to %s\n", partial, out)
 			}
 			return nil
 		},
@@ -206,6 +213,16 @@ func newBenchCompareCmd() *cobra.Command {
 			return nil
 		},
 	}
+}
+
+// checkOutputs checks flag and path pairs with outfile.Check, in order.
+func checkOutputs(flagsAndPaths ...string) error {
+	for i := 0; i+1 < len(flagsAndPaths); i += 2 {
+		if err := outfile.Check(flagsAndPaths[i], flagsAndPaths[i+1]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // isTerminal reports whether f is a terminal (not merely a character device

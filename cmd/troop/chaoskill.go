@@ -3,11 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"math/rand/v2"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -67,8 +65,7 @@ config's db key).`,
 			if err != nil {
 				return fmt.Errorf("chaos kill: %w", err)
 			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
+			ctx := cmd.Context()
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 			if !cmd.Flags().Changed("seed") {
 				seed = rand.Uint64()
@@ -84,7 +81,7 @@ config's db key).`,
 			if done, err := m.Sweep(ctx, false); err != nil || len(done) > 0 {
 				log.Warn("reverted expired leases", "n", len(done), "err", err)
 			}
-			return chaosKill(ctx, m, args[0], action, seed, recoverWithin, cmd)
+			return chaosKill(ctx, m, args[0], action, seed, recoverWithin, opts, cmd)
 		},
 	}
 	f := cmd.Flags()
@@ -101,7 +98,7 @@ config's db key).`,
 	return cmd
 }
 
-func chaosKill(ctx context.Context, m *monkey.Monkey, group string, action chaos.Action, seed uint64, recoverWithin time.Duration, cmd *cobra.Command) error {
+func chaosKill(ctx context.Context, m *monkey.Monkey, group string, action chaos.Action, seed uint64, recoverWithin time.Duration, opts backendOptions, cmd *cobra.Command) error {
 	out := cmd.OutOrStdout()
 	m.RecoverWithin = recoverWithin
 	k := chaos.PlannedKill{Group: group, Action: action, Pick: rand.New(rand.NewPCG(seed, 0)).Uint64()}
@@ -111,11 +108,49 @@ func chaosKill(ctx context.Context, m *monkey.Monkey, group string, action chaos
 		return err
 	}
 	t, err = m.AwaitRecovery(ctx, t)
+	if ctx.Err() != nil {
+		// Interrupted while the fault holds: undo it now rather than at
+		// its lease's end. A termination cannot be undone; the backend
+		// (the lab's supervisor, a restart policy) replaces the instance.
+		return undoKill(context.WithoutCancel(ctx), m, t, opts, out)
+	}
 	if err != nil {
 		return err
 	}
 	if t.Recovery > 0 {
 		fmt.Fprintf(out, "%s recovered in %v\n", t.Instance.ID, t.Recovery.Round(time.Millisecond))
 	}
+	return nil
+}
+
+// undoKill reverts the lease of an executed kill, if it holds one, and
+// says what it did.
+func undoKill(ctx context.Context, m *monkey.Monkey, t chaos.Termination, opts backendOptions, out io.Writer) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	ls, err := m.Leases.List()
+	if err != nil {
+		return err
+	}
+	for _, l := range ls {
+		if l.Instance.ID != t.Instance.ID || l.Action.Kind != t.Action.Kind || !l.Start.Equal(t.Executed) {
+			continue
+		}
+		b, err := newBackend(l.Backend, opts)
+		if err != nil {
+			return err
+		}
+		r, ok := b.(chaos.Reverter)
+		if !ok {
+			return fmt.Errorf("the %s backend cannot revert %s early: its watchdog reverts it at %s", l.Backend, l.Action, l.Until.Format(time.RFC3339))
+		}
+		if err := m.Leases.Revert(ctx, l, r.Revert); err != nil {
+			return fmt.Errorf("interrupted: %w (its watchdog tries again at %s)", err, l.Until.Format(time.RFC3339))
+		}
+		fmt.Fprintf(out, "interrupted: %s of %s undone early (record %d)\n", l.Action, l.Instance.ID, t.ID)
+		return nil
+	}
+	fmt.Fprintf(out, "interrupted before %s recovered (record %d): a %s cannot be undone; the group's backend replaces the instance\n",
+		t.Instance.ID, t.ID, t.Action.Kind)
 	return nil
 }

@@ -8,9 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -32,9 +30,7 @@ DC_ONE, DC_QUORUM and DC_SAFE_QUORUM, stop one and then two redis-servers to
 show what each level does under failure, and bring the cluster down.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			return runDemo(ctx, os.Stdout, dir, "")
+			return runDemo(cmd.Context(), os.Stdout, dir, "")
 		},
 	}
 	cmd.Flags().StringVar(&dir, "dir", ".troop/demo", "directory for the demo cluster's configs, data and logs")

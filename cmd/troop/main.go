@@ -4,6 +4,8 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"os"
 
@@ -14,17 +16,32 @@ import (
 var version = "dev"
 
 func main() {
+	in := &interrupts{stderr: os.Stderr, exit: os.Exit}
 	root := &cobra.Command{
 		Use:           "troop",
 		Short:         "A resilience lab for distributed key-value stores",
 		Version:       version,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		PersistentPreRun: func(cmd *cobra.Command, _ []string) {
+			if longVerbs[cmd.CommandPath()] {
+				cmd.SetContext(in.catch(cmd.Context()))
+			}
+		},
 	}
 	for _, add := range subcommands {
 		root.AddCommand(add())
 	}
-	if err := root.Execute(); err != nil {
+	err := root.Execute()
+	if s := in.signal(); s != nil {
+		// The verb stopped because it was asked to: its context's end is
+		// no error to report, anything else is.
+		if err != nil && !errors.Is(err, context.Canceled) {
+			fmt.Fprintln(os.Stderr, "troop:", err)
+		}
+		os.Exit(exitStatus(s))
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "troop:", err)
 		os.Exit(1)
 	}

@@ -7,11 +7,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"os/signal"
 	"sort"
 	"strings"
-	"syscall"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -56,12 +53,21 @@ It exits non-zero when a pass fails or a key could not be repaired.`,
 				}
 				targets = repairTargets(st.Nodes)
 			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
+			ctx := cmd.Context()
 			var reports []node.RepairReport
 			var errs []error
-			for _, addr := range targets {
+			var stopped string
+			for i, addr := range targets {
 				rep, err := runRepair(ctx, addr)
+				if ctx.Err() != nil {
+					// Interrupted: the node's pass ends with the request
+					// (what it repaired stays repaired); the rest never start.
+					stopped = fmt.Sprintf("interrupted during the pass on %s", addr)
+					if rest := targets[i+1:]; len(rest) > 0 {
+						stopped += fmt.Sprintf("; not run on %s", strings.Join(rest, ", "))
+					}
+					break
+				}
 				if err != nil {
 					errs = append(errs, err)
 					continue
@@ -77,6 +83,9 @@ It exits non-zero when a pass fails or a key could not be repaired.`,
 				enc.Encode(reports)
 			} else {
 				printRepairTable(cmd.OutOrStdout(), reports)
+			}
+			if stopped != "" {
+				fmt.Fprintf(cmd.ErrOrStderr(), "repair: %s\n", stopped)
 			}
 			return errors.Join(errs...)
 		},

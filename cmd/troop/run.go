@@ -3,12 +3,15 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
-	"os/signal"
 	"path/filepath"
-	"syscall"
+	"slices"
+	"sort"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/troop-lab/troop/internal/outfile"
@@ -35,8 +38,12 @@ run at DC_QUORUM during which the chaos monkey terminates a node and the lab
 replaces it, an audit of every acknowledged write, a linearizability check of
 a register workload per level, a nemesis (partitions, packet loss and delay,
 clock skew) while those workloads run, and lineage-driven fault injection.
-Write DIR/report.html (self-contained) and DIR/report.json. --quick takes
-about a minute; the default about four. See docs/run.md.`,
+Each run keeps its files in OUT/runs/<time>-<seed>/: report.html
+(self-contained), report.json and the lab's directory; OUT/report.html and
+OUT/report.json point at the latest, whose report draws the trend of the
+earlier runs with the same settings. --quick takes about a minute; the
+default about four. Compare two runs with troop run compare. See
+docs/run.md.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg := suite.DefaultConfig()
@@ -53,13 +60,13 @@ about a minute; the default about four. See docs/run.md.`,
 				cfg.Seed = seed
 			}
 			cfg.Lab, cfg.Version, cfg.Loopback = labDir, version, loopback
-			cfg.Dir, cfg.Out = filepath.Join(out, "lab"), out
 			if isTerminal(os.Stderr) {
 				cfg.Progress = os.Stderr
 			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			rep, err := runSuite(ctx, cfg, out, os.Stdout)
+			if err := outfile.CheckDir("--out", out); err != nil {
+				return fmt.Errorf("run: %w", err)
+			}
+			rep, err := runSuite(cmd.Context(), cfg, out, os.Stdout)
 			if err != nil {
 				return fmt.Errorf("run: %w", err)
 			}
@@ -71,31 +78,160 @@ about a minute; the default about four. See docs/run.md.`,
 	}
 	f := cmd.Flags()
 	f.BoolVar(&quick, "quick", false, "a short run, about a minute")
-	f.StringVar(&out, "out", ".troop/run", "directory for the report, its JSON and the lab")
+	f.StringVar(&out, "out", ".troop", "directory that keeps every run (OUT/runs/<time>-<seed>/: report, JSON, lab) and points OUT/report.html at the latest")
 	f.StringVar(&configFile, "config", "", "a YAML file of phase settings over the preset (see docs/run.md)")
 	f.StringVar(&labDir, "lab", "", "use the lab running in this directory (troop lab up) instead of starting one")
 	f.Uint64Var(&seed, "seed", 1, "seed of the workloads and of the chaos monkey's choice")
 	f.BoolVar(&strict, "strict", false, "exit with status 1 when the verdict says something broke")
 	f.BoolVar(&loopback, "loopback", false, "start the lab on loopback even as root (the nemesis then runs only its clock faults)")
+	cmd.AddCommand(newRunCompareCmd())
 	return cmd
 }
 
-// runSuite runs the suite, writes OUT/report.html and OUT/report.json, and
-// prints the verdict and where the report is.
+// runSuite runs the suite in a directory of its own under OUT/runs (its
+// lab, its LDFI and nemesis files, its report), draws the trend of the
+// earlier runs with the same settings, points OUT/report.html and
+// OUT/report.json at this run's, and prints the verdict and where the
+// report is. cfg.Dir and cfg.Out are set here.
 func runSuite(ctx context.Context, cfg suite.Config, out string, stdout io.Writer) (*suite.Report, error) {
-	if err := os.MkdirAll(out, 0o755); err != nil {
+	if err := adoptLegacyReport(out); err != nil {
 		return nil, err
 	}
-	rep, err := suite.Run(ctx, cfg, stdout)
+	dir, err := newRunDir(out, time.Now(), cfg.Seed)
 	if err != nil {
 		return nil, err
 	}
-	htmlPath, jsonPath := filepath.Join(out, "report.html"), filepath.Join(out, "report.json")
+	cfg.Dir, cfg.Out = filepath.Join(dir, "lab"), dir
+	rep, err := suite.Run(ctx, cfg, stdout)
+	if rep == nil {
+		return nil, err
+	}
+	rep.History = history(out, dir, rep.Config, maxHistory)
+	// An interrupted run's report holds the phases that finished, and says
+	// where it stopped.
+	htmlPath, jsonPath := filepath.Join(dir, "report.html"), filepath.Join(dir, "report.json")
 	if err := writeReport(rep, htmlPath, jsonPath); err != nil {
 		return nil, err
 	}
+	if err := linkLatest(out, dir); err != nil {
+		return nil, err
+	}
 	printVerdict(stdout, rep)
-	fmt.Fprintf(stdout, "\nreport: %s\n  data: %s\n", htmlPath, jsonPath)
+	fmt.Fprintf(stdout, "\nreport: %s\n  data: %s\n  (%s and %s point at the latest run's)\n",
+		htmlPath, jsonPath, filepath.Join(out, "report.html"), filepath.Join(out, "report.json"))
+	return rep, err
+}
+
+// maxHistory is how many earlier runs the trend shows at most.
+const maxHistory = 9
+
+// runsDir is where the runs under out are kept.
+func runsDir(out string) string { return filepath.Join(out, "runs") }
+
+// newRunDir makes the directory of a run that started at start with seed:
+// OUT/runs/<time>-<seed>, named so that names sort by time.
+func newRunDir(out string, start time.Time, seed uint64) (string, error) {
+	if err := os.MkdirAll(runsDir(out), 0o755); err != nil {
+		return "", err
+	}
+	base := filepath.Join(runsDir(out), fmt.Sprintf("%s-%d", start.Format("20060102-150405"), seed))
+	dir := base
+	for i := 2; ; i++ {
+		err := os.Mkdir(dir, 0o755)
+		if err == nil {
+			return dir, nil
+		}
+		if !errors.Is(err, fs.ErrExist) {
+			return "", err
+		}
+		dir = fmt.Sprintf("%s.%d", base, i) // two runs in one second
+	}
+}
+
+// linkLatest points OUT/report.html and OUT/report.json at the run's, by
+// relative symbolic links replaced in one rename each.
+func linkLatest(out, dir string) error {
+	rel, err := filepath.Rel(out, dir)
+	if err != nil {
+		return err
+	}
+	for _, name := range []string{"report.html", "report.json"} {
+		tmp := filepath.Join(out, "."+name+".link")
+		os.Remove(tmp)
+		if err := os.Symlink(filepath.Join(rel, name), tmp); err != nil {
+			return err
+		}
+		if err := os.Rename(tmp, filepath.Join(out, name)); err != nil {
+			os.Remove(tmp)
+			return err
+		}
+	}
+	return nil
+}
+
+// adoptLegacyReport moves a report that an earlier troop wrote straight
+// into OUT (report.html and report.json as files, not links) into a run
+// directory of its own, so that the first run of this layout loses nothing.
+func adoptLegacyReport(out string) error {
+	jsonPath := filepath.Join(out, "report.json")
+	st, err := os.Lstat(jsonPath)
+	if err != nil || !st.Mode().IsRegular() {
+		return nil
+	}
+	rep, err := readRunReport(jsonPath)
+	if err != nil {
+		return nil // not ours to move
+	}
+	dir, err := newRunDir(out, rep.Started, rep.Seed)
+	if err != nil {
+		return err
+	}
+	for _, name := range []string{"report.html", "report.json"} {
+		if err := os.Rename(filepath.Join(out, name), filepath.Join(dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+	return nil
+}
+
+// history reads the summaries of the runs before dir under OUT/runs that
+// checked the same things the same way (suite.Comparable), oldest first,
+// at most n. Runs whose report cannot be read are left out.
+func history(out, dir string, cfg suite.Config, n int) []suite.RunSummary {
+	ents, err := os.ReadDir(runsDir(out))
+	if err != nil {
+		return nil
+	}
+	var names []string
+	for _, e := range ents {
+		if e.IsDir() && e.Name() < filepath.Base(dir) {
+			names = append(names, e.Name())
+		}
+	}
+	sort.Strings(names)
+	var got []suite.RunSummary
+	for i := len(names) - 1; i >= 0 && len(got) < n; i-- {
+		rep, err := readRunReport(filepath.Join(runsDir(out), names[i], "report.json"))
+		if err != nil || !suite.Comparable(rep.Config, cfg) {
+			continue
+		}
+		got = append(got, suite.Summarize(names[i], rep))
+	}
+	slices.Reverse(got)
+	return got
+}
+
+// readRunReport reads a troop run report.json.
+func readRunReport(path string) (*suite.Report, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	rep, err := suite.ReadReport(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
 	return rep, nil
 }
 
@@ -103,14 +239,17 @@ func writeReport(rep *suite.Report, htmlPath, jsonPath string) error {
 	if err := outfile.Write(htmlPath, func(w io.Writer) error { return report.WriteHTML(w, rep) }); err != nil {
 		return err
 	}
-	data, err := json.MarshalIndent(rep, "", " ")
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(jsonPath, append(data, '\n'), 0o644)
+	return outfile.Write(jsonPath, func(w io.Writer) error {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", " ")
+		return enc.Encode(rep)
+	})
 }
 
 func printVerdict(w io.Writer, rep *suite.Report) {
+	if rep.Stopped != "" {
+		fmt.Fprintf(w, "\nPARTIAL: %s\n", rep.Stopped)
+	}
 	if rep.Verdict.OK {
 		fmt.Fprintln(w, "\nverdict: everything troop checked held")
 	} else {

@@ -23,13 +23,24 @@ func TestRunQuickReport(t *testing.T) {
 	defer cancel()
 	out := t.TempDir()
 	cfg := suite.QuickConfig()
-	cfg.Troop, cfg.Dir, cfg.Out, cfg.Version = testlab.Troop(t), filepath.Join(out, "lab"), out, "test"
+	cfg.Troop, cfg.Version = testlab.Troop(t), "test"
+	// An earlier run with the same settings but its seed: the report draws
+	// the trend of the two.
+	earlier := cfg
+	earlier.Seed = 9
+	writeRun(t, out, "20000101-000000-9", earlier, 2000, false)
 	var stdout strings.Builder
 	rep, err := runSuite(ctx, cfg, out, &stdout)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, stdout.String())
 	}
 	t.Log("\n" + stdout.String())
+	if len(rep.History) != 1 || rep.History[0].ID != "20000101-000000-9" {
+		t.Errorf("history: %+v", rep.History)
+	}
+	if target, err := os.Readlink(filepath.Join(out, "report.html")); err != nil || !strings.HasPrefix(target, "runs/") {
+		t.Errorf("report.html is not a link to the run's: %q %v", target, err)
+	}
 
 	var js map[string]json.RawMessage
 	data, err := os.ReadFile(filepath.Join(out, "report.json"))
@@ -93,7 +104,7 @@ func TestRunQuickReport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, id := range []string{`id="verdict"`, `id="baseline"`, `id="failure"`, `id="chaos"`, `id="durability"`, `id="consistency"`, `id="nemesis"`, `id="ldfi"`, `id="config"`} {
+	for _, id := range []string{`id="verdict"`, `id="trend"`, `id="baseline"`, `id="failure"`, `id="chaos"`, `id="durability"`, `id="consistency"`, `id="nemesis"`, `id="ldfi"`, `id="config"`} {
 		if !strings.Contains(string(html), id) {
 			t.Errorf("report.html lacks the section %s", id)
 		}
@@ -103,7 +114,7 @@ func TestRunQuickReport(t *testing.T) {
 			t.Errorf("report.html is not self-contained: it has %q", external)
 		}
 	}
-	openInBrowser(t, filepath.Join(out, "report.html"), 6)
+	openInBrowser(t, filepath.Join(out, "report.html"), 8)
 }
 
 // openInBrowser loads the report in headless Chromium, fails on any console
@@ -183,7 +194,7 @@ func TestRunFindsPlantedBug(t *testing.T) {
 	out := t.TempDir()
 	troop := testlab.Troop(t)
 	cfg := suite.QuickConfig()
-	cfg.Troop, cfg.Dir, cfg.Out, cfg.Version = troop, filepath.Join(out, "lab"), out, "test"
+	cfg.Troop, cfg.Version = troop, "test"
 	cfg.LDFIMaxFaults = 0 // the planted bug is the other checks' to find
 	cfg.Baseline, cfg.Fault, cfg.KillAt = 2*time.Second, 5*time.Second, 2*time.Second
 	cfg.NodeCommand = func(n lab.Node) []string {
