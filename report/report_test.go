@@ -96,6 +96,9 @@ func TestTrend(t *testing.T) {
 			t.Errorf("trend lacks %q", want)
 		}
 	}
+	if strings.Contains(html, "NaN") {
+		t.Error("the trend draws NaN coordinates: a run without a level's figure spoiled the scale")
+	}
 	// DC_QUORUM was not run the first time: its line starts at the second run.
 	if n := strings.Count(chart, "<polyline"); n != 2 {
 		t.Fatalf("%d lines, want one per level", n)

@@ -62,7 +62,9 @@ func (c chart) draw() string {
 	for _, l := range c.Lines {
 		n = max(n, len(l.Values))
 		for _, v := range l.Values {
-			peak = max(peak, v)
+			if !math.IsNaN(v) { // a gap: max would take the NaN
+				peak = max(peak, v)
+			}
 		}
 	}
 	peak = niceCeil(peak)
