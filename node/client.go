@@ -101,7 +101,7 @@ func (n *Node) handleClient(cmd resp.Command, s *slot, sess *session, b *batch) 
 		n.transaction(c, args, sess, b, s)
 		return
 	}
-	write := c.kind == kindWrite || c.kind == kindMultiWrite || (c.kind == kindSplit && c.lww) || c.name == "MSET"
+	write := c.writes()
 	if reply := n.refuseInState(write); reply != nil {
 		s.complete(reply)
 		return
@@ -158,6 +158,8 @@ func (n *Node) handleClient(cmd resp.Command, s *slot, sess *session, b *batch) 
 		}
 	case kindSplit:
 		n.split(tr, c, level, keys, args, &sess.gate, h, b, done)
+	case kindDrawn:
+		n.drawn(tr, level, c, keys, args, h, b, done)
 	}
 }
 
@@ -361,7 +363,7 @@ func commandCommand(args [][]byte) []byte {
 			last = -1
 		}
 		flag := "readonly"
-		if c.kind == kindWrite || c.kind == kindMultiWrite {
+		if c.writes() {
 			flag = "write"
 		}
 		out = resp.AppendArrayHeader(out, 6)

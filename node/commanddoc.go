@@ -31,6 +31,8 @@ func commandDoc() string {
 		"run as one command when all keys have the same owner in every rack (keys of one hash tag always do); otherwise `ERR troop: the keys of 'X' belong to different nodes, and troop does not split it`")
 	row("split per key and merged", list(byKind[kindSplit]),
 		"one request per key, each to its own replicas at the connection's level; the replies are merged. If any key fails, the whole command answers an error naming that key: no silent partial result. MSET is not atomic across keys (inside MULTI it is)")
+	row("drawn by one replica", list(byKind[kindDrawn]),
+		"the replica that decides transactions draws the members and the others remove the same ones, with one version, at the connection's write level; refused inside MULTI ([Random pops](#random-pops))")
 	row("transactional", list(byKind[kindTransaction]),
 		"the queued commands run as one transaction on every replica when all their keys (and the watched ones) share their replicas; otherwise `EXECABORT` and nothing runs ([Transactions](#transactions))")
 	row("answered by the node", list(byKind[kindLocal]),

@@ -17,6 +17,7 @@ const (
 	kindSplit                   // several keys, split per key and merged (MGET, MSET, DEL, EXISTS ...)
 	kindLocal                   // answered by the node itself (PING, INFO, TROOP ...)
 	kindTransaction             // MULTI, EXEC, DISCARD, WATCH, UNWATCH (transaction.go)
+	kindDrawn                   // one key, a write drawn at random by one replica and followed by the others (SPOP, drawn.go)
 	kindUnsupported
 )
 
@@ -95,6 +96,7 @@ func init() {
 	add(kindRead, 3, "SISMEMBER")
 	add(kindRead, -3, "SMISMEMBER", "SSCAN")
 	add(kindRead, -2, "SRANDMEMBER")
+	add(kindDrawn, -2, "SPOP")
 	add(kindWrite, -3, "SADD", "SREM")
 	// Sorted sets.
 	add(kindRead, -4, "ZRANGE", "ZRANGEBYSCORE", "ZREVRANGE", "ZREVRANGEBYSCORE", "ZRANGEBYLEX", "ZREVRANGEBYLEX")
@@ -147,7 +149,7 @@ func init() {
 	unsupported("it would have to reach every node", "RANDOMKEY", "SWAPDB", "WAIT")
 	unsupported("scripts cannot be routed by key", "EVAL", "EVALSHA", "EVAL_RO", "EVALSHA_RO", "SCRIPT", "FCALL", "FCALL_RO")
 	unsupported("administrative commands go to each redis-server directly", "MONITOR", "DEBUG", "SHUTDOWN", "SAVE", "BGSAVE", "BGREWRITEAOF", "LASTSAVE", "REPLICAOF", "SLAVEOF", "SYNC", "PSYNC", "MIGRATE", "MOVE", "SLOWLOG", "LATENCY", "ACL", "MODULE", "FAILOVER", "RESET")
-	unsupported("its result would differ on each replica", "SPOP", "SORT", "SORT_RO")
+	unsupported("its result would differ on each replica", "SORT", "SORT_RO")
 	unsupported("streams are not supported yet", "XADD", "XRANGE", "XREVRANGE", "XREAD", "XREADGROUP", "XLEN", "XDEL", "XTRIM", "XGROUP", "XACK", "XPENDING", "XCLAIM", "XAUTOCLAIM", "XINFO", "XSETID")
 	unsupported("geo commands are not supported yet", "GEOADD", "GEOPOS", "GEODIST", "GEOHASH", "GEORADIUS", "GEORADIUSBYMEMBER", "GEOSEARCH", "GEOSEARCHSTORE", "GEORADIUS_RO", "GEORADIUSBYMEMBER_RO")
 
@@ -224,6 +226,19 @@ func lookup(name []byte) *command {
 		return c
 	}
 	return commandTable[strings.ToUpper(string(name))]
+}
+
+// writes says whether the command changes data: the node refuses it in
+// writes-only and standby states accordingly, and holds its connection's
+// token until every replica answered.
+func (c *command) writes() bool {
+	switch c.kind {
+	case kindWrite, kindMultiWrite, kindDrawn:
+		return true
+	case kindSplit:
+		return c.lww || c.name == "MSET"
+	}
+	return false
 }
 
 // arityOK applies Redis's arity rule.

@@ -566,6 +566,7 @@ func TestRESP3MatchesRedis(t *testing.T) {
 		{"SMEMBERS", "set"}, {"SINTER", "set"}, {"ZSCORE", "z", "a"}, {"ZSCORE", "z", "nope"}, {"ZMSCORE", "z", "a", "nope"},
 		{"ZRANGE", "z", "0", "-1", "WITHSCORES"}, {"ZRANGE", "z", "0", "-1"}, {"ZINCRBY", "z", "1", "b"}, {"ZADD", "z", "INCR", "1", "a"},
 		{"ZPOPMIN", "z"}, {"ZPOPMAX", "z", "2"}, {"ZADD", "z", "1", "x", "2", "y"}, {"ZMPOP", "1", "z", "MIN", "COUNT", "2"}, {"ZMPOP", "1", "none", "MIN"}, {"LRANGE", "l", "0", "-1"}, {"LPOP", "missing"}, {"EXISTS", "s"}, {"PING"},
+		{"SADD", "one", "only"}, {"SPOP", "one", "5"}, {"SPOP", "missing", "2"}, {"SPOP", "missing"},
 	} {
 		if got, want := node(cmd...), redis(cmd...); got != want {
 			t.Errorf("%v: node %q, redis-server %q", cmd, got, want)

@@ -41,6 +41,10 @@ func resp3Reply(c *command, args [][]byte, reply []byte) []byte {
 		}
 	case "SMEMBERS", "SINTER", "SUNION", "SDIFF":
 		v.Type = resp.Set
+	case "SPOP": // with a count: a set, even an empty one
+		if v.Type == resp.Array {
+			v.Type = resp.Set
+		}
 	case "ZSCORE", "ZINCRBY", "ZADD":
 		v = toDouble(v)
 	case "ZMSCORE":

@@ -121,6 +121,8 @@ func txCommand(c *command, args [][]byte) (keys [][]byte, write bool, bad string
 		return nil, false, fmt.Sprintf("-ERR troop: '%s' is not supported: %s\r\n", c.name, c.why)
 	case kindTransaction:
 		return nil, false, fmt.Sprintf("-ERR troop: '%s' cannot run inside a transaction\r\n", c.name)
+	case kindDrawn:
+		return nil, false, fmt.Sprintf("-ERR troop: '%s' cannot run inside a transaction: each replica would draw other members\r\n", c.name)
 	}
 	keys = args[1:2]
 	if c.keys != nil {
@@ -134,7 +136,7 @@ func txCommand(c *command, args [][]byte) (keys [][]byte, write bool, bad string
 			return nil, false, fmt.Sprintf("-ERR troop: keys starting with %q are reserved for troop\r\n", reservedPrefix)
 		}
 	}
-	write = c.kind == kindWrite || c.kind == kindMultiWrite || (c.kind == kindSplit && c.lww) || c.name == "MSET"
+	write = c.writes()
 	return keys, write, ""
 }
 
