@@ -69,6 +69,7 @@ func (n *Node) drawn(tr *trace, level consistency.Level, cmd *command, keys, arg
 			n.sendWrite(nil, tr, m, remote, answer)
 		}
 		w.answer(0, raw, nil)
+		n.forwardToRemoteDCs(tr, keys[0], version, follow, h, nil)
 	}
 	if d.self {
 		n.writeLocal(b, tr, version, cmd, keys, args, decided)

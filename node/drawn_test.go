@@ -107,3 +107,27 @@ func TestSpop(t *testing.T) {
 		t.Errorf("EXEC after a refused SPOP: %s", v)
 	}
 }
+
+// The members drawn are removed in the other datacenters too.
+func TestSpopTwoDatacenters(t *testing.T) {
+	tc := startCluster(t, clusterOpts{dcs: 2, racks: 2})
+	c := tc.client(0, "DC_QUORUM")
+	c.must("SADD", "spop:dc", "a", "b", "c", "d")
+	v := c.do("SPOP", "spop:dc", "3")
+	if v.IsError() || len(v.Elems) != 3 {
+		t.Fatalf("SPOP spop:dc 3: %s", v)
+	}
+	left := c.do("SMEMBERS", "spop:dc")
+	if len(left.Elems) != 1 {
+		t.Fatalf("SMEMBERS after the pop: %s", left)
+	}
+	for _, tn := range tc.nodes {
+		r := dial(t, tn.redis.Addr)
+		eventually(t, 5*time.Second, func() string {
+			if got := r.do("SMEMBERS", "spop:dc"); len(got.Elems) != 1 || string(got.Elems[0].Str) != string(left.Elems[0].Str) {
+				return fmt.Sprintf("%s's redis-server holds %s, want %s", tn.cfg.Name, got, left)
+			}
+			return ""
+		})
+	}
+}
