@@ -40,13 +40,14 @@ type config struct {
 	Warmup    seconds `json:"warmup_s"`
 	Duration  seconds `json:"duration_s"`
 	Seed      uint64  `json:"seed"`
-	Anchor    bool    `json:"anchor"`  // also run redis-benchmark against redis-server
-	Proxy     bool    `json:"proxy"`   // run the proxy-overhead experiment
-	Cluster   bool    `json:"cluster"` // also run the three-rack experiment
-	Repair    bool    `json:"repair"`  // also run the repair experiments
-	Bulk      int     `json:"bulk"`    // SETs of the bulk-load experiment; 0 skips it
-	AEKeys    int     `json:"ae_keys"` // keys in the anti-entropy experiment
-	AEDiff    int     `json:"ae_diff"` // keys made to differ on one replica
+	Anchor    bool    `json:"anchor"`   // also run redis-benchmark against redis-server
+	Proxy     bool    `json:"proxy"`    // run the proxy-overhead experiment
+	Cluster   bool    `json:"cluster"`  // also run the three-rack experiment
+	Repair    bool    `json:"repair"`   // also run the repair experiments
+	Bulk      int     `json:"bulk"`     // SETs of the bulk-load experiment; 0 skips it
+	Commands  int     `json:"commands"` // requests per redis-benchmark test of the commands experiment; 0 skips it
+	AEKeys    int     `json:"ae_keys"`  // keys in the anti-entropy experiment
+	AEDiff    int     `json:"ae_diff"`  // keys made to differ on one replica
 	Quick     bool    `json:"quick"`
 	Out       string  `json:"out"`
 	Pprof     string  `json:"pprof_dir"` // "" = no profiles
@@ -82,6 +83,7 @@ func defaultConfig() config {
 		Cluster:     true,
 		Repair:      true,
 		Bulk:        1_000_000,
+		Commands:    200_000,
 		AEKeys:      1_000_000,
 		AEDiff:      1000,
 		Out:         "perf-store.json",
@@ -113,6 +115,9 @@ func (c *config) applyQuick(set map[string]bool) {
 	if !set["bulk"] {
 		c.Bulk = 10_000
 	}
+	if !set["commands"] {
+		c.Commands = 10_000
+	}
 }
 
 func (c *config) validate() error {
@@ -133,6 +138,9 @@ func (c *config) validate() error {
 	}
 	if c.Bulk < 0 {
 		bad = append(bad, "--bulk must not be negative (0 skips the bulk load)")
+	}
+	if c.Commands < 0 {
+		bad = append(bad, "--commands must not be negative (0 skips the commands experiment)")
 	}
 	if c.AEDiff < 1 || c.AEDiff > c.AEKeys {
 		bad = append(bad, "--ae-diff must be 1 to --ae-keys")
@@ -214,6 +222,7 @@ Flags:
 	fs.IntVar(&c.AEKeys, "ae-keys", c.AEKeys, "anti-entropy experiment: keys preloaded on three racks")
 	fs.IntVar(&c.Bulk, "bulk", c.Bulk, "bulk-load experiment: new SETs piped by redis-cli --pipe through nutcracker and through a troop node, interleaved; 0 skips it")
 	fs.IntVar(&c.AEDiff, "ae-diff", c.AEDiff, "anti-entropy experiment: keys made to differ on one replica")
+	fs.IntVar(&c.Commands, "commands", c.Commands, "commands experiment: requests per redis-benchmark test (-t set,get,incr,lpush,hset,sadd,zadd, -P 16) through a one-rack node and direct, interleaved; 0 skips it")
 	fs.BoolVar(&c.Quick, "quick", c.Quick, "smoke run: 1 round, 1s windows, 1000 keys, anti-entropy over 10,000 keys (flags given explicitly still apply)")
 	fs.StringVar(&c.Out, "out", c.Out, "JSON result file")
 	fs.StringVar(&c.Pprof, "pprof", c.Pprof, "directory for CPU profiles of the troop nodes, taken in an extra unrecorded window per experiment and depth")

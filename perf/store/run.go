@@ -236,6 +236,10 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 		err = bulkExperiment(ctx, cfg, ps, bins, res, out)
 		ps.stopAll()
 	}
+	if err == nil && cfg.Commands > 0 {
+		err = commandsExperiment(ctx, cfg, ps, bins, res, out)
+		ps.stopAll()
+	}
 	if err != nil {
 		keepDir = true
 		res.Error = err.Error()
@@ -243,7 +247,7 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 	}
 	res.Finished = time.Now().UTC()
 	res.Summary = summarize(res.Rounds)
-	res.Checks = append(evaluate(res.Summary), bulkCheck(res.Bulk)...)
+	res.Checks = append(append(evaluate(res.Summary), bulkCheck(res.Bulk)...), commandsCheck(res.Commands)...)
 	printSummary(out, res)
 	if werr := writeJSON(cfg.Out, res); werr != nil {
 		return errors.Join(err, werr)

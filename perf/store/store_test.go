@@ -31,9 +31,9 @@ func TestHarness(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts redis-server, nutcracker and troop nodes; skipped with -short")
 	}
-	for _, bin := range []string{"nutcracker", "redis-benchmark"} {
+	for _, bin := range []string{"nutcracker", "redis-benchmark", "redis-cli"} {
 		if _, err := exec.LookPath(bin); err != nil {
-			t.Skipf("%s not installed (Debian: nutcracker, redis-tools): the harness needs it", bin)
+			t.Fatalf("%s not installed (Debian: nutcracker, redis-tools; make test installs them): the harness needs it", bin)
 		}
 	}
 	if _, err := exec.LookPath("redis-server"); err != nil && os.Getenv("TROOP_REDIS_SERVER") == "" {
@@ -122,6 +122,21 @@ func TestHarness(t *testing.T) {
 		if first.Differing != int64(ae.Differing) || first.Repaired != int64(ae.Differing) {
 			t.Errorf("first pass found %d and repaired %d of %d differing keys", first.Differing, first.Repaired, ae.Differing)
 		}
+	}
+	// The bulk load and the commands experiment ran, every test on both
+	// targets, with the bulk load's error count read from redis-cli.
+	if len(res.Bulk) != 2*cfg.Rounds || !strings.HasPrefix(res.Bulk[1].Pipe, "errors: 0,") {
+		t.Errorf("bulk load: %+v", res.Bulk)
+	}
+	ran := map[string]bool{}
+	for _, r := range res.Commands {
+		if r.OpsPerSec <= 0 || (r.Target == "troop-node" && r.NodeUsPerOp <= 0) {
+			t.Errorf("commands: %+v", r)
+		}
+		ran[r.Target+"/"+r.Test] = true
+	}
+	if len(ran) != 2*len(commandTests) {
+		t.Errorf("commands experiment ran %d of %d tests and targets: %v", len(ran), 2*len(commandTests), ran)
 	}
 	if len(res.Checks) == 0 {
 		t.Error("no checks evaluated")

@@ -46,9 +46,9 @@ func findBinaries(cfg config) (binaries, error) {
 	if b.nutcracker, err = exec.LookPath("nutcracker"); err != nil {
 		missing = append(missing, "nutcracker (Debian: apt-get install nutcracker)")
 	}
-	if cfg.Anchor {
+	if cfg.Anchor || cfg.Commands > 0 {
 		if b.redisBenchmark, err = exec.LookPath("redis-benchmark"); err != nil {
-			missing = append(missing, "redis-benchmark (Debian: apt-get install redis-tools), or run with --anchor=false")
+			missing = append(missing, "redis-benchmark (Debian: apt-get install redis-tools), or run with --anchor=false --commands 0")
 		}
 	}
 	if cfg.Bulk > 0 {
