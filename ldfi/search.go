@@ -189,13 +189,15 @@ type Report struct {
 	// Compose: deduced failure sets that did not fail the request when
 	// verified, hypotheses given up, and nodes that failed with none of
 	// their points failing.
-	Refuted    []FailureSet `json:"refuted,omitempty"`
-	Skipped    []string     `json:"skipped,omitempty"`
-	Anomalies  []string     `json:"anomalies,omitempty"`
-	Coverage   Coverage     `json:"coverage"`
-	PainProbes int          `json:"pain_probes"` // requests that failed because of an injected fault
-	Start      time.Time    `json:"start"`
-	End        time.Time    `json:"end"`
+	Refuted   []FailureSet `json:"refuted,omitempty"`
+	Skipped   []string     `json:"skipped,omitempty"`
+	Anomalies []string     `json:"anomalies,omitempty"`
+	Coverage  Coverage     `json:"coverage"`
+	// Random is random fault injection at the same budget, when asked for.
+	Random     *RandomComparison `json:"random,omitempty"`
+	PainProbes int               `json:"pain_probes"` // requests that failed because of an injected fault
+	Start      time.Time         `json:"start"`
+	End        time.Time         `json:"end"`
 }
 
 // ErrBaselineFails is returned when the class fails without any fault: there
