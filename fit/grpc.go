@@ -186,6 +186,7 @@ func outgoing(ctx context.Context, method string, callee GRPCCallee) (call *Call
 	md, _ := metadata.FromOutgoingContext(ctx)
 	md = md.Copy()
 	md.Set(MetadataCaller, r.service)
+	md.Set("traceparent", traceparent(ctx, call))
 	if len(r.scope.Faults) > 0 {
 		md.Set(MetadataScope, r.scope.String())
 	} else {
@@ -202,9 +203,7 @@ func incoming(ctx context.Context, call *Call, trailer metadata.MD, err error) {
 		h := make(map[string][]string)
 		h[LineageHeader] = vs[:1]
 		if sub, _ := DecodeLineage(h); sub != nil {
-			r.mu.Lock()
-			call.Calls = append(call.Calls, sub.Calls...)
-			r.mu.Unlock()
+			hangRemote(ctx, call, sub)
 		}
 	}
 	if vs := trailer.Get(MetadataError); len(vs) > 0 {

@@ -140,7 +140,11 @@ The store target sends --class ("GET at DC_QUORUM") to a node of a lab
 				if hc.Status, err = parseStatuses(status); err != nil {
 					return fmt.Errorf("ldfi run: %w", err)
 				}
-				t, err = httptarget.New(hc)
+				var ht *httptarget.Target
+				if ht, err = httptarget.New(hc); err == nil {
+					defer ht.Close()
+					t = ht
+				}
 			case hc.URL == "" && class != "":
 				sc.Spans = hc.Spans // --spans serves both targets
 				if err = storetarget.ParseClass(class, &sc); err == nil {
@@ -175,7 +179,7 @@ The store target sends --class ("GET at DC_QUORUM") to a node of a lab
 	f.StringVar(&hc.BodyMatch, "body-match", "", "a regular expression the body of a successful answer matches")
 	f.StringVar(&hc.BodyReject, "body-reject", "", "a regular expression the body of a successful answer does not match")
 	f.DurationVar(&hc.Timeout, "timeout", 10*time.Second, "per request")
-	f.StringVar(&hc.Spans, "spans", "", "read each probe's lineage from the OpenTelemetry spans the services (or the node: troop_lineage_export) export to this file, by a W3C traceparent per probe, not from the answer")
+	f.StringVar(&hc.Spans, "spans", "", "read each probe's lineage from the OpenTelemetry spans the services (or the node: troop_lineage_export) export to this file, by a W3C traceparent per probe, not from the answer; HTTP: otlp:HOST:PORT serves an OTLP/HTTP receiver there instead (the services export to http://HOST:PORT/v1/traces)")
 	f.StringVar(&metric.URL, "metric-url", "", "also fail a request when --metric rose while it ran: a Prometheus text endpoint, http://HOST:PORT/metrics")
 	f.StringVar(&metric.Metric, "metric", "", `the metric of --metric-url, summed over the series picked: NAME or NAME{label="value",...}`)
 	f.Float64Var(&metric.Max, "metric-max", 0, "how much --metric may rise during a request that still succeeds")
