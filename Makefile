@@ -39,6 +39,7 @@ fuzz:
 	scripts/fuzz ./fit FuzzParseScope $(FUZZTIME)
 	scripts/fuzz ./fit FuzzReadSpans $(FUZZTIME)
 	scripts/fuzz ./fit FuzzDecodeLineage $(FUZZTIME)
+	scripts/fuzz ./fit FuzzDecodeOTLP $(FUZZTIME)
 	scripts/fuzz ./ldfi/oracle FuzzSum $(FUZZTIME)
 
 demo: build

@@ -75,3 +75,27 @@ func FuzzDecodeLineage(f *testing.F) {
 		}
 	})
 }
+
+// FuzzDecodeOTLP feeds arbitrary bodies to the OTLP receiver's decoder, as
+// protobuf and as JSON: a body from the network is decoded or refused with
+// an error, and never crashes the receiver.
+func FuzzDecodeOTLP(f *testing.F) {
+	f.Add([]byte{}, false)
+	f.Add([]byte("\x0a\x02\x12\x00"), false)
+	f.Add([]byte(`{"resourceSpans":[{"scopeSpans":[{"spans":[{"traceId":"AAECAwQFBgcICQoLDA0ODw==","spanId":"AAECAwQFBgc=","name":"api","attributes":[{"key":"troop.service","value":{"stringValue":"api"}},{"key":"troop.ok","value":{"boolValue":true}}]}]}]}]}`), true)
+	f.Fuzz(func(t *testing.T, body []byte, json bool) {
+		ct := "application/x-protobuf"
+		if json {
+			ct = "application/json"
+		}
+		spans, err := decodeOTLP(body, ct)
+		if err != nil {
+			return
+		}
+		var s spanStore
+		for _, e := range spans {
+			s.add(e)
+			s.find(e.traceID, e.parent)
+		}
+	})
+}

@@ -284,6 +284,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	req = req.Clone(ctx)
 	req.Header.Set(CallerHeader, r.service)
+	req.Header.Set("traceparent", traceparent(ctx, call))
 	if err := SetScopeHeader(req.Header, r.scope); err != nil {
 		leave(ctx, call, err)
 		return nil, err
@@ -293,11 +294,10 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		leave(ctx, call, err)
 		return nil, err
 	}
-	sub, _ := DecodeLineage(resp.Header)
-	r.mu.Lock()
-	if sub != nil {
-		call.Calls = append(call.Calls, sub.Calls...)
+	if sub, _ := DecodeLineage(resp.Header); sub != nil {
+		hangRemote(ctx, call, sub)
 	}
+	r.mu.Lock()
 	if why := resp.Header.Get(ErrorHeader); why != "" && *r.rejected == "" {
 		*r.rejected = why
 	}

@@ -3,6 +3,7 @@ package fit
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +15,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // A tiny app: api calls ratings (optional) and playlist, falling back to
@@ -23,7 +25,11 @@ type app struct {
 	trees                      chan *Call
 }
 
-func newApp(t *testing.T) *app {
+func newApp(t *testing.T) *app { return newExportingApp(t, nil) }
+
+// newExportingApp is newApp whose every service hands its trees to export
+// (the api's also go to a.trees).
+func newExportingApp(t *testing.T, export func(context.Context, *Call)) *app {
 	a := &app{trees: make(chan *Call, 10)}
 	leaf := func(name string, body func(ctx context.Context) error) *httptest.Server {
 		s := httptest.NewServer(Middleware(name, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -34,7 +40,7 @@ func newApp(t *testing.T) *app {
 				}
 			}
 			fmt.Fprint(w, name)
-		}), nil))
+		}), export))
 		t.Cleanup(s.Close)
 		return s
 	}
@@ -73,7 +79,12 @@ func newApp(t *testing.T) *app {
 			return
 		}
 		fmt.Fprint(w, rating, "+", list)
-	}), func(_ context.Context, c *Call) { a.trees <- c }))
+	}), func(ctx context.Context, c *Call) {
+		if export != nil {
+			export(ctx, c)
+		}
+		a.trees <- c
+	}))
 	t.Cleanup(a.api.Close)
 	return a
 }
@@ -282,6 +293,108 @@ func TestSpansRoundTrip(t *testing.T) {
 		if _, _, err := NewSpanExporter(context.Background(), dest); err == nil {
 			t.Errorf("destination %q was accepted", dest)
 		}
+	}
+}
+
+// TestTraceparentDownstream: every service exports its own spans to one
+// file, and the callees' spans join the entry's trace under the calls'
+// spans (the Transport sends a traceparent): each point is one span, and
+// the trace read back is the whole request's lineage, as the header has it.
+func TestTraceparentDownstream(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "spans.json")
+	exp, closer, err := NewSpanExporter(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := NewSpanWriter(exp)
+	a := newExportingApp(t, w.Write)
+	tail, err := NewSpanTail(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, scope := range []string{"", "playlist/cache=error"} {
+		traceID, spanID := NewTraceparent()
+		req, _ := http.NewRequest("GET", a.api.URL, nil)
+		s, _ := ParseScope(scope)
+		SetScopeHeader(req.Header, s)
+		req.Header.Set("traceparent", "00-"+traceID+"-"+spanID+"-01")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		header, _ := DecodeLineage(resp.Header)
+		<-a.trees
+		got, err := tail.Lineage(context.Background(), traceID, spanID, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(got.Reached()) != fmt.Sprint(header.Reached()) || fmt.Sprint(got.UsedPoints()) != fmt.Sprint(header.UsedPoints()) {
+			t.Errorf("scope %q: from spans reached %v used %v; header %v %v", scope, got.Reached(), got.UsedPoints(), header.Reached(), header.UsedPoints())
+		}
+	}
+	w.Close(context.Background())
+	closer.Close()
+	b, _ := os.ReadFile(path)
+	count := map[string]int{}
+	traces := map[string]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var s spanJSON
+		if err := json.Unmarshal([]byte(line), &s); err != nil {
+			t.Fatal(err)
+		}
+		count[s.SpanContext.TraceID+" "+s.Name]++
+		traces[s.SpanContext.TraceID] = true
+	}
+	for k, n := range count {
+		if n > 1 {
+			t.Errorf("span %s exported %d times", k, n)
+		}
+	}
+	if len(traces) != 2 {
+		t.Errorf("%d traces for two requests: the callees' spans are not in the entry's trace", len(traces))
+	}
+}
+
+// TestOTLPReceiver: services export to the receiver over OTLP/HTTP, and
+// the caller reads its request's lineage back from it.
+func TestOTLPReceiver(t *testing.T) {
+	rcv, err := NewOTLPReceiver("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rcv.Close()
+	exp, _, err := NewSpanExporter(context.Background(), rcv.Endpoint())
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := NewSpanWriter(exp)
+	defer w.Close(context.Background())
+	a := newExportingApp(t, w.Write)
+	traceID, spanID := NewTraceparent()
+	req, _ := http.NewRequest("GET", a.api.URL, nil)
+	SetScopeHeader(req.Header, ErrorScope("api->playlist"))
+	req.Header.Set("traceparent", "00-"+traceID+"-"+spanID+"-01")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	header, _ := DecodeLineage(resp.Header)
+	<-a.trees
+	got, err := rcv.Lineage(context.Background(), traceID, spanID, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(got.Reached()) != fmt.Sprint(header.Reached()) || fmt.Sprint(got.UsedPoints()) != fmt.Sprint(header.UsedPoints()) {
+		t.Errorf("from OTLP reached %v used %v; header %v %v", got.Reached(), got.UsedPoints(), header.Reached(), header.UsedPoints())
+	}
+	if _, err := rcv.Lineage(context.Background(), traceID, spanID, 10*time.Millisecond); err == nil {
+		t.Error("a request's lineage was handed out twice")
+	}
+	bad, _ := http.Post(rcv.Endpoint(), "application/x-protobuf", strings.NewReader("\xff\xff"))
+	if bad == nil || bad.StatusCode != 400 {
+		t.Errorf("a malformed OTLP request: %v, want 400", bad)
 	}
 }
 

@@ -2,6 +2,7 @@ package fit
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"slices"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/troop-lab/troop/internal/ctxtime"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // A Call is one node of a request's lineage: an injection point the request
@@ -33,6 +35,15 @@ type Call struct {
 	Start    time.Time     `json:"start"`
 	Duration time.Duration `json:"duration"`
 	Calls    []*Call       `json:"calls,omitempty"`
+
+	// The span of this node when it is exported, chosen when the point is
+	// passed, so a call can name it as the parent of the callee's spans
+	// (traceparent); the root also holds the request's trace.
+	span  trace.SpanID
+	trace trace.TraceID
+	// remote: a node of a callee's lineage hung under a call; the callee
+	// exports it, not this service.
+	remote bool
 }
 
 // Reached lists every point in the tree, each once, sorted.
@@ -131,8 +142,37 @@ type ctxKey struct{}
 // returns the context that carries both. Middleware calls it for HTTP; a
 // server of another protocol calls it itself.
 func Begin(ctx context.Context, service string, scope Scope) (context.Context, *Call) {
-	root := &Call{Service: service, OK: true, Used: true, Start: time.Now()}
+	root := &Call{Service: service, OK: true, Used: true, Start: time.Now(), span: newSpanID()}
+	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+		root.trace = sc.TraceID()
+	} else {
+		rand.Read(root.trace[:])
+	}
 	return context.WithValue(ctx, ctxKey{}, &request{service: service, scope: scope, mu: &sync.Mutex{}, node: root, root: root, rejected: new(string)}), root
+}
+
+func newSpanID() (id trace.SpanID) {
+	rand.Read(id[:])
+	return id
+}
+
+// traceparent is the W3C traceparent a call sends its callee: the request's
+// trace, and the call's own span as the parent of the callee's.
+func traceparent(ctx context.Context, call *Call) string {
+	r := ctx.Value(ctxKey{}).(*request)
+	return "00-" + r.root.trace.String() + "-" + call.span.String() + "-01"
+}
+
+// hangRemote hangs the calls of a callee's lineage under call, marked as
+// the callee's own to export.
+func hangRemote(ctx context.Context, call *Call, sub *Call) {
+	r := ctx.Value(ctxKey{}).(*request)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, k := range sub.Calls {
+		k.walk(func(n *Call) bool { n.remote = true; return true })
+		call.Calls = append(call.Calls, k)
+	}
 }
 
 // ScopeFrom returns the scope of the request in ctx.
@@ -194,7 +234,7 @@ func enterProto(ctx context.Context, point, proto string) (*Call, context.Contex
 	if !ok {
 		return nil, ctx, Fault{}
 	}
-	c := &Call{Point: point, Proto: proto, Start: time.Now()}
+	c := &Call{Point: point, Proto: proto, Start: time.Now(), span: newSpanID()}
 	fault, _ := r.scope.Lookup(point)
 	if fault.Kind != "" {
 		c.Injected = Kind(fault.Action())

@@ -74,16 +74,49 @@ type SpanWriter struct {
 
 // NewSpanWriter writes through exp; each span is exported when it ends.
 func NewSpanWriter(exp sdktrace.SpanExporter) *SpanWriter {
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp), sdktrace.WithIDGenerator(idGenerator{}))
 	return &SpanWriter{provider: tp, tracer: tp.Tracer("github.com/troop-lab/troop/fit")}
 }
 
-// Write exports one tree.
+// Write exports one tree: the service's own spans, not those of its
+// callees' lineage hung under its calls (the callees export those, as
+// children of the calls' spans, in the same trace: the Transport and the
+// gRPC interceptors send each callee a traceparent naming its call's span).
 func (w *SpanWriter) Write(ctx context.Context, root *Call) {
-	w.span(ctx, root)
+	w.span(context.WithValue(ctx, traceKey{}, root.trace), root)
+}
+
+// The IDs a node's span takes: chosen when the point was passed.
+type (
+	traceKey struct{}
+	spanKey  struct{}
+)
+
+// idGenerator gives a span the IDs its node chose, random ones for a node
+// that has none (a tree read back, or built by hand).
+type idGenerator struct{}
+
+func (idGenerator) NewIDs(ctx context.Context) (trace.TraceID, trace.SpanID) {
+	tid, _ := ctx.Value(traceKey{}).(trace.TraceID)
+	if !tid.IsValid() {
+		rand.Read(tid[:])
+	}
+	return tid, idGenerator{}.NewSpanID(ctx, tid)
+}
+
+func (idGenerator) NewSpanID(ctx context.Context, _ trace.TraceID) trace.SpanID {
+	sid, _ := ctx.Value(spanKey{}).(trace.SpanID)
+	if !sid.IsValid() {
+		rand.Read(sid[:])
+	}
+	return sid
 }
 
 func (w *SpanWriter) span(ctx context.Context, c *Call) {
+	if c.remote {
+		return
+	}
+	ctx = context.WithValue(ctx, spanKey{}, c.span)
 	name := c.Point
 	if name == "" {
 		name = c.Service
@@ -114,12 +147,14 @@ type spanJSON struct {
 	Parent      struct{ SpanID string }
 	StartTime   time.Time
 	EndTime     time.Time
-	Attributes  []struct {
-		Key   string
-		Value struct {
-			Type  string
-			Value any
-		}
+	Attributes  []spanAttr
+}
+
+type spanAttr struct {
+	Key   string
+	Value struct {
+		Type  string
+		Value any
 	}
 }
 
@@ -182,10 +217,35 @@ func link(spans []exportedSpan) []exportedSpan {
 			roots = append(roots, s)
 		}
 	}
+	seen := map[*Call]bool{}
+	for _, r := range roots {
+		splice(r.call, seen)
+	}
 	for _, s := range spans {
 		slices.SortStableFunc(s.call.Calls, func(a, b *Call) int { return a.Start.Compare(b.Start) })
 	}
 	return roots
+}
+
+// splice puts the points of a callee's own tree (a service's root span,
+// exported by the callee as a child of the call's span) directly under the
+// call, as the lineage header would have. A span met twice (spans that
+// name each other as parents, in a file no exporter wrote) is dropped.
+func splice(c *Call, seen map[*Call]bool) {
+	seen[c] = true
+	var out []*Call
+	for _, k := range c.Calls {
+		if seen[k] {
+			continue
+		}
+		splice(k, seen)
+		if k.Service != "" && k.Point == "" {
+			out = append(out, k.Calls...)
+		} else {
+			out = append(out, k)
+		}
+	}
+	c.Calls = out
 }
 
 // ReadSpans reads JSON spans written by a file exporter and rebuilds one
@@ -220,8 +280,8 @@ func ReadSpans(r io.Reader) ([]*Call, error) {
 type SpanTail struct {
 	path    string
 	off     int64
-	partial []byte                    // a line not yet complete
-	traces  map[string][]exportedSpan // spans read, by trace ID
+	partial []byte // a line not yet complete
+	store   spanStore
 }
 
 // NewSpanTail reads path from its current end: spans written before are
@@ -230,43 +290,20 @@ func NewSpanTail(path string) (*SpanTail, error) {
 	st, err := os.Stat(path)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
-		return &SpanTail{path: path, traces: map[string][]exportedSpan{}}, nil
+		return &SpanTail{path: path}, nil
 	case err != nil:
 		return nil, fmt.Errorf("fit: spans file: %w", err)
 	}
-	return &SpanTail{path: path, off: st.Size(), traces: map[string][]exportedSpan{}}, nil
+	return &SpanTail{path: path, off: st.Size()}, nil
 }
 
 // Lineage waits up to wait for the span of traceID whose parent is parentID
 // (the span ID of the caller's traceparent) and returns its tree. Each span
-// is exported when it ends, children first, so the tree is whole once its
-// root is in. The trace's spans are forgotten then.
+// is exported when it ends, children first (a callee's before its caller's),
+// so the tree is whole once its root is in. The trace's spans are forgotten
+// then.
 func (t *SpanTail) Lineage(ctx context.Context, traceID, parentID string, wait time.Duration) (*Call, error) {
-	deadline := time.Now().Add(wait)
-	for {
-		if err := t.read(); err != nil {
-			return nil, err
-		}
-		spans := t.traces[traceID]
-		for _, s := range spans {
-			if s.parent == parentID {
-				delete(t.traces, traceID)
-				for _, r := range link(spans) {
-					if r.spanID == s.spanID {
-						return r.call, nil
-					}
-				}
-			}
-		}
-		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("fit: no span of trace %s under %s in %s after %v (does the service export its lineage there?)", traceID, parentID, t.path, wait)
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
+	return t.store.waitFor(ctx, traceID, parentID, wait, "in "+t.path, t.read)
 }
 
 // read reads the lines appended since the last read.
@@ -296,7 +333,7 @@ func (t *SpanTail) read() error {
 			return fmt.Errorf("fit: spans file %s: %w", t.path, err)
 		}
 		if e, ok := decodeSpan(s); ok {
-			t.traces[e.traceID] = append(t.traces[e.traceID], e)
+			t.store.add(e)
 		}
 	}
 	t.partial = slices.Clone(b)

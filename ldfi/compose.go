@@ -44,6 +44,8 @@ type cnode struct {
 	hyps     [][]int // hypotheses of the current size, untested
 	hypsOK   bool    // hyps is up to date
 	hypBound int     // the budget hyps was enumerated for
+	minFails []fact  // minimalFails, while hypsOK
+	minBound int     // the budget minFails was computed for (-1: none)
 	group    int     // hypotheses tested together next (adaptive)
 }
 
@@ -128,7 +130,7 @@ func (n *cnode) hypotheses(budget int) [][]int {
 	if n.hypsOK && n.hypBound == budget {
 		return n.hyps
 	}
-	n.hyps, n.hypsOK, n.hypBound = nil, true, budget
+	n.hyps, n.hypsOK, n.hypBound, n.minFails = nil, true, budget, nil
 	if len(n.clauses) == 0 {
 		return nil
 	}
@@ -149,11 +151,21 @@ func (n *cnode) hypotheses(budget int) [][]int {
 // its clauses (every proper subset is known to be survived), of up to
 // budget points.
 func (n *cnode) minimalFails(budget int) []fact {
+	if n.hypsOK && n.minBound == budget && n.minFails != nil {
+		return n.minFails
+	}
+	if !n.hypsOK {
+		n.hypotheses(budget) // brings hypsOK back, and with it this cache
+	}
 	var out []fact
 	for _, f := range n.fails {
 		if len(f.set) <= budget && minimalHitting(n.clauses, f.set) {
 			out = append(out, f)
 		}
+	}
+	n.minFails, n.minBound = out, budget
+	if out == nil {
+		n.minFails = []fact{}
 	}
 	return out
 }

@@ -68,6 +68,23 @@ func (a *atoms) of(points []string) []string {
 	return out
 }
 
+// others returns, with several fault types, the atoms of the points of scope
+// other than the way scope fails them.
+func (a *atoms) others(scope fit.Scope) []string {
+	if len(a.faults) == 1 {
+		return nil
+	}
+	var out []string
+	for _, f := range scope.Faults {
+		for _, x := range a.of([]string{f.Point}) {
+			if x != f.Point+"="+f.Action() {
+				out = append(out, x)
+			}
+		}
+	}
+	return out
+}
+
 // fault returns the fault an atom stands for.
 func (a *atoms) fault(atom string) fit.Fault {
 	point, action, named := strings.Cut(atom, "=")

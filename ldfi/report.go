@@ -74,16 +74,37 @@ func (r *Report) WriteText(w io.Writer) {
 	} else {
 		fmt.Fprintf(w, "failure sets (%d):\n", len(r.Failures))
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "  #\tfaults\texperiment\tfailed\tscenario\texample")
+		fmt.Fprintln(tw, "  #\tfaults\texperiments\tfailed\tscenario\texample")
 		for i, f := range r.Failures {
-			e := r.Experiments[f.Experiment-1]
-			example := ""
-			if len(e.Examples) > 0 {
-				example = e.Examples[0]
+			// A deduced set was not failed as a whole by its last
+			// experiment: the counts are its verification's, if any.
+			n, which := f.Experiment, fmt.Sprint(f.Experiment)
+			if f.Deduced {
+				n, which = f.Verified, fmt.Sprintf("%s deduced", joinInts(f.Evidence))
+				if f.Verified > 0 {
+					which += fmt.Sprintf(", verified %d", f.Verified)
+				}
 			}
-			fmt.Fprintf(tw, "  %d\t{%s}\t%d\t%d/%d\t%s\t%.60s\n", i+1, strings.Join(f.Faults, ", "), f.Experiment, e.Failed, e.Reached, ScenarioFile(i), example)
+			failed, example := "-", ""
+			if n > 0 {
+				e := r.Experiments[n-1]
+				failed = fmt.Sprintf("%d/%d", e.Failed, e.Reached)
+				if len(e.Examples) > 0 {
+					example = e.Examples[0]
+				}
+			}
+			fmt.Fprintf(tw, "  %d\t{%s}\t%s\t%s\t%s\t%.60s\n", i+1, strings.Join(f.Faults, ", "), which, failed, ScenarioFile(i), example)
 		}
 		tw.Flush()
+	}
+	for _, f := range r.Refuted {
+		fmt.Fprintf(w, "refuted (deduced, but did not fail the request when injected): {%s}\n", strings.Join(f.Faults, ", "))
+	}
+	for _, a := range r.Anomalies {
+		fmt.Fprintf(w, "anomaly: %s\n", a)
+	}
+	for _, sk := range r.Skipped {
+		fmt.Fprintf(w, "skipped: %s\n", sk)
 	}
 	fmt.Fprintf(w, "\ncoverage: %s\n", r.Coverage.Statement)
 }

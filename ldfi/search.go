@@ -189,13 +189,15 @@ type Report struct {
 	// Compose: deduced failure sets that did not fail the request when
 	// verified, hypotheses given up, and nodes that failed with none of
 	// their points failing.
-	Refuted    []FailureSet `json:"refuted,omitempty"`
-	Skipped    []string     `json:"skipped,omitempty"`
-	Anomalies  []string     `json:"anomalies,omitempty"`
-	Coverage   Coverage     `json:"coverage"`
-	PainProbes int          `json:"pain_probes"` // requests that failed because of an injected fault
-	Start      time.Time    `json:"start"`
-	End        time.Time    `json:"end"`
+	Refuted   []FailureSet `json:"refuted,omitempty"`
+	Skipped   []string     `json:"skipped,omitempty"`
+	Anomalies []string     `json:"anomalies,omitempty"`
+	Coverage  Coverage     `json:"coverage"`
+	// Random is random fault injection at the same budget, when asked for.
+	Random     *RandomComparison `json:"random,omitempty"`
+	PainProbes int               `json:"pain_probes"` // requests that failed because of an injected fault
+	Start      time.Time         `json:"start"`
+	End        time.Time         `json:"end"`
 }
 
 // ErrBaselineFails is returned when the class fails without any fault: there
@@ -278,6 +280,13 @@ func Search(ctx context.Context, cfg Config, t Target, clock Clock) (*Report, er
 		if !ok {
 			break
 		}
+		h := r.Formula.names(set)
+		if len(at.points(h)) < len(h) {
+			// Two ways to fail one point: no scope says that, and no
+			// superset can either.
+			hyps.tested(set, false)
+			continue
+		}
 		thought := time.Since(thinking)
 		if len(r.Experiments) >= cfg.MaxExperiments {
 			stop, complete = fmt.Sprintf("the budget of %d experiments is spent", cfg.MaxExperiments), false
@@ -286,7 +295,6 @@ func Search(ctx context.Context, cfg Config, t Target, clock Clock) (*Report, er
 		if err := pace(ctx); err != nil {
 			return r, err
 		}
-		h := r.Formula.names(set)
 		e, err := experiment(ctx, cfg, t, r.Formula, at, clock, len(r.Experiments)+1, h)
 		if err != nil {
 			return r, err
@@ -364,8 +372,12 @@ func experimentScope(ctx context.Context, cfg Config, t Target, f *Formula, at *
 	}
 	e.Outcome = judge(e.Reached, e.Failed, cfg.FailRatio)
 	if e.Outcome != Failed {
+		// An execution that survived a point failed one way would not
+		// happen were the point failed another way: those atoms are in
+		// its clause too.
+		other := at.others(scope)
 		for _, l := range good {
-			if f.Add(at.of(l.Used), n) {
+			if f.Add(append(at.of(l.Used), other...), n) {
 				e.NewClauses++
 			}
 		}

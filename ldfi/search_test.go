@@ -231,3 +231,36 @@ func TestUnnameablePoint(t *testing.T) {
 		t.Errorf("err %v, report %+v: want an error naming the point", err, r)
 	}
 }
+
+// TestCompareRandom: random injection at the search's budget, against the
+// same target, finds only true failure sets (shrunk to minimal ones), and
+// says which of them the search found too.
+func TestCompareRandom(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Probes = 1
+	r, err := Search(context.Background(), cfg, &appBoot{}, &fakeClock{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := CompareRandom(context.Background(), r.Config, &appBoot{}, &fakeClock{}, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Budget != len(r.Experiments) || c.Experiments > c.Budget || c.Experiments == 0 {
+		t.Errorf("budget %d, experiments %d, search %d", c.Budget, c.Experiments, len(r.Experiments))
+	}
+	true3 := map[string]bool{pA + "=error": true, pB + "=error": true, pP + "=error," + pPF + "=error": true}
+	for _, s := range c.Found {
+		if !true3[strings.Join(s, ",")] {
+			t.Errorf("random injection found %v, no true minimal failure set", s)
+		}
+	}
+	if c.AlsoLDFI != len(c.Found) || len(c.NotLDFI) != 0 {
+		t.Errorf("%+v: every set random found is one the search found", c)
+	}
+	var b strings.Builder
+	c.WriteText(&b, len(r.Failures))
+	if !strings.Contains(b.String(), fmt.Sprintf("same budget (%d experiments", c.Experiments)) {
+		t.Errorf("text: %s", b.String())
+	}
+}

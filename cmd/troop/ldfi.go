@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"github.com/troop-lab/troop/examples/appboot"
 	"github.com/troop-lab/troop/fit"
 	"github.com/troop-lab/troop/ldfi"
+	"github.com/troop-lab/troop/ldfi/grpctarget"
 	"github.com/troop-lab/troop/ldfi/httptarget"
 	"github.com/troop-lab/troop/ldfi/oracle"
 	"github.com/troop-lab/troop/ldfi/storetarget"
@@ -27,6 +29,7 @@ func init() { subcommands = append(subcommands, newLDFICmd) }
 // and to newLDFIRunCmd's flags.
 var ldfiTargets = map[string]func(ldfi.Spec) (ldfi.Target, error){
 	httptarget.Kind:  func(s ldfi.Spec) (ldfi.Target, error) { return httptarget.FromSpec(s) },
+	grpctarget.Kind:  func(s ldfi.Spec) (ldfi.Target, error) { return grpctarget.FromSpec(s) },
 	storetarget.Kind: func(s ldfi.Spec) (ldfi.Target, error) { return storetarget.FromSpec(s) },
 }
 
@@ -37,7 +40,7 @@ func ldfiTarget(ctx context.Context, s ldfi.Spec) (ldfi.Target, error) {
 	}
 	newTarget, ok := ldfiTargets[s.Kind]
 	if !ok {
-		return nil, fmt.Errorf("target kind %q: want http, store or metric", s.Kind)
+		return nil, fmt.Errorf("target kind %q: want http, grpc, store or metric", s.Kind)
 	}
 	return newTarget(s)
 }
@@ -86,17 +89,23 @@ func parseFaults(s string) ([]fit.Fault, error) {
 func newLDFIRunCmd() *cobra.Command {
 	cfg := ldfi.DefaultConfig()
 	var hc httptarget.Config
+	var gc grpctarget.Config
 	var sc storetarget.Config
+	var requestHex string
+	var compare bool
 	var fault, status, out, class string
 	var metric oracle.MetricConfig
 	cmd := &cobra.Command{
-		Use:   "run (--url URL | --lab DIR --class CLASS | --addr HOST:PORT --class CLASS) [flags]",
+		Use:   "run (--url URL | --grpc HOST:PORT --method /pkg.Service/Method | --lab DIR --class CLASS | --addr HOST:PORT --class CLASS) [flags]",
 		Short: "Search the failure sets of one request class",
 		Long: `Search the failure sets of one request class. The HTTP target sends
 --method to --url, the entry of services instrumented with package fit;
 the oracle is the status (any 2xx unless --status), optionally a body
 predicate (--body-match, --body-reject); the lineage comes back in the
 answer, or, with --spans FILE, from the spans the services export there.
+The gRPC target calls --method at --grpc (services instrumented with fit's
+interceptors; the request is --request-hex, protobuf bytes, empty by
+default); the oracle is the call's status.
 With --metric-url and --metric, a request whose answer passes still fails
 when the metric rose while it ran (an error or fallback counter).
 Writes DIR/report.json and a
@@ -114,11 +123,28 @@ The store target sends --class ("GET at DC_QUORUM") to a node of a lab
 				Spec() ldfi.Spec
 			}
 			switch {
+			case gc.Addr != "" && hc.URL == "" && class == "":
+				if gc.Request, err = hex.DecodeString(requestHex); err != nil {
+					return fmt.Errorf("ldfi run: --request-hex: %w", err)
+				}
+				gc.Timeout, gc.Method = hc.Timeout, hc.Method
+				if !cmd.Flags().Changed("method") {
+					return errors.New("ldfi run: --grpc needs --method /package.Service/Method")
+				}
+				var gt *grpctarget.Target
+				if gt, err = grpctarget.New(gc); err == nil {
+					defer gt.Close()
+					t = gt
+				}
 			case hc.URL != "" && class == "":
 				if hc.Status, err = parseStatuses(status); err != nil {
 					return fmt.Errorf("ldfi run: %w", err)
 				}
-				t, err = httptarget.New(hc)
+				var ht *httptarget.Target
+				if ht, err = httptarget.New(hc); err == nil {
+					defer ht.Close()
+					t = ht
+				}
 			case hc.URL == "" && class != "":
 				sc.Spans = hc.Spans // --spans serves both targets
 				if err = storetarget.ParseClass(class, &sc); err == nil {
@@ -129,7 +155,7 @@ The store target sends --class ("GET at DC_QUORUM") to a node of a lab
 					}
 				}
 			default:
-				err = errors.New("give --url URL (HTTP) or --class CLASS with --lab DIR or --addr HOST:PORT (store)")
+				err = errors.New("give --url URL (HTTP), --grpc HOST:PORT with --method (gRPC), or --class CLASS with --lab DIR or --addr HOST:PORT (store)")
 			}
 			if err == nil && (metric.URL != "" || metric.Metric != "") {
 				metric.Target = t.Spec()
@@ -141,27 +167,31 @@ The store target sends --class ("GET at DC_QUORUM") to a node of a lab
 			cfg.Target = t.Spec()
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			_, err = runSearch(ctx, cfg, t, out)
+			_, err = runSearch(ctx, cfg, t, out, compare)
 			return err
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&hc.URL, "url", "", "the entry request: http://HOST:PORT/PATH")
-	f.StringVar(&hc.Method, "method", "GET", "HTTP method")
+	f.StringVar(&hc.Method, "method", "GET", "HTTP method; with --grpc, the gRPC method: /package.Service/Method")
 	f.StringVar(&hc.Body, "body", "", "request body")
 	f.StringVar(&status, "status", "", "statuses that count as success, comma separated (default any 2xx)")
 	f.StringVar(&hc.BodyMatch, "body-match", "", "a regular expression the body of a successful answer matches")
 	f.StringVar(&hc.BodyReject, "body-reject", "", "a regular expression the body of a successful answer does not match")
 	f.DurationVar(&hc.Timeout, "timeout", 10*time.Second, "per request")
-	f.StringVar(&hc.Spans, "spans", "", "read each probe's lineage from the OpenTelemetry spans the services (or the node: troop_lineage_export) export to this file, by a W3C traceparent per probe, not from the answer")
+	f.StringVar(&hc.Spans, "spans", "", "read each probe's lineage from the OpenTelemetry spans the services (or the node: troop_lineage_export) export to this file, by a W3C traceparent per probe, not from the answer; HTTP: otlp:HOST:PORT serves an OTLP/HTTP receiver there instead (the services export to http://HOST:PORT/v1/traces)")
 	f.StringVar(&metric.URL, "metric-url", "", "also fail a request when --metric rose while it ran: a Prometheus text endpoint, http://HOST:PORT/metrics")
 	f.StringVar(&metric.Metric, "metric", "", `the metric of --metric-url, summed over the series picked: NAME or NAME{label="value",...}`)
 	f.Float64Var(&metric.Max, "metric-max", 0, "how much --metric may rise during a request that still succeeds")
+	f.StringVar(&gc.Addr, "grpc", "", "gRPC: the entry service's HOST:PORT (plaintext)")
+	f.StringVar(&requestHex, "request-hex", "", "gRPC: the request message, protobuf bytes in hex (default: empty, every field at its default)")
+	f.BoolVar(&gc.Stream, "stream", false, "gRPC: the method streams its answers (all are read)")
 	f.StringVar(&class, "class", "", `store: the request class, "GET at DC_QUORUM", "SET at DC_ONE" ...`)
 	f.StringVar(&sc.Lab, "lab", "", "store: a lab directory (troop lab up)")
 	f.StringVar(&sc.Node, "node", "", "store: the lab's node to send the class to (default its first)")
 	f.StringVar(&sc.Addr, "addr", "", "store: a node's client address, instead of --lab")
 	f.StringVar(&out, "out", ".troop/ldfi", "directory for report.json and the scenario files")
+	f.BoolVar(&compare, "compare-random", false, "after the search, run random fault injection with as many experiments against the same services and report both")
 	addSearchFlags(cmd, &cfg, &fault)
 	return cmd
 }
@@ -181,9 +211,10 @@ func parseStatuses(s string) ([]int, error) {
 	return out, nil
 }
 
-// runSearch runs a search, shows progress on a terminal, prints the
-// readable report and writes the files.
-func runSearch(ctx context.Context, cfg ldfi.Config, t ldfi.Target, out string) (*ldfi.Report, error) {
+// runSearch runs a search (and random injection at its budget, when
+// compare is set), shows progress on a terminal, prints the readable report
+// and writes the files.
+func runSearch(ctx context.Context, cfg ldfi.Config, t ldfi.Target, out string, compare bool) (*ldfi.Report, error) {
 	if isTerminal(os.Stderr) {
 		cfg.Progress = func(e ldfi.Experiment) { fmt.Fprintln(os.Stderr, ldfi.ProgressLine(e)) }
 	}
@@ -192,6 +223,17 @@ func runSearch(ctx context.Context, cfg ldfi.Config, t ldfi.Target, out string) 
 		return r, fmt.Errorf("ldfi: %w", err)
 	}
 	r.WriteText(os.Stdout)
+	if compare {
+		if isTerminal(os.Stderr) {
+			fmt.Fprintf(os.Stderr, "random fault injection: %d experiments...\n", len(r.Experiments))
+		}
+		c, err := ldfi.CompareRandom(ctx, r.Config, t, ldfi.WallClock{}, r)
+		if err != nil && ctx.Err() == nil {
+			return r, fmt.Errorf("ldfi: random injection: %w", err)
+		}
+		r.Random = c // what was measured, also when Ctrl-C stopped it
+		c.WriteText(os.Stdout, len(r.Failures))
+	}
 	if out != "" {
 		if err := r.WriteFiles(out); err != nil {
 			return r, fmt.Errorf("ldfi: %w", err)

@@ -110,9 +110,12 @@ func TestLDFIRunReplay(t *testing.T) {
 	if strings.Contains(text, "{api->bookmarks=error, api->ratings=error}") || !strings.Contains(text, "{account->geo=error}") {
 		t.Errorf("status oracle: report\n%s", text)
 	}
-	text, err = run("ldfi", "run", "--url", c.GatewayURL(), "--body-reject", appboot.MemberError, "--max-faults", "2", "--out", dir)
+	text, err = run("ldfi", "run", "--url", c.GatewayURL(), "--body-reject", appboot.MemberError, "--max-faults", "2", "--out", dir, "--compare-random")
 	if err != nil {
 		t.Fatalf("%v\n%s", err, text)
+	}
+	if !strings.Contains(text, "random fault injection, same budget (") {
+		t.Errorf("--compare-random: no comparison in\n%s", text)
 	}
 	files, _ := filepath.Glob(filepath.Join(dir, "scenario-*.json"))
 	if len(files) != len(appboot.Expected()) || !strings.Contains(text, "{api->bookmarks=error, api->ratings=error}") {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/troop-lab/troop/internal/freeport"
 	"github.com/troop-lab/troop/ldfi"
 	"github.com/troop-lab/troop/ldfi/httptarget"
 )
@@ -121,5 +122,39 @@ func TestPartialSuccessNeedsBodyOracle(t *testing.T) {
 		if rep.Reproduced != (reject != "") {
 			t.Errorf("body reject %q: reproduced %v", reject, rep.Reproduced)
 		}
+	}
+}
+
+// TestLDFIReadsOTLP: the services export their spans over OTLP/HTTP to a
+// receiver the target serves, each service its own spans in the request's
+// trace; the search reads every probe's lineage from there.
+func TestLDFIReadsOTLP(t *testing.T) {
+	addr, err := freeport.Pick()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := startCluster(t, "--spans", "http://"+addr+"/v1/traces")
+	target, err := httptarget.New(httptarget.Config{URL: c.GatewayURL(), BodyReject: MemberError, Timeout: 5 * time.Second, Spans: "otlp:" + addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer target.Close()
+	cfg := ldfi.DefaultConfig()
+	cfg.MaxFaults, cfg.Probes, cfg.Target = 1, 2, target.Spec()
+	r, err := ldfi.Search(context.Background(), cfg, target, ldfi.WallClock{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found, want [][]string
+	for _, f := range r.Failures {
+		found = append(found, f.Points)
+	}
+	for _, s := range Expected() {
+		if len(s) == 1 {
+			want = append(want, s)
+		}
+	}
+	if got, w := key(found), key(want); !slices.Equal(got, w) {
+		t.Errorf("failure sets\n got %v\nwant %v", got, w)
 	}
 }

@@ -33,10 +33,12 @@ type Config struct {
 	BodyMatch  string        `json:"body_match,omitempty"`
 	BodyReject string        `json:"body_reject,omitempty"`
 	Timeout    time.Duration `json:"timeout"`
-	// Spans, when set, is the file the entry service exports its lineage
-	// to as OpenTelemetry spans (fit.NewSpanExporter): each probe carries a
-	// W3C traceparent and its lineage is read from the spans of its trace,
-	// not from the answer's header.
+	// Spans, when set, is where the services export their lineage as
+	// OpenTelemetry spans (fit.NewSpanExporter): a file, or "otlp:ADDR" for
+	// an OTLP/HTTP receiver the target serves at ADDR (the services export
+	// to http://ADDR/v1/traces). Each probe carries a W3C traceparent and
+	// its lineage is read from the spans of its trace, not from the
+	// answer's header.
 	Spans string `json:"spans,omitempty"`
 }
 
@@ -48,7 +50,8 @@ type Target struct {
 	cfg           Config
 	client        *http.Client
 	match, reject *regexp.Regexp
-	spans         *fit.SpanTail
+	spans         fit.SpanSource
+	closer        io.Closer
 }
 
 // New checks cfg and returns its target.
@@ -64,7 +67,13 @@ func New(cfg Config) (*Target, error) {
 		return nil, fmt.Errorf("http target: URL %q: want http://HOST:PORT/PATH", cfg.URL)
 	}
 	t := &Target{cfg: cfg, client: &http.Client{Timeout: cfg.Timeout}}
-	if cfg.Spans != "" {
+	if addr, ok := strings.CutPrefix(cfg.Spans, "otlp:"); ok {
+		rcv, err := fit.NewOTLPReceiver(addr)
+		if err != nil {
+			return nil, fmt.Errorf("http target: %w", err)
+		}
+		t.spans, t.closer = rcv, rcv
+	} else if cfg.Spans != "" {
 		if t.spans, err = fit.NewSpanTail(cfg.Spans); err != nil {
 			return nil, fmt.Errorf("http target: %w", err)
 		}
@@ -80,6 +89,14 @@ func New(cfg Config) (*Target, error) {
 		}
 	}
 	return t, nil
+}
+
+// Close stops the OTLP receiver, if the target serves one.
+func (t *Target) Close() error {
+	if t.closer != nil {
+		return t.closer.Close()
+	}
+	return nil
 }
 
 // FromSpec rebuilds a target from its spec (a scenario's).

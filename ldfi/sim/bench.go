@@ -109,55 +109,29 @@ func Run(ctx context.Context, p Params, k int, strategy string, enum ldfi.Enumer
 	return res, nil
 }
 
-// random is random fault injection: each experiment fails a random set of 1
-// to k points; a failing set is shrunk (one more experiment per point
-// tried) to a minimal one. It returns the planted sets found within budget
-// experiments, and the experiments it took to find them all (0: not within
-// budget).
+// random is random fault injection (ldfi.RandomInjection) on the graph: it
+// returns the planted sets found within budget experiments, and the
+// experiments it took to find them all (0: not within budget).
 func random(g *Graph, want map[string]bool, k, budget int, seed uint64) (found, toAll int) {
-	rng := rand.New(rand.NewPCG(seed, 0xfa11))
 	got := map[string]bool{}
-	n := 0
-	fails := func(set []string) bool {
-		n++
+	fails := func(set []string) (bool, error) {
 		failed := map[string]bool{}
 		for _, p := range set {
 			failed[p] = true
 		}
-		return g.fails(failed)
+		return g.fails(failed), nil
 	}
-	for n < budget {
-		size := 1 + rng.IntN(k)
-		set := map[string]bool{}
-		for len(set) < size {
-			set[g.points[rng.IntN(len(g.points))]] = true
-		}
-		s := slices.Sorted(func(yield func(string) bool) {
-			for p := range set {
-				if !yield(p) {
-					return
-				}
-			}
-		})
-		if !fails(s) {
-			continue
-		}
-		for i := 0; i < len(s) && len(s) > 1 && n < budget; {
-			without := slices.Delete(slices.Clone(s), i, i+1)
-			if fails(without) {
-				s = without
-			} else {
-				i++
-			}
-		}
-		if key := strings.Join(s, ","); want[key] && !got[key] {
+	ldfi.RandomInjection(rand.New(rand.NewPCG(seed, 0xfa11)), g.points, k, budget, fails, func(set []string, n int) bool {
+		if key := strings.Join(set, ","); want[key] && !got[key] {
 			got[key] = true
 			if len(got) == len(want) {
-				return len(got), n
+				toAll = n
+				return false
 			}
 		}
-	}
-	return len(got), 0
+		return true
+	})
+	return len(got), toAll
 }
 
 // WriteTable writes results as a table: per graph, ldfi's experiments to

@@ -209,17 +209,15 @@ func (st simStep) try(failed map[string]bool, reached, used *[]string, tree *fit
 	if failed[st.point] {
 		return false
 	}
-	if st.callee != nil {
-		var below []string
-		if !st.callee.run(failed, reached, &below, node) {
-			return false
-		}
-		*used = append(*used, below...)
+	var below []string
+	if st.callee != nil && !st.callee.run(failed, reached, &below, node) {
+		return false
 	}
 	if node != nil {
 		node.OK, node.Used = true, true
 	}
 	*used = append(*used, st.point)
+	*used = append(*used, below...)
 	return true
 }
 
