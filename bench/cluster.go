@@ -19,6 +19,7 @@ type ClusterTarget struct {
 	clients []*client.Cluster
 	nodes   int
 	level   string
+	conns   int // per node and rack client
 }
 
 // NewClusterTarget makes one client per rack of datacenter dc ("" = the
@@ -30,7 +31,7 @@ func NewClusterTarget(nodes []client.Node, dc string, opts client.Options) (*Clu
 	if dc == "" {
 		dc = nodes[0].DC
 	}
-	t := &ClusterTarget{dc: dc, level: opts.ReadLevel, racks: client.Racks(nodes, dc)}
+	t := &ClusterTarget{dc: dc, level: opts.ReadLevel, racks: client.Racks(nodes, dc), conns: max(opts.ConnsPerNode, 1)}
 	for _, n := range nodes {
 		if n.DC == dc {
 			t.nodes++
@@ -81,6 +82,11 @@ func (t *ClusterTarget) Close() error {
 
 // Nodes is the number of nodes in the datacenter, for per-node worker counts.
 func (t *ClusterTarget) Nodes() int { return t.nodes }
+
+// Connections is how many connections the rack clients hold at most: each
+// client's to each node of the datacenter (it sends to its own rack's, and
+// to others' when it fails over).
+func (t *ClusterTarget) Connections(int) int { return len(t.clients) * t.conns * t.nodes }
 
 // Describe says what the target is, for the result file.
 func (t *ClusterTarget) Describe() string {
