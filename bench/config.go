@@ -187,7 +187,7 @@ func (c *Config) Validate() error {
 	case (c.TLSCert == "") != (c.TLSKey == ""):
 		return fmt.Errorf("--cert and --key go together: a client certificate and its key")
 	}
-	if !slices.Contains(consistencyLevels, c.Consistency) {
+	if c.Consistency != "" && !slices.Contains(consistencyLevels, c.Consistency) { // "": the target's own
 		return fmt.Errorf("--consistency %q: use DC_ONE, DC_QUORUM or DC_SAFE_QUORUM", c.Consistency)
 	}
 	if c.Distribution != "" {

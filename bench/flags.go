@@ -66,6 +66,9 @@ func Inapplicable(cfg *Config, given func(flag string) bool, kind string) []stri
 			warn("consistency", "to a Dynomite cluster, whose levels are its own setting (its /set_consistency): it is only recorded")
 		}
 	}
+	if kind != TargetDynomite {
+		warn("client-port", "but to a --cluster of Dynomite nodes")
+	}
 	if !cfg.TLS {
 		for _, f := range []string{"cacert", "cert", "key", "sni", "insecure"} {
 			warn(f, "without --tls")

@@ -21,6 +21,7 @@ func init() { subcommands = append(subcommands, newBenchCmd) }
 func newBenchCmd() *cobra.Command {
 	cfg := bench.DefaultConfig()
 	var targets, labDir, clusterAddr, valueSize, pipeline, ratio, hotspot, out, cpuProfile string
+	var clientPort int
 	cmd := &cobra.Command{
 		Use:   "bench [JOB] (--target HOST:PORT[,...] | --lab DIR | --cluster FILE|ADMIN_ADDR)",
 		Short: "Run a workload against a Redis-protocol endpoint, checking every read",
@@ -50,7 +51,7 @@ See docs/bench.md.`,
 				return fmt.Errorf("bench: %w", err)
 			}
 			ctx := cmd.Context()
-			t, kind, err := benchTarget(ctx, targets, labDir, clusterAddr, cfg)
+			t, kind, err := benchTarget(ctx, targets, labDir, clusterAddr, clientPort, cfg)
 			if err != nil {
 				return fmt.Errorf("bench: %w", err)
 			}
@@ -131,6 +132,7 @@ See docs/bench.md.`,
 	f.StringVar(&targets, "target", "", "HOST:PORT[,HOST:PORT...] of plain RESP servers (redis-server, nutcracker, troop nodes)")
 	f.StringVar(&labDir, "lab", "", "DIR of a troop lab cluster (troop lab up's default is .troop/lab), driven by a token-aware client per rack")
 	f.StringVar(&clusterAddr, "cluster", "", "a troop or Dynomite cluster: a file holding a node's /cluster_describe answer, or the admin address (HOST:PORT) of a node to ask")
+	f.IntVar(&clientPort, "client-port", 0, "with --cluster of Dynomite nodes: their client port (default: each server's peer port plus one, as Dynomite's configurations have it)")
 	f.Uint64Var(&cfg.Keys, "keys", cfg.Keys, "size of the key set")
 	f.IntVar(&cfg.KeySize, "key-size", cfg.KeySize, "bytes per key, after the prefix")
 	f.StringVar(&cfg.KeyPrefix, "key-prefix", cfg.KeyPrefix, "put before every key, to keep the run's keys apart from others (\"\" for none)")
@@ -171,16 +173,7 @@ See docs/bench.md.`,
 }
 
 // benchTarget opens the one target the flags name and checks that it answers.
-// clusterNodes reads a cluster's topology from a file, when the argument
-// names one, or else from the node whose admin API is at the address.
-func clusterNodes(ctx context.Context, fileOrAddr string) ([]client.Node, error) {
-	if st, err := os.Stat(fileOrAddr); err == nil && st.Mode().IsRegular() {
-		return client.FromClusterFile(fileOrAddr)
-	}
-	return client.FromClusterDescribe(ctx, fileOrAddr)
-}
-
-func benchTarget(ctx context.Context, targets, labDir, clusterAddr string, cfg bench.Config) (bench.Target, string, error) {
+func benchTarget(ctx context.Context, targets, labDir, clusterAddr string, clientPort int, cfg bench.Config) (bench.Target, string, error) {
 	given := 0
 	for _, s := range []string{targets, labDir, clusterAddr} {
 		if s != "" {
@@ -210,13 +203,19 @@ func benchTarget(ctx context.Context, targets, labDir, clusterAddr string, cfg b
 	if labDir != "" {
 		nodes, err = client.FromLab(labDir)
 	} else {
-		nodes, err = clusterNodes(ctx, clusterAddr)
+		nodes, err = client.FromCluster(ctx, clusterAddr)
 	}
 	if err != nil {
 		return nil, "", err
 	}
+	kind, level := bench.TargetTroop, cfg.Consistency
+	if len(nodes) > 0 && nodes[0].Dynomite {
+		// Dynomite takes no TROOP CONSISTENCY: its levels are its own.
+		kind, level = bench.TargetDynomite, ""
+		client.SetDynomitePort(nodes, clientPort)
+	}
 	t, err := bench.NewClusterTarget(nodes, "", client.Options{ConnsPerNode: cfg.Conns, Timeout: cfg.Timeout,
-		ReadLevel: cfg.Consistency, WriteLevel: cfg.Consistency})
+		ReadLevel: level, WriteLevel: level})
 	if err != nil {
 		return nil, "", err
 	}
@@ -233,7 +232,7 @@ func benchTarget(ctx context.Context, targets, labDir, clusterAddr string, cfg b
 			return nil, "", fmt.Errorf("node %s: %w", n, err)
 		}
 	}
-	return t, bench.TargetTroop, nil
+	return t, kind, nil
 }
 
 func parseBenchFlags(cmd *cobra.Command, cfg *bench.Config, valueSize, pipeline, ratio, hotspot string) error {
