@@ -50,9 +50,9 @@ func TestAuditFindsLostAndCorruptWrites(t *testing.T) {
 
 	// Behind the benchmark's back: drop one acknowledged write, replace
 	// another with a value of a different key, and make a third unreadable.
-	k0 := string(FormatKey(nil, written[0], cfg.KeySize))
-	k1 := string(FormatKey(nil, written[1], cfg.KeySize))
-	k2 := string(FormatKey(nil, written[2], cfg.KeySize))
+	k0 := string(cfg.Key(nil, written[0]))
+	k1 := string(cfg.Key(nil, written[1]))
+	k2 := string(cfg.Key(nil, written[2]))
 	redisDo(t, srv.Addr, "DEL", k0)
 	redisDo(t, srv.Addr, "SET", k1, string(EncodeValue(nil, []byte(k2), 7, 200)))
 	redisDo(t, srv.Addr, "LPUSH", k2+"x", "a") // unrelated key: must not count
@@ -94,7 +94,7 @@ func TestAuditFindsOvertakenWrites(t *testing.T) {
 	}
 	earlier := map[string][]byte{}
 	for _, k := range m.Written() {
-		name := string(FormatKey(nil, k, cfg.KeySize))
+		name := string(cfg.Key(nil, k))
 		earlier[name] = redisDo(t, srv.Addr, "GET", name)
 	}
 	cfg.Seed++ // other writes, by every writer again

@@ -19,6 +19,8 @@ type ClusterTarget struct {
 	clients []*client.Cluster
 	nodes   int
 	level   string
+	conns   int    // per node and rack client
+	kind    string // "troop" or "Dynomite"
 }
 
 // NewClusterTarget makes one client per rack of datacenter dc ("" = the
@@ -30,7 +32,10 @@ func NewClusterTarget(nodes []client.Node, dc string, opts client.Options) (*Clu
 	if dc == "" {
 		dc = nodes[0].DC
 	}
-	t := &ClusterTarget{dc: dc, level: opts.ReadLevel, racks: client.Racks(nodes, dc)}
+	t := &ClusterTarget{dc: dc, level: opts.ReadLevel, racks: client.Racks(nodes, dc), conns: max(opts.ConnsPerNode, 1), kind: "troop"}
+	if nodes[0].Dynomite {
+		t.kind = "Dynomite"
+	}
 	for _, n := range nodes {
 		if n.DC == dc {
 			t.nodes++
@@ -82,7 +87,17 @@ func (t *ClusterTarget) Close() error {
 // Nodes is the number of nodes in the datacenter, for per-node worker counts.
 func (t *ClusterTarget) Nodes() int { return t.nodes }
 
+// Connections is how many connections the rack clients use: each client's
+// to the nodes of its own rack (more while it fails over to another rack).
+func (t *ClusterTarget) Connections(int) int {
+	return len(t.clients) * t.conns * max(t.nodes/max(len(t.racks), 1), 1)
+}
+
 // Describe says what the target is, for the result file.
 func (t *ClusterTarget) Describe() string {
-	return fmt.Sprintf("troop cluster, datacenter %s: %d nodes in %d racks, a token-aware client per rack", t.dc, t.nodes, len(t.racks))
+	s := fmt.Sprintf("%s cluster, datacenter %s: %d nodes in %d racks, a token-aware client per rack", t.kind, t.dc, t.nodes, len(t.racks))
+	if t.level != "" {
+		s += ", " + t.level
+	}
+	return s
 }

@@ -21,6 +21,7 @@ type Result struct {
 	Seed         uint64    `json:"seed"`
 	Config       Config    `json:"config"`
 	Target       string    `json:"target"`
+	Setup        Setup     `json:"setup"` // what ran, as the header block says it
 	Started      time.Time `json:"started"`
 	Rows         []Row     `json:"rows"`   // one per task and iteration, in run order
 	Totals       []Row     `json:"totals"` // one per task, all iterations merged
@@ -29,6 +30,8 @@ type Result struct {
 	// Stopped says where an interrupted run stopped; "" for a run that ran
 	// to its end. The figures of an interrupted run are those of what ran.
 	Stopped string `json:"stopped,omitempty"`
+	// Cleanup is what --cleanup deleted after the run.
+	Cleanup *CleanupResult `json:"cleanup,omitempty"`
 }
 
 // Row is one task's figures: one iteration of it, or all of them (Total).

@@ -53,6 +53,14 @@ func RunModel(ctx context.Context, cfg Config, target Target, out io.Writer, mod
 	if d, ok := target.(Describer); ok {
 		res.Target = d.Describe()
 	}
+	res.Setup = newSetup(&cfg, p, target, nodes)
+	if out != nil {
+		res.Setup.WriteHeader(out)
+	}
+	var hlog *hdrLog
+	if cfg.HdrLog != nil {
+		hlog = newHdrLog(cfg.HdrLog, res.Started, &cfg)
+	}
 	r := &runner{cfg: &cfg, target: target, model: model}
 	stopHorizon := r.keepHorizon()
 	defer stopHorizon()
@@ -86,6 +94,9 @@ func RunModel(ctx context.Context, cfg Config, target Target, out io.Writer, mod
 			if ctx.Err() != nil {
 				res.Stopped = fmt.Sprintf("interrupted %.1f s into %s (phase %d of %d, iteration %d of %d): the figures are those of what ran until then",
 					pr.elapsed.Seconds(), ph.Name, pi+1, len(p.phases), it, cfg.Iterations)
+			}
+			if hlog != nil {
+				hlog.phase(ph.Tasks, pr.start, pr.series)
 			}
 			secs := pr.elapsed.Seconds()
 			for ti, task := range ph.Tasks {
@@ -126,6 +137,9 @@ func RunModel(ctx context.Context, cfg Config, target Target, out io.Writer, mod
 		res.Warnings = append(res.Warnings, fmt.Sprintf(
 			"the client used %.0f%% of this machine's %d cores: troop bench itself may have set the pace, not the server",
 			100*res.CPU.Utilization, res.CPU.Cores))
+	}
+	if hlog != nil && hlog.err != nil {
+		res.Warnings = append(res.Warnings, fmt.Sprintf("the HDR log (--hdr-out) is incomplete: %v", hlog.err))
 	}
 	if ctx.Err() != nil && res.Stopped == "" {
 		res.Stopped = "interrupted before the first phase began: nothing was measured"
@@ -187,6 +201,7 @@ func (r *runner) dropSlots() {
 }
 
 type phaseResult struct {
+	start   time.Time
 	elapsed time.Duration
 	stats   []*taskStats
 	series  *series
@@ -245,7 +260,7 @@ func (r *runner) runPhase(ctx context.Context, ph *phasePlan, it, pi int, dur ti
 	wg.Wait()
 	stopProgress()
 	r.dropSlots()
-	pr.elapsed = time.Since(start)
+	pr.start, pr.elapsed = start, time.Since(start)
 	pr.stats, pr.series = ps.tasks, ps.series
 	return pr
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/troop-lab/troop/client"
 	"github.com/troop-lab/troop/internal/testredis"
 	"github.com/troop-lab/troop/resp"
 )
@@ -29,7 +30,7 @@ func smallConfig(job string) Config {
 
 func respTarget(t *testing.T, addr string, conns int) *RESPTarget {
 	t.Helper()
-	tg, err := NewRESPTarget([]string{addr}, conns, 2*time.Second)
+	tg, err := NewRESPTarget([]string{addr}, conns, 2*time.Second, client.Dial{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +151,7 @@ func (tp *tamper) corrupt() error {
 		return err
 	}
 	defer c.Close()
-	k := func(i uint64) []byte { return FormatKey(nil, i, 16) }
+	k := func(i uint64) []byte { return FormatKey([]byte(DefaultKeyPrefix), i, 16) }
 	good := EncodeValue(nil, k(3), 1, 200)
 	flipped := bytes.Clone(good)
 	flipped[150] ^= 1
@@ -230,7 +231,7 @@ func corruptionIsAFail(t *testing.T, cfg Config, target Target, tp *tamper) {
 }
 
 func TestUnreachableTargetNamesAddress(t *testing.T) {
-	tg, err := NewRESPTarget([]string{"127.0.0.1:1"}, 1, 500*time.Millisecond)
+	tg, err := NewRESPTarget([]string{"127.0.0.1:1"}, 1, 500*time.Millisecond, client.Dial{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,9 @@ package bench
 
 import (
 	"fmt"
+	"math"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/troop-lab/troop/client"
@@ -68,17 +70,25 @@ type Sizer interface {
 // conns connections to each address. Each worker takes a pinned view of it
 // (Session), so its pipeline leaves in one write on its own connection, as a
 // redis-benchmark client's does; with several addresses a key's hash picks
-// the address (client-side sharding).
+// the address (client-side sharding). Over TLS every worker has a pipe of
+// its own, as each of redis-benchmark's clients has its own connection:
+// the shared links dial plain TCP only.
 type RESPTarget struct {
-	*client.Plain
-	addrs []string
-	conns int
-	pipes []*client.Pipe // one per connection slot; they dial on first use
+	shared  Target        // the Plain client, or a lockedPipe over TLS
+	plain   *client.Plain // nil over TLS
+	addrs   []string
+	conns   int
+	timeout time.Duration
+	dial    client.Dial
+
+	mu    sync.Mutex
+	pipes []*client.Pipe // one per connection slot (per worker over TLS); they dial on first use
 }
 
 // NewRESPTarget makes a target for addrs (host:port), conns connections
-// each. It connects lazily; Ping checks reachability within the timeout.
-func NewRESPTarget(addrs []string, conns int, timeout time.Duration) (*RESPTarget, error) {
+// each, reached as d says (database, credentials, TLS). It connects
+// lazily; Ping checks reachability within the timeout.
+func NewRESPTarget(addrs []string, conns int, timeout time.Duration, d client.Dial) (*RESPTarget, error) {
 	if len(addrs) == 0 {
 		return nil, fmt.Errorf("no target address given")
 	}
@@ -90,51 +100,134 @@ func NewRESPTarget(addrs []string, conns int, timeout time.Duration) (*RESPTarge
 			return nil, fmt.Errorf("target %q is not host:port", a)
 		}
 	}
-	p, err := client.NewPlain(addrs, client.PlainOptions{ConnsPerAddr: conns, Timeout: timeout})
+	t := &RESPTarget{addrs: addrs, conns: conns, timeout: timeout, dial: d}
+	if d.TLS != nil {
+		p, err := client.NewPipe(addrs, timeout, d)
+		if err != nil {
+			return nil, err
+		}
+		t.shared = &lockedPipe{pipe: p}
+		return t, nil
+	}
+	p, err := client.NewPlain(addrs, client.PlainOptions{ConnsPerAddr: conns, Timeout: timeout, Dial: d})
 	if err != nil {
 		return nil, err
 	}
-	t := &RESPTarget{Plain: p, addrs: addrs, conns: conns}
-	for range conns {
-		pp, err := client.NewPipe(addrs, timeout)
-		if err != nil {
-			p.Close()
-			return nil, err
-		}
-		t.pipes = append(t.pipes, pp)
-	}
+	t.plain, t.shared = p, p
 	return t, nil
 }
 
+// Send queues a command on the shared connections.
+func (t *RESPTarget) Send(args [][]byte, done func(raw []byte, err error)) { t.shared.Send(args, done) }
+
+// Flush writes out what was queued on the shared connections.
+func (t *RESPTarget) Flush() { t.shared.Flush() }
+
 // Ping fails with the first unreachable address, naming it. It goes over
 // the first pipe, whose connections the first worker then uses.
-func (t *RESPTarget) Ping() error { return t.pipes[0].Ping() }
+func (t *RESPTarget) Ping() error { return t.Pipe(0).(*client.Pipe).Ping() }
 
 // Pipes is the number of workers that can each have their own pipe: one
-// per connection slot (--conns).
-func (t *RESPTarget) Pipes() int { return t.conns }
+// per connection slot (--conns), or any number over TLS.
+func (t *RESPTarget) Pipes() int {
+	if t.dial.TLS != nil {
+		return math.MaxInt32
+	}
+	return t.conns
+}
 
 // Pipe is the n-th pipe: the n-th connection of each address, driven by one
 // worker at a time. Its connections are the target's --conns; the shared
 // ones of the embedded client serve only workers that cannot each have a
 // pipe, and the audit.
-func (t *RESPTarget) Pipe(n int) Pipe { return t.pipes[n] }
+func (t *RESPTarget) Pipe(n int) Pipe {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for len(t.pipes) <= n {
+		p, err := client.NewPipe(t.addrs, t.timeout, t.dial)
+		if err != nil { // only for arguments NewRESPTarget checked
+			panic(err)
+		}
+		t.pipes = append(t.pipes, p)
+	}
+	return t.pipes[n]
+}
 
 // Close closes the pipes and the shared connections.
 func (t *RESPTarget) Close() error {
+	t.mu.Lock()
 	for _, p := range t.pipes {
 		p.Close()
 	}
-	return t.Plain.Close()
+	t.mu.Unlock()
+	return t.shared.Close()
 }
 
 // Session is worker n's view: the n-th connection of each address.
-func (t *RESPTarget) Session(n int) Target { return t.Plain.Pinned(n) }
+func (t *RESPTarget) Session(n int) Target {
+	if t.plain == nil {
+		return t.shared
+	}
+	return t.plain.Pinned(n)
+}
 
 // Describe says what the target is, for the result file.
 func (t *RESPTarget) Describe() string {
-	return fmt.Sprintf("resp %s, %d connections per address", strings.Join(t.addrs, ","), t.conns)
+	s := fmt.Sprintf("resp %s, %d connections per address", strings.Join(t.addrs, ","), t.conns)
+	if t.dial.TLS != nil {
+		s = fmt.Sprintf("resp %s over TLS, a connection per worker to each address", strings.Join(t.addrs, ","))
+	}
+	switch {
+	case t.dial.User != "":
+		s += ", AUTH as " + t.dial.User
+	case t.dial.Password != "":
+		s += ", AUTH"
+	}
+	if t.dial.DB != 0 {
+		s += fmt.Sprintf(", database %d", t.dial.DB)
+	}
+	return s
 }
 
 // Nodes is the number of addresses, for per-node worker counts.
 func (t *RESPTarget) Nodes() int { return len(t.addrs) }
+
+// Connections is how many connections workers hold in all: one per worker
+// and address when each has a pipe of its own, else --conns per address.
+func (t *RESPTarget) Connections(workers int) int {
+	if workers <= t.Pipes() {
+		return workers * len(t.addrs)
+	}
+	return t.conns * len(t.addrs)
+}
+
+// lockedPipe is the Target interface over one Pipe, for what over TLS
+// goes through the shared connections (the audit's and the cleanup's
+// batches): a Flush exchanges everything queued, and hands each reply to
+// its callback while it holds the pipe, so the frame stays valid.
+type lockedPipe struct {
+	mu    sync.Mutex
+	pipe  *client.Pipe
+	dones []func([]byte, error)
+	got   []client.Reply
+}
+
+func (l *lockedPipe) Send(args [][]byte, done func(raw []byte, err error)) {
+	l.mu.Lock()
+	l.pipe.Send(args)
+	l.dones = append(l.dones, done)
+	l.mu.Unlock()
+}
+
+func (l *lockedPipe) Flush() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.got = l.pipe.Exchange(l.got[:0])
+	for i, r := range l.got {
+		l.dones[i](r.Raw, r.Err)
+	}
+	clear(l.dones)
+	l.dones = l.dones[:0]
+}
+
+func (l *lockedPipe) Close() error { return l.pipe.Close() }

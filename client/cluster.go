@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -208,36 +207,7 @@ func minToken(n Node) uint32 {
 // on every connect and reconnect, so a new connection never runs a request
 // at the node's default level by mistake.
 func consistencyHandshake(read, write string) link.Handshake {
-	var req []byte
-	n := 0
-	for _, set := range [][2]string{{"READ", read}, {"WRITE", write}} {
-		if set[1] != "" {
-			req = resp.AppendCommandStrings(req, "TROOP", "CONSISTENCY", set[0], set[1])
-			n++
-		}
-	}
-	if n == 0 {
-		return nil
-	}
-	return func(c net.Conn, rd *resp.Reader) error {
-		if _, err := c.Write(req); err != nil {
-			return err
-		}
-		for range n {
-			v, err := rd.ReadValue()
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				return errors.New("TROOP CONSISTENCY: no answer within the connect timeout")
-			}
-			if err != nil { // not %w: the link would strip the message down to the innermost net.OpError
-				return fmt.Errorf("TROOP CONSISTENCY: %v", err)
-			}
-			if v.IsError() {
-				return fmt.Errorf("TROOP CONSISTENCY refused: %s", v.Str)
-			}
-		}
-		return nil
-	}
+	return handshake(Dial{}.setup(read, write))
 }
 
 // Send queues one command, routed by its key (see Route), and calls done

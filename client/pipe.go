@@ -23,6 +23,8 @@ import (
 type Pipe struct {
 	conns   []*pipeConn
 	timeout time.Duration
+	dial    Dial
+	setup   link.Handshake // AUTH, SELECT on each new connection; nil: none
 	closed  bool
 	owner   []int32 // per queued command, its connection; -1: refused at Send
 	refused []error // per queued command refused at Send, its error
@@ -69,10 +71,10 @@ type Reply struct {
 	At  time.Time
 }
 
-// NewPipe makes a Pipe to the servers at addrs. It connects on first use.
-// timeout bounds each exchange, and the connect (at most 2 s of it);
-// 0 means 5 s.
-func NewPipe(addrs []string, timeout time.Duration) (*Pipe, error) {
+// NewPipe makes a Pipe to the servers at addrs, reached as d says. It
+// connects on first use. timeout bounds each exchange, and the connect (at
+// most 2 s of it); 0 means 5 s.
+func NewPipe(addrs []string, timeout time.Duration, d Dial) (*Pipe, error) {
 	if len(addrs) == 0 {
 		return nil, errors.New("client: no addresses")
 	}
@@ -80,7 +82,7 @@ func NewPipe(addrs []string, timeout time.Duration) (*Pipe, error) {
 	if err := connDefaults(&conns, &timeout, "address"); err != nil {
 		return nil, err
 	}
-	p := &Pipe{timeout: timeout}
+	p := &Pipe{timeout: timeout, dial: d, setup: handshake(d.setup("", ""))}
 	for _, a := range addrs {
 		if a == "" {
 			return nil, errors.New("client: empty address")
@@ -156,7 +158,7 @@ func (p *Pipe) Exchange(dst []Reply) []Reply {
 		if now.IsZero() {
 			now = time.Now()
 		}
-		c.write(now, p.timeout)
+		c.write(now, p.timeout, p.dial, p.setup)
 	}
 	for i, c := range p.conns {
 		if c.queued == 0 {
@@ -177,9 +179,10 @@ func (p *Pipe) Exchange(dst []Reply) []Reply {
 // write dials if needed and writes the queued requests of an exchange
 // that began at now. A failure is kept in c.nc == nil and reported by read,
 // one error per command.
-func (c *pipeConn) write(now time.Time, timeout time.Duration) {
+func (c *pipeConn) write(now time.Time, timeout time.Duration, d Dial, setup link.Handshake) {
 	if c.nc == nil {
-		nc, err := net.DialTimeout("tcp", c.addr, min(timeout, 2*time.Second))
+		connectTimeout := min(timeout, 2*time.Second)
+		nc, err := d.dialConn(c.addr, connectTimeout)
 		if err != nil {
 			var op *net.OpError
 			if errors.As(err, &op) { // "connection refused" says it all; the address is in our message
@@ -188,13 +191,17 @@ func (c *pipeConn) write(now time.Time, timeout time.Duration) {
 			c.fail(fmt.Errorf("server %s: %w: %v", c.addr, link.ErrDown, err))
 			return
 		}
-		if tc, ok := nc.(*net.TCPConn); ok {
-			tc.SetNoDelay(true)
-		}
 		c.nc = nc
 		c.stamp = stampedReader{nc: nc}
 		c.rd = resp.NewReader(&c.stamp, resp.DefaultLimits)
 		c.deadline = time.Time{}
+		if setup != nil {
+			nc.SetDeadline(time.Now().Add(connectTimeout))
+			if err := setup(nc, c.rd); err != nil {
+				c.fail(fmt.Errorf("server %s: %w: %v", c.addr, link.ErrDown, err))
+				return
+			}
+		}
 	}
 	// The connection's deadline moves only when it is less than a timeout
 	// away, and then to a timeout and a slack away: an exchange fails

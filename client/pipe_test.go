@@ -19,7 +19,7 @@ import (
 func TestPipeAgainstRedis(t *testing.T) {
 	a, b := testredis.Start(t), testredis.Start(t)
 	addrs := []string{a.Addr, b.Addr}
-	p, err := NewPipe(addrs, 2*time.Second)
+	p, err := NewPipe(addrs, 2*time.Second, Dial{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +58,7 @@ func TestPipeAgainstRedis(t *testing.T) {
 
 	// Each key is on the server its hash picks, and only there.
 	for i, addr := range addrs {
-		one, err := NewPipe([]string{addr}, 2*time.Second)
+		one, err := NewPipe([]string{addr}, 2*time.Second, Dial{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -97,7 +97,7 @@ func TestPipeFailures(t *testing.T) {
 	silent := silentServer(t)
 	const timeout = 300 * time.Millisecond
 	for _, addr := range []string{refused, silent} {
-		p, err := NewPipe([]string{addr}, timeout)
+		p, err := NewPipe([]string{addr}, timeout, Dial{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -129,7 +129,7 @@ func TestPipeFailures(t *testing.T) {
 	}
 
 	srv := testredis.Start(t)
-	p, err := NewPipe([]string{srv.Addr}, time.Second)
+	p, err := NewPipe([]string{srv.Addr}, time.Second, Dial{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +145,7 @@ func TestPipeFailures(t *testing.T) {
 	if err := p.Ping(); !errors.Is(err, ErrClosed) {
 		t.Errorf("Ping after Close: %v", err)
 	}
-	if _, err := NewPipe(nil, 0); err == nil {
+	if _, err := NewPipe(nil, 0, Dial{}); err == nil {
 		t.Error("NewPipe without addresses: no error")
 	}
 }
@@ -154,7 +154,7 @@ func TestPipeFailures(t *testing.T) {
 // it broken fails, naming the address, and the next one dials again.
 func TestPipeRedials(t *testing.T) {
 	srv := testredis.Start(t)
-	p, err := NewPipe([]string{srv.Addr}, time.Second)
+	p, err := NewPipe([]string{srv.Addr}, time.Second, Dial{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +163,7 @@ func TestPipeRedials(t *testing.T) {
 	if r := p.Exchange(nil); r[0].Err != nil {
 		t.Fatal(r[0].Err)
 	}
-	killer, err := NewPipe([]string{srv.Addr}, time.Second)
+	killer, err := NewPipe([]string{srv.Addr}, time.Second, Dial{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +185,7 @@ func TestPipeRedials(t *testing.T) {
 // A steady pipeline allocates nothing per exchange.
 func TestPipeAllocations(t *testing.T) {
 	srv := testredis.Start(t)
-	p, err := NewPipe([]string{srv.Addr}, time.Second)
+	p, err := NewPipe([]string{srv.Addr}, time.Second, Dial{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,7 +209,7 @@ func TestPipeAllocations(t *testing.T) {
 func TestPipeOutlivesItsTimeout(t *testing.T) {
 	srv := testredis.Start(t)
 	const timeout = 200 * time.Millisecond
-	p, err := NewPipe([]string{srv.Addr}, timeout)
+	p, err := NewPipe([]string{srv.Addr}, timeout, Dial{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,6 +26,9 @@ type PlainOptions struct {
 	// ReadLevel and WriteLevel, if set, are sent to troop nodes on every
 	// new connection, as Options' are.
 	ReadLevel, WriteLevel string
+	// Dial authenticates and selects a database on every new connection.
+	// Its TLS is for Pipes only: Plain's shared links dial plain TCP.
+	Dial Dial
 }
 
 // Plain is a pooled, pipelined client for plain RESP servers: redis-server,
@@ -67,8 +70,11 @@ func NewPlain(addrs []string, opts PlainOptions) (*Plain, error) {
 	if err := connDefaults(&opts.ConnsPerAddr, &opts.Timeout, "address"); err != nil {
 		return nil, err
 	}
+	if opts.Dial.TLS != nil {
+		return nil, errors.New("client: a Plain client dials plain TCP; use a Pipe for TLS")
+	}
 	p := &Plain{roundRobin: opts.RoundRobin, perAddr: opts.ConnsPerAddr}
-	handshake := consistencyHandshake(opts.ReadLevel, opts.WriteLevel)
+	handshake := handshake(opts.Dial.setup(opts.ReadLevel, opts.WriteLevel))
 	for _, a := range addrs {
 		if a == "" {
 			return nil, errors.New("client: empty address")

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -25,6 +27,11 @@ type Node struct {
 	Tokens []uint32
 	Addr   string // client (RESP) address, host:port
 	Admin  string // admin HTTP address, host:port; "" when not known
+	// Dynomite marks a node read from a Dynomite /cluster_describe: it
+	// takes no TROOP commands (its levels are its own setting), and its
+	// client port is not in the answer: Addr takes the convention of
+	// Dynomite's configurations, the peer port plus one (8101, 8102).
+	Dynomite bool
 }
 
 // String names a node for errors: its name and place, "dc1-rack2-1 (dc1/rack2)".
@@ -106,12 +113,38 @@ func describeOnce(ctx context.Context, adminAddr string) (nodes []Node, missing 
 	return parseDescribed(res.Body, "cluster_describe at "+adminAddr, adminHost)
 }
 
-// parseDescribed reads a /cluster_describe answer. Listen addresses on all
-// interfaces are reached on host ("" leaves them as they are).
+// dynomiteDescribe is a Dynomite node's /cluster_describe answer (its
+// stats server's stats_make_cl_desc_rsp): datacenters, racks, servers,
+// each server's IP (name), host, peer port and token.
+type dynomiteDescribe struct {
+	DCs []struct {
+		Name  string `json:"name"`
+		Racks []struct {
+			Name    string `json:"name"`
+			Servers []struct {
+				Name  string `json:"name"` // its IP address
+				Host  string `json:"host"`
+				Port  int    `json:"port"` // dyn_listen's, the peers'
+				Token uint32 `json:"token"`
+			} `json:"servers"`
+		} `json:"racks"`
+	} `json:"dcs"`
+}
+
+// parseDescribed reads a /cluster_describe answer, troop's (a list of
+// nodes) or Dynomite's (datacenters of racks of servers). Listen addresses
+// on all interfaces are reached on host ("" leaves them as they are).
 func parseDescribed(r io.Reader, source, host string) (nodes []Node, missing []string, err error) {
+	data, err := io.ReadAll(io.LimitReader(r, 16<<20))
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", source, err)
+	}
+	if d := bytes.TrimLeft(data, " \t\r\n"); len(d) > 0 && d[0] == '{' {
+		return parseDynomite(data, source, host)
+	}
 	var described []describedNode
-	if err := json.NewDecoder(r).Decode(&described); err != nil {
-		return nil, nil, fmt.Errorf("%s: not a cluster_describe answer: %w", source, err)
+	if err := json.Unmarshal(data, &described); err != nil {
+		return nil, nil, fmt.Errorf("%s: not a cluster_describe answer of troop (a list of nodes) or Dynomite ({\"dcs\": ...}): %w", source, err)
 	}
 	if len(described) == 0 {
 		return nil, nil, fmt.Errorf("%s: no nodes", source)
@@ -125,6 +158,59 @@ func parseDescribed(r io.Reader, source, host string) (nodes []Node, missing []s
 			Addr: reachable(d.Listen, host), Admin: reachable(d.Stats, host)})
 	}
 	return nodes, missing, nil
+}
+
+func parseDynomite(data []byte, source, host string) ([]Node, []string, error) {
+	var d dynomiteDescribe
+	if err := json.Unmarshal(data, &d); err != nil {
+		return nil, nil, fmt.Errorf("%s: not a Dynomite cluster_describe answer: %w", source, err)
+	}
+	var nodes []Node
+	for _, dc := range d.DCs {
+		for _, rack := range dc.Racks {
+			for _, s := range rack.Servers {
+				h := s.Name // the IP: a host name may not resolve here
+				if net.ParseIP(h) == nil && s.Host != "" {
+					h = s.Host
+				}
+				if s.Port <= 0 || s.Port >= 65535 || h == "" {
+					return nil, nil, fmt.Errorf("%s: server %q of %s/%s has no address (host %q, port %d)", source, s.Name, dc.Name, rack.Name, s.Host, s.Port)
+				}
+				addr := reachable(net.JoinHostPort(h, strconv.Itoa(s.Port+1)), host)
+				nodes = append(nodes, Node{Name: addr, DC: dc.Name, Rack: rack.Name, Tokens: []uint32{s.Token}, Addr: addr, Dynomite: true})
+			}
+		}
+	}
+	if len(nodes) == 0 {
+		return nil, nil, fmt.Errorf("%s: no nodes", source)
+	}
+	return nodes, nil, nil
+}
+
+// FromCluster reads a cluster's topology from a file holding a node's
+// /cluster_describe answer, when fileOrAddr names one, or else from the
+// node whose admin API is at that address; troop's answer or Dynomite's.
+func FromCluster(ctx context.Context, fileOrAddr string) ([]Node, error) {
+	if st, err := os.Stat(fileOrAddr); err == nil && st.Mode().IsRegular() {
+		return FromClusterFile(fileOrAddr)
+	}
+	return FromClusterDescribe(ctx, fileOrAddr)
+}
+
+// SetDynomitePort gives the Dynomite nodes among nodes the client port
+// port, which their cluster_describe does not say; 0 keeps the peer port
+// plus one.
+func SetDynomitePort(nodes []Node, port int) {
+	if port <= 0 {
+		return
+	}
+	for i, n := range nodes {
+		if n.Dynomite {
+			host, _, _ := net.SplitHostPort(n.Addr)
+			nodes[i].Addr = net.JoinHostPort(host, strconv.Itoa(port))
+			nodes[i].Name = nodes[i].Addr
+		}
+	}
 }
 
 // FromClusterFile reads the topology from a file holding a node's

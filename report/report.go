@@ -22,11 +22,12 @@ import (
 var pageSource string
 
 var page = template.Must(template.New("report").Funcs(template.FuncMap{
-	"ms":  func(v float64) string { return fmt.Sprintf("%.3f", v) },
-	"f1":  func(v float64) string { return fmt.Sprintf("%.1f", v) },
-	"pct": func(v float64) string { return fmt.Sprintf("%.0f%%", 100*v) },
-	"int": func(v float64) string { return fmt.Sprintf("%.0f", v) },
-	"svg": func(s string) template.HTML { return template.HTML(s) }, // built by this package, text escaped
+	"ms":   func(v float64) string { return fmt.Sprintf("%.3f", v) },
+	"f1":   func(v float64) string { return fmt.Sprintf("%.1f", v) },
+	"pct":  func(v float64) string { return fmt.Sprintf("%.0f%%", 100*v) },
+	"int":  func(v float64) string { return fmt.Sprintf("%.0f", v) },
+	"join": func(s []string) string { return strings.Join(s, ",") },
+	"svg":  func(s string) template.HTML { return template.HTML(s) }, // built by this package, text escaped
 }).Parse(pageSource))
 
 // WriteHTML renders rep.

@@ -73,6 +73,15 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("levels: %q is not one of %s", l, strings.Join(levels, ", "))
 		}
 	}
+	given := 0
+	for _, s := range []string{c.Lab, strings.Join(c.Target, ","), c.Cluster} {
+		if s != "" {
+			given++
+		}
+	}
+	if given > 1 {
+		return errors.New("give at most one of --lab DIR, --target HOST:PORT[,...] and --cluster FILE|ADMIN_ADDR")
+	}
 	if c.RequestTimeout <= 0 {
 		return errors.New("request_timeout must be positive")
 	}

@@ -26,6 +26,9 @@ func (c *cluster) ldfiPhase(ctx context.Context, cfg Config, progress func(strin
 	}
 	for _, class := range ldfiClasses {
 		tc := storetarget.Config{Lab: labDir, Node: c.nodes[0].Name}
+		if c.kind == kindTroop { // no lab: the node by its client address
+			tc = storetarget.Config{Addr: c.nodes[0].Addr}
+		}
 		if err := storetarget.ParseClass(class, &tc); err != nil {
 			return nil, err
 		}

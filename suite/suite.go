@@ -44,6 +44,15 @@ type Config struct {
 	// Lab, if set, is the directory of a lab already running (troop lab up):
 	// the run uses it instead of starting one.
 	Lab string `json:"lab,omitempty" yaml:"-"`
+	// Target and Cluster name a cluster troop did not start, which the run
+	// loads and checks without faults: Target its Redis-protocol endpoints
+	// (redis-server, nutcracker, any proxy), Cluster a troop or Dynomite
+	// cluster by its /cluster_describe (a file holding the answer, or a
+	// node's admin address). ClientPort is Dynomite's client port when it
+	// is not the peer port plus one.
+	Target     []string `json:"target,omitempty" yaml:"-"`
+	Cluster    string   `json:"cluster,omitempty" yaml:"-"`
+	ClientPort int      `json:"client_port,omitempty" yaml:"-"`
 	// Troop is the binary the lab's nodes run; "" for this executable.
 	Troop string `json:"-" yaml:"-"`
 	// Loopback starts the lab on loopback even as root, where it would give
@@ -132,6 +141,9 @@ type Report struct {
 	// History holds the earlier runs with the same settings, oldest first,
 	// for the report's trend (troop run fills it from its runs directory).
 	History []RunSummary `json:"history,omitempty"`
+	// Cleanup says what the run deleted of what it wrote on a cluster
+	// troop did not start.
+	Cleanup string `json:"cleanup,omitempty"`
 }
 
 // BenchPhase is one benchmark run at one level.
@@ -233,7 +245,13 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Report, error) {
 	defer cl.close()
 	rep.Cluster = cl.describe()
 
-	if err := rep.runPhases(ctx, cfg, cl, step); err != nil {
+	err = rep.runPhases(ctx, cfg, cl, step)
+	if cl.own() {
+		// A cluster troop did not start gets its keys back as it had
+		// them, also after an interrupt (a second one stops this too).
+		rep.Cleanup = cl.cleanup(context.WithoutCancel(ctx))
+	}
+	if err != nil {
 		if ctx.Err() == nil {
 			return nil, err
 		}
@@ -248,9 +266,9 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Report, error) {
 // runPhases runs the phases one after the other into rep, and returns the
 // error of the first that fails to run.
 func (rep *Report) runPhases(ctx context.Context, cfg Config, cl *cluster, step func(int, string, ...any)) error {
-	for _, level := range cfg.Levels {
+	for _, level := range cl.levels(cfg) {
 		step(1, "baseline: mixed 80:20, %d B values, %s at %s", cfg.ValueSize, cfg.Baseline, level)
-		res, _, err := cl.bench(ctx, benchConfig(cfg, level, cfg.Baseline, 0, false))
+		res, _, err := cl.bench(ctx, cl.benchConfig(cfg, level, cfg.Baseline, 0, false))
 		if err != nil {
 			if res != nil && res.Stopped != "" {
 				// Interrupted: what it measured is kept, marked as partial.
@@ -262,7 +280,7 @@ func (rep *Report) runPhases(ctx context.Context, cfg Config, cl *cluster, step 
 	}
 
 	if cl.terminator == nil {
-		rep.Skipped = append(rep.Skipped, "failure under load and durability audit: the cluster is not a lab troop supervises, so nothing can terminate and replace a node")
+		rep.Skipped = append(rep.Skipped, "failure under load and durability audit: the cluster is not a lab troop supervises, so nothing can terminate a node and replace it")
 	} else {
 		rate := cfg.FaultRate
 		if rate <= 0 {
@@ -285,13 +303,19 @@ func (rep *Report) runPhases(ctx context.Context, cfg Config, cl *cluster, step 
 		rep.Durability = &audit
 	}
 
-	for i, level := range cfg.Levels {
-		rc := cfg.Register
-		rc.Level, rc.Seed = level, cfg.Seed+uint64(i)
-		rc.Prefix = fmt.Sprintf("troop:register:%d:%s", time.Now().UnixNano(), level)
-		step(4, "consistency: %d clients through every node on %d key(s) at a time at %s for %s, delays of %s between nodes, one clock %s ahead",
-			rc.Clients, rc.Keys, level, rc.Duration, rc.Delay, rc.Skew)
-		hist, err := RunRegisters(ctx, cl.nodes, rc)
+	for i, level := range cl.levels(cfg) {
+		rc, coordinators := cl.registers(cfg, level, i)
+		how := ""
+		if rc.Delay > 0 {
+			how += fmt.Sprintf(", delays of %s between nodes", rc.Delay)
+		}
+		if rc.Skew != 0 {
+			how += fmt.Sprintf(", one clock %s ahead", rc.Skew)
+		}
+		step(4, "consistency: %d clients through %d node(s) on %d key(s) at a time at %s for %s%s",
+			rc.Clients, len(coordinators), rc.Keys, level, rc.Duration, how)
+		hist, err := RunRegisters(ctx, coordinators, rc)
+		cl.registerKeys = append(cl.registerKeys, keysOf(hist)...)
 		if err == nil {
 			err = ctx.Err() // a history cut off by an interrupt is not judged
 		}
@@ -305,7 +329,7 @@ func (rep *Report) runPhases(ctx context.Context, cfg Config, cl *cluster, step 
 	case len(cfg.Nemesis.Faults) == 0:
 		rep.Skipped = append(rep.Skipped, "nemesis: no faults configured")
 	case cl.terminator == nil:
-		rep.Skipped = append(rep.Skipped, "nemesis: the cluster is not a lab troop supervises")
+		rep.Skipped = append(rep.Skipped, "nemesis: the cluster is not a lab troop supervises, so nothing can come between its nodes or set their clocks")
 	default:
 		ph, err := cl.nemesis(ctx, cfg, func(format string, args ...any) { step(5, format, args...) })
 		if err != nil {
@@ -314,13 +338,16 @@ func (rep *Report) runPhases(ctx context.Context, cfg Config, cl *cluster, step 
 		rep.Nemesis = ph
 	}
 
-	if cfg.LDFIMaxFaults > 0 {
+	switch {
+	case cfg.LDFIMaxFaults > 0 && (cl.kind == kindRESP || cl.kind == kindDynomite):
+		rep.Skipped = append(rep.Skipped, "lineage-driven fault injection: it needs troop nodes, whose requests carry failure scopes and report their lineage")
+	case cfg.LDFIMaxFaults > 0:
 		ld, err := cl.ldfiPhase(ctx, cfg, func(format string, args ...any) { step(6, format, args...) })
 		if err != nil {
 			return fmt.Errorf("lineage-driven fault injection: %w", err)
 		}
 		rep.LDFI = ld
-	} else {
+	default:
 		rep.Skipped = append(rep.Skipped, "lineage-driven fault injection: ldfi_max_faults is 0")
 	}
 	step(7, "verdict")
@@ -344,19 +371,29 @@ func Throughput(phases []BenchPhase, level string) float64 {
 
 // cluster is the store under test, and what can act on it.
 type cluster struct {
+	kind       string // kindLab, kindTroop, kindDynomite or kindRESP
+	source     string // where its topology came from, for the report
 	nodes      []client.Node
 	lab        *lab.Lab // the lab this run started, or nil
 	labDir     string
 	terminator *labchaos.Terminator
+
+	// What the run wrote on a cluster troop did not start, to delete at
+	// its end.
+	written      []writtenKeys
+	registerKeys []string
 }
 
 func openCluster(ctx context.Context, cfg Config, step func(int, string, ...any)) (*cluster, error) {
+	if c, err := openExisting(ctx, cfg); c != nil || err != nil {
+		return c, err
+	}
 	if cfg.Lab != "" {
 		nodes, err := client.FromLab(cfg.Lab)
 		if err != nil {
 			return nil, err
 		}
-		return &cluster{nodes: nodes, labDir: cfg.Lab, terminator: labchaos.New(cfg.Lab)}, nil
+		return &cluster{kind: kindLab, nodes: nodes, labDir: cfg.Lab, terminator: labchaos.New(cfg.Lab)}, nil
 	}
 	netns := !cfg.Loopback && os.Geteuid() == 0
 	mode := "on loopback"
@@ -382,7 +419,7 @@ func openCluster(ctx context.Context, cfg Config, step func(int, string, ...any)
 		l.Stop()
 		return nil, err
 	}
-	return &cluster{nodes: nodes, lab: l, labDir: cfg.Dir, terminator: labchaos.NewWith(labchaos.FromLab(l))}, nil
+	return &cluster{kind: kindLab, nodes: nodes, lab: l, labDir: cfg.Dir, terminator: labchaos.NewWith(labchaos.FromLab(l))}, nil
 }
 
 func (c *cluster) close() {
@@ -392,6 +429,12 @@ func (c *cluster) close() {
 }
 
 func (c *cluster) describe() string {
+	switch c.kind {
+	case kindRESP:
+		return fmt.Sprintf("Redis-protocol endpoints %s, not started by troop", c.source)
+	case kindTroop, kindDynomite:
+		return fmt.Sprintf("%s cluster of %s: %d nodes, not started by troop", c.kind, c.source, len(c.nodes))
+	}
 	return fmt.Sprintf("lab %s: %d nodes", filepath.Clean(c.labDir), len(c.nodes))
 }
 
@@ -404,7 +447,15 @@ const requestTimeout = 2*lab.NodeTimeout + time.Second
 // target is a Dyno-style client per rack at level, waiting timeout for
 // each answer and then failing over across racks once, as a Dyno client
 // configured for availability does.
-func (c *cluster) target(level string, timeout time.Duration) (*bench.ClusterTarget, error) {
+// Plain endpoints get two connections each, the client's keys sharded
+// over them by hash, as troop bench --target does. OwnLevel sets no level.
+func (c *cluster) target(level string, timeout time.Duration) (bench.Target, error) {
+	if c.kind == kindRESP {
+		return bench.NewRESPTarget(c.addrs(), 2, timeout, client.Dial{})
+	}
+	if level == OwnLevel {
+		level = ""
+	}
 	return bench.NewClusterTarget(c.nodes, "", client.Options{ConnsPerNode: 2, Timeout: timeout,
 		ReadLevel: level, WriteLevel: level, Retry: client.Retry{Attempts: 1, CrossRack: true}})
 }
@@ -420,6 +471,9 @@ func benchConfig(cfg Config, level string, d time.Duration, rate float64, conten
 	}
 	bc.Readers, bc.Writers = cfg.ReadersPerNode, cfg.WritersPerNode
 	bc.Duration, bc.Rate, bc.Seed, bc.Consistency = d, rate, cfg.Seed, level
+	if level == OwnLevel {
+		bc.Consistency = "" // the cluster's own, not set by the client
+	}
 	bc.Timeout, bc.Version, bc.Progress = cfg.RequestTimeout, cfg.Version, cfg.Progress
 	if level == "DC_ONE" {
 		bc.Staleness = 1 // DC_ONE reads may come from a replica an acknowledged write has not reached
@@ -437,6 +491,9 @@ func (c *cluster) bench(ctx context.Context, bc bench.Config) (*bench.Result, *b
 	defer t.Close()
 	model := bench.NewModel(bc.Staleness)
 	res, err := bench.RunModel(ctx, bc, t, nil, model)
+	if c.own() {
+		c.written = append(c.written, writtenKeys{bc, model})
+	}
 	return res, model, err
 }
 

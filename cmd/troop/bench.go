@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"runtime/pprof"
 	"strings"
@@ -20,13 +21,16 @@ func init() { subcommands = append(subcommands, newBenchCmd) }
 func newBenchCmd() *cobra.Command {
 	cfg := bench.DefaultConfig()
 	var targets, labDir, clusterAddr, valueSize, pipeline, ratio, hotspot, out, cpuProfile string
+	var clientPort int
 	cmd := &cobra.Command{
 		Use:   "bench [JOB] (--target HOST:PORT[,...] | --lab DIR | --cluster FILE|ADMIN_ADDR)",
 		Short: "Run a workload against a Redis-protocol endpoint, checking every read",
 		Long: `Run a workload (crud, mixed, write, ycsb-a ... ycsb-f; default mixed) against
-redis-server, nutcracker or troop nodes, check every value read, and print a
-VTest-style table of throughput, latency percentiles, Errors (no proper
-answer) and Fails (a wrong answer). The same --seed gives the same operations.
+redis-server, nutcracker, troop or Dynomite nodes, check every value read,
+and print what ran, then a VTest-style table of throughput, latency
+percentiles, Errors (no proper answer) and Fails (a wrong answer). The same
+--seed gives the same operations. Keys are named --key-prefix (default
+troop:bench:) and a number; --cleanup deletes the keys the run wrote.
 See docs/bench.md.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -36,16 +40,27 @@ See docs/bench.md.`,
 			if err := parseBenchFlags(cmd, &cfg, valueSize, pipeline, ratio, hotspot); err != nil {
 				return err
 			}
+			if cfg.Password == "" {
+				cfg.Password = os.Getenv("REDISCLI_AUTH") // as redis-cli: out of the process list
+			}
+			if err := cfg.Validate(); err != nil {
+				return fmt.Errorf("bench: %w", err)
+			}
 			// Where the results go is checked before the run, not after it.
-			if err := checkOutputs("--out", out, "--cpuprofile", cpuProfile); err != nil {
+			if err := checkOutputs("--out", out, "--csv", cfg.CSV, "--hdr-out", cfg.HdrOut, "--cpuprofile", cpuProfile); err != nil {
 				return fmt.Errorf("bench: %w", err)
 			}
 			ctx := cmd.Context()
-			t, err := benchTarget(ctx, targets, labDir, clusterAddr, cfg)
+			t, kind, err := benchTarget(ctx, targets, labDir, clusterAddr, clientPort, cfg)
 			if err != nil {
 				return fmt.Errorf("bench: %w", err)
 			}
 			defer t.Close()
+			var warnings []string
+			for _, w := range bench.Inapplicable(&cfg, cmd.Flags().Changed, kind) {
+				fmt.Fprintln(cmd.ErrOrStderr(), "warning:", w)
+				warnings = append(warnings, w)
+			}
 			cfg.Version = version
 			if isTerminal(os.Stdout) {
 				cfg.Progress = os.Stderr
@@ -59,21 +74,56 @@ See docs/bench.md.`,
 				pprof.StartCPUProfile(f)
 				defer pprof.StopCPUProfile()
 			}
-			res, err := bench.Run(ctx, cfg, t, os.Stdout)
+			if cfg.HdrOut != "" {
+				f, err := os.Create(cfg.HdrOut)
+				if err != nil {
+					return fmt.Errorf("bench: --hdr-out: %w", err)
+				}
+				defer f.Close()
+				cfg.HdrLog = f
+			}
+			model := bench.NewModel(cfg.Staleness)
+			res, err := bench.RunModel(ctx, cfg, t, os.Stdout, model)
 			if err != nil && (res == nil || ctx.Err() == nil) {
 				return fmt.Errorf("bench: %w", err)
 			}
-			// An interrupted run keeps what it measured: its result says
-			// where it stopped.
-			if out != "" {
-				if err := outfile.Write(out, res.WriteJSON); err != nil {
+			res.Warnings = append(warnings, res.Warnings...)
+			// An interrupted run keeps what it measured (its result says
+			// where it stopped) and still cleans up after itself; a second
+			// interrupt stops the cleanup too.
+			if cfg.Cleanup {
+				c, err := bench.Cleanup(context.WithoutCancel(ctx), t, model, cfg)
+				res.Cleanup = &c
+				gone := ""
+				if c.Deleted < c.Keys {
+					gone = " (the others were gone already: the run deleted them itself)"
+				}
+				fmt.Printf("\ncleanup: deleted %d of the %d keys the run wrote%s in %.1f s\n", c.Deleted, c.Keys, gone, c.Seconds)
+				if err == nil && c.Errors > 0 {
+					err = fmt.Errorf("%d DELs failed, first: %s", c.Errors, c.Sample)
+				}
+				if err != nil {
+					return fmt.Errorf("bench: cleanup: %w", err)
+				}
+			}
+			partial := ""
+			if res.Stopped != "" {
+				partial = "partial "
+			}
+			for _, o := range []struct {
+				path, what string
+				write      func(io.Writer) error
+			}{{out, "result", res.WriteJSON}, {cfg.CSV, "CSV", res.WriteCSV}} {
+				if o.path == "" {
+					continue
+				}
+				if err := outfile.Write(o.path, o.write); err != nil {
 					return fmt.Errorf("bench: %w", err)
 				}
-				partial := ""
-				if res.Stopped != "" {
-					partial = "partial "
-				}
-				fmt.Printf("%sresult written to %s\n", partial, out)
+				fmt.Printf("%s%s written to %s\n", partial, o.what, o.path)
+			}
+			if cfg.HdrOut != "" {
+				fmt.Printf("%sHDR log written to %s\n", partial, cfg.HdrOut)
 			}
 			return nil
 		},
@@ -81,10 +131,11 @@ See docs/bench.md.`,
 	f := cmd.Flags()
 	f.StringVar(&targets, "target", "", "HOST:PORT[,HOST:PORT...] of plain RESP servers (redis-server, nutcracker, troop nodes)")
 	f.StringVar(&labDir, "lab", "", "DIR of a troop lab cluster (troop lab up's default is .troop/lab), driven by a token-aware client per rack")
-	f.StringVar(&clusterAddr, "cluster", "", "a troop cluster: a file holding a node's /cluster_describe answer, or the admin address (HOST:PORT) of a node to ask")
+	f.StringVar(&clusterAddr, "cluster", "", "a troop or Dynomite cluster: a file holding a node's /cluster_describe answer, or the admin address (HOST:PORT) of a node to ask")
+	f.IntVar(&clientPort, "client-port", 0, "with --cluster of Dynomite nodes: their client port (default: each server's peer port plus one, as Dynomite's configurations have it)")
 	f.Uint64Var(&cfg.Keys, "keys", cfg.Keys, "size of the key set")
 	f.IntVar(&cfg.KeySize, "key-size", cfg.KeySize, "bytes per key, after the prefix")
-	f.StringVar(&cfg.KeyPrefix, "key-prefix", cfg.KeyPrefix, "put before every key (e.g. bench:), to keep the run's keys apart from others")
+	f.StringVar(&cfg.KeyPrefix, "key-prefix", cfg.KeyPrefix, "put before every key, to keep the run's keys apart from others (\"\" for none)")
 	f.StringVar(&valueSize, "value-size", cfg.ValueSize.String(), "bytes per value: N, or LOW-HIGH drawn per write")
 	f.StringVar(&cfg.Distribution, "distribution", "", "key distribution: uniform, zipfian, latest or hotspot (default: the job's)")
 	f.StringVar(&hotspot, "hotspot", "0.2:0.8", "for --distribution hotspot: KEYS:OPS, the share of keys that gets the share of operations")
@@ -99,27 +150,30 @@ See docs/bench.md.`,
 	f.IntVar(&cfg.Iterations, "iterations", cfg.Iterations, "times to run the whole job")
 	f.DurationVar(&cfg.Warmup, "warmup", 0, "unmeasured load before each iteration")
 	f.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the operation sequence")
-	f.StringVar(&cfg.Consistency, "consistency", cfg.Consistency, "DC_ONE, DC_QUORUM or DC_SAFE_QUORUM, for --lab and --cluster (recorded only with --target)")
+	f.StringVar(&cfg.Consistency, "consistency", cfg.Consistency, "DC_ONE, DC_QUORUM or DC_SAFE_QUORUM, for --lab and --cluster of troop nodes (recorded only with --target)")
 	f.IntVar(&cfg.Staleness, "staleness", 0, "how many acknowledged writes older than the latest a read may return")
 	f.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "per request and per connect")
 	f.IntVar(&cfg.Conns, "conns", cfg.Conns, "connections per target address")
+	f.IntVar(&cfg.DB, "db", 0, "--target: the database to SELECT on every connection")
+	f.StringVar(&cfg.User, "user", "", "--target: AUTH as this ACL user (with --password)")
+	f.StringVar(&cfg.Password, "password", "", "--target: AUTH with this password (requirepass, or --user's); $REDISCLI_AUTH keeps it out of the process list")
+	f.BoolVar(&cfg.TLS, "tls", false, "--target: connect with TLS (a connection per worker)")
+	f.StringVar(&cfg.TLSCA, "cacert", "", "with --tls: PEM file of the CA certificates to trust (default: the system's)")
+	f.StringVar(&cfg.TLSCert, "cert", "", "with --tls: the client certificate (PEM), for servers that ask for one (tls-auth-clients)")
+	f.StringVar(&cfg.TLSKey, "key", "", "with --tls: the client certificate's private key (PEM)")
+	f.StringVar(&cfg.TLSServerName, "sni", "", "with --tls: the server name to ask for and check (default: the target's host)")
+	f.BoolVar(&cfg.TLSInsecure, "insecure", false, "with --tls: do not check the server's certificate")
+	f.BoolVar(&cfg.Cleanup, "cleanup", false, "at the end, delete the keys the run wrote (and no other), also after an interrupt")
 	f.StringVar(&out, "out", "", "write the JSON result to this file")
+	f.StringVar(&cfg.CSV, "csv", "", "write the table's rows as CSV to this file")
+	f.StringVar(&cfg.HdrOut, "hdr-out", "", "write each task's response times per second to this file in HdrHistogram's log format (.hlog, nanoseconds)")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of troop bench itself to this file (go tool pprof)")
 	cmd.AddCommand(newBenchCompareCmd())
 	return cmd
 }
 
 // benchTarget opens the one target the flags name and checks that it answers.
-// clusterNodes reads a cluster's topology from a file, when the argument
-// names one, or else from the node whose admin API is at the address.
-func clusterNodes(ctx context.Context, fileOrAddr string) ([]client.Node, error) {
-	if st, err := os.Stat(fileOrAddr); err == nil && st.Mode().IsRegular() {
-		return client.FromClusterFile(fileOrAddr)
-	}
-	return client.FromClusterDescribe(ctx, fileOrAddr)
-}
-
-func benchTarget(ctx context.Context, targets, labDir, clusterAddr string, cfg bench.Config) (bench.Target, error) {
+func benchTarget(ctx context.Context, targets, labDir, clusterAddr string, clientPort int, cfg bench.Config) (bench.Target, string, error) {
 	given := 0
 	for _, s := range []string{targets, labDir, clusterAddr} {
 		if s != "" {
@@ -127,33 +181,43 @@ func benchTarget(ctx context.Context, targets, labDir, clusterAddr string, cfg b
 		}
 	}
 	if given != 1 {
-		return nil, errors.New("give exactly one of --target HOST:PORT[,...], --lab DIR and --cluster ADMIN_ADDR")
+		return nil, "", errors.New("give exactly one of --target HOST:PORT[,...], --lab DIR and --cluster ADMIN_ADDR")
 	}
 	if targets != "" {
-		t, err := bench.NewRESPTarget(strings.Split(targets, ","), cfg.Conns, cfg.Timeout)
+		d, err := cfg.Dial()
 		if err != nil {
-			return nil, err
+			return nil, "", err
+		}
+		t, err := bench.NewRESPTarget(strings.Split(targets, ","), cfg.Conns, cfg.Timeout, d)
+		if err != nil {
+			return nil, "", err
 		}
 		if err := t.Ping(); err != nil {
 			t.Close()
-			return nil, err
+			return nil, "", err
 		}
-		return t, nil
+		return t, bench.TargetRESP, nil
 	}
 	var nodes []client.Node
 	var err error
 	if labDir != "" {
 		nodes, err = client.FromLab(labDir)
 	} else {
-		nodes, err = clusterNodes(ctx, clusterAddr)
+		nodes, err = client.FromCluster(ctx, clusterAddr)
 	}
 	if err != nil {
-		return nil, err
+		return nil, "", err
+	}
+	kind, level := bench.TargetTroop, cfg.Consistency
+	if len(nodes) > 0 && nodes[0].Dynomite {
+		// Dynomite takes no TROOP CONSISTENCY: its levels are its own.
+		kind, level = bench.TargetDynomite, ""
+		client.SetDynomitePort(nodes, clientPort)
 	}
 	t, err := bench.NewClusterTarget(nodes, "", client.Options{ConnsPerNode: cfg.Conns, Timeout: cfg.Timeout,
-		ReadLevel: cfg.Consistency, WriteLevel: cfg.Consistency})
+		ReadLevel: level, WriteLevel: level})
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	// Reach every node once, so a dead cluster fails here, naming the node.
 	ping := [][]byte{[]byte("PING")}
@@ -165,10 +229,10 @@ func benchTarget(ctx context.Context, targets, labDir, clusterAddr string, cfg b
 		}
 		if err != nil {
 			t.Close()
-			return nil, fmt.Errorf("node %s: %w", n, err)
+			return nil, "", fmt.Errorf("node %s: %w", n, err)
 		}
 	}
-	return t, nil
+	return t, kind, nil
 }
 
 func parseBenchFlags(cmd *cobra.Command, cfg *bench.Config, valueSize, pipeline, ratio, hotspot string) error {

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -162,6 +163,28 @@ func TestBenchLab(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, printed)
 	}
+	// The same lab described as a Dynomite node describes its cluster: the
+	// client port is the peer port plus one there.
+	var servers []string
+	for _, n := range l.Nodes() {
+		host, port := hostPort(n.Listen)
+		p, _ := strconv.Atoi(port)
+		servers = append(servers, fmt.Sprintf(`{"name":"%s","racks":[{"name":"%s","servers":[{"name":"%s","host":"localhost","port":%d,"token":%d}]}]}`,
+			n.DC, n.Rack, host, p-1, n.Token))
+	}
+	dyno := filepath.Join(t.TempDir(), "dynomite.json")
+	// One datacenter entry per node: the racks merge by name.
+	os.WriteFile(dyno, []byte(`{"dcs":[`+strings.Join(servers, ",")+`]}`), 0o644)
+	dp, err := runCLI(t, "mixed", "--cluster", dyno, "--requests", "3000", "--keys", "500",
+		"--readers", "2", "--writers", "1", "--consistency", "DC_QUORUM")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, dp)
+	}
+	if !strings.Contains(dp, "target     Dynomite cluster, datacenter dc1: 3 nodes in 3 racks") ||
+		!strings.Contains(dp, "warning: --consistency does not apply to a Dynomite cluster") {
+		t.Errorf("the Dynomite cluster is not said so:\n%s", dp)
+	}
+	printed += dp
 	for _, n := range l.Nodes() {
 		res, err := http.Get("http://" + n.StatsListen + "/info")
 		if err != nil {
@@ -178,11 +201,14 @@ func TestBenchLab(t *testing.T) {
 			t.Errorf("%s: forwarded %d, DC_QUORUM reads %d with %d errors", n.Name, info.Forwarded, reads.Count, reads.Errors)
 		}
 	}
-	// The summary's last row is "Total ... Errors Fails".
-	summary := printed[strings.LastIndex(printed, "SUMMARY"):]
-	total := strings.Fields(summary[strings.LastIndex(summary, "\nTotal"):])
-	if len(total) < 3 || total[len(total)-2] != "0" || total[len(total)-1] != "0" {
-		t.Errorf("errors or fails in the summary %q:\n%s", total, printed)
+	// Each summary's last row is "Total ... Errors Fails".
+	for _, out := range []string{printed[:len(printed)-len(dp)], dp} {
+		summary := out[strings.LastIndex(out, "SUMMARY"):]
+		line := summary[strings.LastIndex(summary, "\nTotal")+1:]
+		total := strings.Fields(line[:strings.IndexByte(line, '\n')])
+		if len(total) < 3 || total[len(total)-2] != "0" || total[len(total)-1] != "0" {
+			t.Errorf("errors or fails in the summary %q:\n%s", total, out)
+		}
 	}
 }
 

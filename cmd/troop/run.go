@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -26,14 +27,19 @@ func newRunCmd() *cobra.Command {
 		quick, strict bool
 		loopback      bool
 		out, labDir   string
+		targets       string
+		clusterAddr   string
+		clientPort    int
 		configFile    string
 		seed          uint64
 	)
 	cmd := &cobra.Command{
-		Use:   "run [--quick] [--out DIR] [--config FILE] [--lab DIR]",
+		Use:   "run [--quick] [--out DIR] [--config FILE] [--lab DIR | --target HOST:PORT[,...] | --cluster FILE|ADMIN_ADDR]",
 		Short: "Run the whole suite against a lab cluster and write one report",
 		Long: `Start a lab cluster (1 datacenter x 3 racks x 1 node), or use a running one
-(--lab), and run the suite: a baseline benchmark at DC_ONE and DC_QUORUM, a
+(--lab), or a cluster troop did not start (--target: any Redis-protocol
+endpoints; --cluster: troop or Dynomite nodes by their /cluster_describe),
+where the phases that need a lab say they did not run, and run the suite: a baseline benchmark at DC_ONE and DC_QUORUM, a
 run at DC_QUORUM during which the chaos monkey terminates a node and the lab
 replaces it, an audit of every acknowledged write, a linearizability check of
 a register workload per level, a nemesis (partitions, packet loss and delay,
@@ -60,6 +66,13 @@ docs/run.md.`,
 				cfg.Seed = seed
 			}
 			cfg.Lab, cfg.Version, cfg.Loopback = labDir, version, loopback
+			cfg.Cluster, cfg.ClientPort = clusterAddr, clientPort
+			if targets != "" {
+				cfg.Target = strings.Split(targets, ",")
+			}
+			if err := cfg.Validate(); err != nil {
+				return fmt.Errorf("run: %w", err)
+			}
 			if isTerminal(os.Stderr) {
 				cfg.Progress = os.Stderr
 			}
@@ -81,6 +94,9 @@ docs/run.md.`,
 	f.StringVar(&out, "out", ".troop", "directory that keeps every run (OUT/runs/<time>-<seed>/: report, JSON, lab) and points OUT/report.html at the latest")
 	f.StringVar(&configFile, "config", "", "a YAML file of phase settings over the preset (see docs/run.md)")
 	f.StringVar(&labDir, "lab", "", "use the lab running in this directory (troop lab up) instead of starting one")
+	f.StringVar(&targets, "target", "", "run against these Redis-protocol endpoints (redis-server, nutcracker ...) instead of a lab: load and checks, no faults")
+	f.StringVar(&clusterAddr, "cluster", "", "run against a troop or Dynomite cluster troop did not start: a file holding a node's /cluster_describe answer, or its admin address")
+	f.IntVar(&clientPort, "client-port", 0, "with --cluster of Dynomite nodes: their client port (default: each server's peer port plus one)")
 	f.Uint64Var(&seed, "seed", 1, "seed of the workloads and of the chaos monkey's choice")
 	f.BoolVar(&strict, "strict", false, "exit with status 1 when the verdict says something broke")
 	f.BoolVar(&loopback, "loopback", false, "start the lab on loopback even as root (the nemesis then runs only its clock faults)")
@@ -266,5 +282,8 @@ func printVerdict(w io.Writer, rep *suite.Report) {
 	}
 	for _, s := range rep.Skipped {
 		fmt.Fprintln(w, "  not run", s)
+	}
+	if rep.Cleanup != "" {
+		fmt.Fprintln(w, "  cleanup", rep.Cleanup)
 	}
 }

@@ -35,14 +35,20 @@ func Path(t testing.TB) string {
 
 // Start runs a redis-server without persistence and waits until it answers
 // PING; the test's cleanup kills it.
-func Start(t testing.TB) *Server {
+func Start(t testing.TB) *Server { return StartArgs(t) }
+
+// StartArgs is Start with more arguments for redis-server, such as
+// --requirepass or TLS ports. It waits until the plain port answers PING,
+// or refuses it for want of a password (the server is up).
+func StartArgs(t testing.TB, args ...string) *Server {
 	t.Helper()
 	addr, err := freeport.Pick()
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, port, _ := net.SplitHostPort(addr)
-	cmd := exec.Command(Path(t), "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--daemonize", "no", "--dir", t.TempDir())
+	argv := append([]string{"--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--daemonize", "no", "--dir", t.TempDir()}, args...)
+	cmd := exec.Command(Path(t), argv...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -62,7 +68,8 @@ func (s *Server) Kill() {
 	}
 }
 
-// WaitPing waits up to 10 s for addr to answer PING with +PONG.
+// WaitPing waits up to 10 s for addr to answer PING with +PONG (or -NOAUTH,
+// from a server that wants a password).
 func WaitPing(t testing.TB, addr string) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
@@ -73,7 +80,7 @@ func WaitPing(t testing.TB, addr string) {
 			buf := make([]byte, 7)
 			_, err := io.ReadFull(c, buf)
 			c.Close()
-			if err == nil && string(buf) == "+PONG\r\n" {
+			if err == nil && (string(buf) == "+PONG\r\n" || string(buf) == "-NOAUTH") {
 				return
 			}
 		}

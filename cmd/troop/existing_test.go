@@ -1,0 +1,138 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/troop-lab/troop/internal/testlab"
+	"github.com/troop-lab/troop/internal/testredis"
+	"github.com/troop-lab/troop/lab"
+	"github.com/troop-lab/troop/suite"
+)
+
+// shortRun is a quick run's configuration cut to seconds, for clusters
+// troop did not start.
+func shortRun(t *testing.T) suite.Config {
+	cfg := suite.QuickConfig()
+	cfg.Troop, cfg.Version = testlab.Troop(t), "test"
+	cfg.Keys, cfg.Baseline, cfg.Register.Duration, cfg.LDFIMaxFaults = 1000, time.Second, time.Second, 0
+	return cfg
+}
+
+func runExisting(t *testing.T, cfg suite.Config) *suite.Report {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var stdout strings.Builder
+	rep, err := runSuite(ctx, cfg, t.TempDir(), &stdout)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stdout.String())
+	}
+	t.Log("\n" + stdout.String())
+	return rep
+}
+
+// skipped says whether the report says that phase did not run, and why.
+func skipped(rep *suite.Report, phase string) bool {
+	for _, s := range rep.Skipped {
+		if strings.HasPrefix(s, phase+":") {
+			return true
+		}
+	}
+	return false
+}
+
+// troop run --target runs the load and the checks against a redis-server
+// troop did not start, says which phases could not run there, and leaves
+// the user's keys, and none of its own.
+func TestRunTargetRedis(t *testing.T) {
+	r := testredis.Start(t)
+	redisCLI(t, r.Addr, "SET", "user:mine", "keep")
+	cfg := shortRun(t)
+	cfg.Target = []string{r.Addr}
+	rep := runExisting(t, cfg)
+	if len(rep.Baseline) != 1 || rep.Baseline[0].Level != suite.OwnLevel || rep.Baseline[0].Result.Totals[0].Count == 0 {
+		t.Fatalf("baseline: %+v", rep.Baseline)
+	}
+	if rep.Failure != nil || rep.Nemesis != nil || rep.LDFI != nil || !skipped(rep, "failure under load and durability audit") || !skipped(rep, "nemesis") {
+		t.Errorf("phases that need a lab: failure %v nemesis %v ldfi %v, skipped %v", rep.Failure != nil, rep.Nemesis != nil, rep.LDFI != nil, rep.Skipped)
+	}
+	if len(rep.Consistency) != 1 || rep.Consistency[0].Verdict.Ops == 0 || !rep.Consistency[0].Verdict.Linearizable() {
+		t.Errorf("consistency on one redis-server: %+v", rep.Consistency)
+	}
+	if !rep.Verdict.OK || !strings.HasPrefix(rep.Cluster, "Redis-protocol endpoints "+r.Addr) {
+		t.Errorf("verdict %+v, cluster %q", rep.Verdict, rep.Cluster)
+	}
+	if !strings.Contains(rep.Cleanup, "deleted the keys the run wrote") {
+		t.Errorf("cleanup: %q", rep.Cleanup)
+	}
+	if n := redisCLI(t, r.Addr, "DBSIZE"); n != "1" || redisCLI(t, r.Addr, "GET", "user:mine") != "keep" {
+		t.Errorf("after the run the server holds %s keys, want the user's one: %s", n, redisCLI(t, r.Addr, "--scan"))
+	}
+}
+
+// troop run --cluster runs against troop nodes troop did not start, by a
+// node's admin address (each level, the register workload with its delays
+// and skew, LDFI by the node's client address), and against the same
+// nodes described as Dynomite describes its cluster (its own level; no
+// LDFI); the keys it wrote are gone after either.
+func TestRunCluster(t *testing.T) {
+	l := startLab(t)
+	t.Run("troop", func(t *testing.T) {
+		cfg := shortRun(t)
+		cfg.Cluster, cfg.LDFIMaxFaults = l.Nodes()[0].StatsListen, 1
+		rep := runExisting(t, cfg)
+		if len(rep.Baseline) != 2 || len(rep.Consistency) != 2 || rep.LDFI == nil || len(rep.LDFI.Classes) != 2 {
+			t.Fatalf("baseline %d, consistency %d, ldfi %+v", len(rep.Baseline), len(rep.Consistency), rep.LDFI)
+		}
+		if rep.Failure != nil || rep.Nemesis != nil || !skipped(rep, "nemesis") {
+			t.Errorf("phases that need a lab ran, or are not said: %v", rep.Skipped)
+		}
+		if !rep.Verdict.OK || !strings.HasPrefix(rep.Cluster, "troop cluster of "+cfg.Cluster+": 3 nodes") {
+			t.Errorf("verdict %+v, cluster %q", rep.Verdict, rep.Cluster)
+		}
+		noKeysLeft(t, l.Nodes())
+	})
+	t.Run("Dynomite", func(t *testing.T) {
+		var dcs []string
+		for _, n := range l.Nodes() {
+			host, port := hostPort(n.Listen)
+			p, _ := strconv.Atoi(port)
+			dcs = append(dcs, fmt.Sprintf(`{"name":"%s","racks":[{"name":"%s","servers":[{"name":"%s","host":"","port":%d,"token":%d}]}]}`,
+				n.DC, n.Rack, host, p-1, n.Token))
+		}
+		file := filepath.Join(t.TempDir(), "dynomite.json")
+		os.WriteFile(file, []byte(`{"dcs":[`+strings.Join(dcs, ",")+`]}`), 0o644)
+		cfg := shortRun(t)
+		cfg.Cluster, cfg.LDFIMaxFaults = file, 1
+		rep := runExisting(t, cfg)
+		if len(rep.Baseline) != 1 || rep.Baseline[0].Level != suite.OwnLevel || len(rep.Consistency) != 1 {
+			t.Fatalf("baseline %+v, consistency %d", rep.Baseline, len(rep.Consistency))
+		}
+		if rep.LDFI != nil || !skipped(rep, "lineage-driven fault injection") || !strings.HasPrefix(rep.Cluster, "Dynomite cluster of ") {
+			t.Errorf("LDFI on Dynomite: %v, skipped %v, cluster %q", rep.LDFI != nil, rep.Skipped, rep.Cluster)
+		}
+		for _, b := range rep.Verdict.Broke {
+			t.Errorf("broke: %s", b)
+		}
+		noKeysLeft(t, l.Nodes())
+	})
+}
+
+// noKeysLeft checks every redis-server of the lab for the run's keys.
+func noKeysLeft(t *testing.T, nodes []lab.Node) {
+	t.Helper()
+	for _, n := range nodes {
+		for _, pattern := range []string{"troop:bench:*", "troop:register:*"} {
+			if keys := redisCLI(t, n.Redis, "--scan", "--pattern", pattern); keys != "" {
+				t.Errorf("%s still holds %d keys %s", n.Name, len(strings.Fields(keys)), pattern)
+			}
+		}
+	}
+}
