@@ -18,7 +18,7 @@ func (n *Node) serveClient(c net.Conn) {
 	n.stats.connections.Add(1)
 	n.stats.connsAccepted.Add(1)
 	defer n.stats.connections.Add(-1)
-	sess := &session{readLevel: -1, writeLevel: -1}
+	sess := &session{readLevel: -1, writeLevel: -1, closed: make(chan struct{})}
 	n.serveConn(c, n.cfg.MaxInflightPerConn, sess, n.handleClient)
 }
 
@@ -141,6 +141,10 @@ func (n *Node) handleClient(cmd resp.Command, s *slot, sess *session, b *batch) 
 		defer h.done()
 	}
 	done := traced(tr, n.timed(write, level, s.complete))
+	if write && n.blockers.count.Load() > 0 { // a pop blocked on one of the keys looks again once this is done
+		inner := done
+		done = func(reply []byte) { inner(reply); n.blockers.wake(keys) }
+	}
 	switch c.kind {
 	case kindRead:
 		n.read(tr, level, keys, args, b, done)
@@ -160,6 +164,8 @@ func (n *Node) handleClient(cmd resp.Command, s *slot, sess *session, b *batch) 
 		n.split(tr, c, level, keys, args, &sess.gate, h, b, done)
 	case kindDrawn:
 		n.drawn(tr, level, c, keys, args, h, b, done)
+	case kindBlocking:
+		n.blocking(tr, level, c, keys, args, sess, h, done)
 	}
 }
 
@@ -487,7 +493,7 @@ func (n *Node) infoText() string {
 		redisCompatVersion, n.cfg.Name, port, int64(time.Since(n.stats.started).Seconds()))
 	fmt.Fprintf(&b, "datacenter:%s\r\nrack:%s\r\nread_consistency:%s\r\nwrite_consistency:%s\r\n",
 		n.cfg.Datacenter, n.cfg.Rack, n.level(false), n.level(true))
-	fmt.Fprintf(&b, "\r\n# Clients\r\nconnected_clients:%d\r\n", n.stats.connections.Load())
+	fmt.Fprintf(&b, "\r\n# Clients\r\nconnected_clients:%d\r\nblocked_clients:%d\r\n", n.stats.connections.Load(), n.stats.blocked.Load())
 	fmt.Fprintf(&b, "\r\n# Stats\r\ntotal_connections_received:%d\r\ninflight_requests:%d\r\nforwarded_requests:%d\r\nbusy_replies:%d\r\nquorum_failures:%d\r\ntimeouts:%d\r\n",
 		n.stats.connsAccepted.Load(), n.inflight.Load(), n.stats.forwarded.Load(), n.stats.busy.Load(), n.stats.quorumFailures.Load(), n.stats.timeouts.Load())
 	return b.String()

@@ -31,8 +31,10 @@ func commandDoc() string {
 		"run as one command when all keys have the same owner in every rack (keys of one hash tag always do); otherwise `ERR troop: the keys of 'X' belong to different nodes, and troop does not split it`")
 	row("split per key and merged", list(byKind[kindSplit]),
 		"one request per key, each to its own replicas at the connection's level; the replies are merged. If any key fails, the whole command answers an error naming that key: no silent partial result. MSET is not atomic across keys (inside MULTI it is)")
-	row("drawn by one replica", list(byKind[kindDrawn]),
-		"the replica that decides transactions draws the members and the others remove the same ones, with one version, at the connection's write level; refused inside MULTI ([Random pops](#random-pops))")
+	row("pops, decided by one replica", list(byKind[kindDrawn]),
+		"the replica that decides transactions pops, and the others remove exactly what it took (and push it, for a move), as one transaction with the same version, at the connection's write level; the keys of a move or of LMPOP and ZMPOP must share their replicas; SPOP is refused inside MULTI ([Pops](#pops))")
+	row("blocking pops", list(byKind[kindBlocking]),
+		"the node waits, looking at the keys on its own rack's replica, and runs the non-blocking pop (LPOP, LMOVE, ZPOPMIN ...) at the connection's write level once one holds something; within 20 ms of a push through another node, at once through this one; refused inside MULTI, whose script redis-server runs them in ([Blocking pops](#blocking-pops))")
 	row("transactional", list(byKind[kindTransaction]),
 		"the queued commands run as one transaction on every replica when all their keys (and the watched ones) share their replicas; otherwise `EXECABORT` and nothing runs ([Transactions](#transactions))")
 	row("answered by the node", list(byKind[kindLocal]),

@@ -17,7 +17,8 @@ const (
 	kindSplit                   // several keys, split per key and merged (MGET, MSET, DEL, EXISTS ...)
 	kindLocal                   // answered by the node itself (PING, INFO, TROOP ...)
 	kindTransaction             // MULTI, EXEC, DISCARD, WATCH, UNWATCH (transaction.go)
-	kindDrawn                   // one key, a write drawn at random by one replica and followed by the others (SPOP, drawn.go)
+	kindDrawn                   // a pop: the deciding replica takes, the others remove what it took (SPOP, LPOP, LMOVE ..., drawn.go)
+	kindBlocking                // a pop that waits for something to pop (BLPOP ..., blocking.go)
 	kindUnsupported
 )
 
@@ -88,7 +89,6 @@ func init() {
 	add(kindRead, 3, "LINDEX")
 	add(kindRead, -3, "LPOS")
 	add(kindWrite, -3, "LPUSH", "RPUSH", "LPUSHX", "RPUSHX")
-	add(kindWrite, -2, "LPOP", "RPOP")
 	add(kindWrite, 4, "LSET", "LREM", "LTRIM")
 	add(kindWrite, 5, "LINSERT")
 	// Sets.
@@ -96,7 +96,14 @@ func init() {
 	add(kindRead, 3, "SISMEMBER")
 	add(kindRead, -3, "SMISMEMBER", "SSCAN")
 	add(kindRead, -2, "SRANDMEMBER")
-	add(kindDrawn, -2, "SPOP")
+	add(kindDrawn, -2, "SPOP", "LPOP", "RPOP", "ZPOPMIN", "ZPOPMAX")
+	add(kindDrawn, 3, "RPOPLPUSH")
+	add(kindDrawn, 5, "LMOVE")
+	add(kindDrawn, -4, "LMPOP", "ZMPOP")
+	add(kindBlocking, -3, "BLPOP", "BRPOP", "BZPOPMIN", "BZPOPMAX")
+	add(kindBlocking, 6, "BLMOVE")
+	add(kindBlocking, 4, "BRPOPLPUSH")
+	add(kindBlocking, -5, "BLMPOP", "BZMPOP")
 	add(kindWrite, -3, "SADD", "SREM")
 	// Sorted sets.
 	add(kindRead, -4, "ZRANGE", "ZRANGEBYSCORE", "ZREVRANGE", "ZREVRANGEBYSCORE", "ZRANGEBYLEX", "ZREVRANGEBYLEX")
@@ -108,17 +115,14 @@ func init() {
 	add(kindWrite, -4, "ZADD")
 	add(kindWrite, -3, "ZREM")
 	add(kindWrite, 4, "ZINCRBY", "ZREMRANGEBYRANK", "ZREMRANGEBYSCORE", "ZREMRANGEBYLEX")
-	add(kindWrite, -2, "ZPOPMIN", "ZPOPMAX")
 	// HyperLogLog.
 	add(kindWrite, -2, "PFADD")
 	// Multi-key commands whose keys must share an owner.
 	add(kindMultiRead, -2, "SUNION", "SINTER", "SDIFF", "PFCOUNT")
 	add(kindMultiRead, -3, "LCS")
 	add(kindMultiRead, -3, "ZUNION", "ZINTER", "ZDIFF", "SINTERCARD", "ZINTERCARD")
-	add(kindMultiWrite, -4, "LMPOP", "ZMPOP")
-	add(kindMultiWrite, 3, "RENAME", "RENAMENX", "RPOPLPUSH")
+	add(kindMultiWrite, 3, "RENAME", "RENAMENX")
 	add(kindMultiWrite, 4, "SMOVE")
-	add(kindMultiWrite, 5, "LMOVE")
 	add(kindMultiWrite, -3, "SUNIONSTORE", "SINTERSTORE", "SDIFFSTORE", "COPY")
 	add(kindMultiWrite, -4, "ZUNIONSTORE", "ZINTERSTORE", "ZDIFFSTORE")
 	add(kindMultiWrite, -5, "ZRANGESTORE")
@@ -145,7 +149,6 @@ func init() {
 		}
 	}
 	unsupported("pub/sub is not replicated", "SUBSCRIBE", "PSUBSCRIBE", "SSUBSCRIBE", "UNSUBSCRIBE", "PUNSUBSCRIBE", "SUNSUBSCRIBE", "PUBLISH", "SPUBLISH", "PUBSUB")
-	unsupported("blocking commands are not supported", "BLPOP", "BRPOP", "BLMOVE", "BRPOPLPUSH", "BZPOPMIN", "BZPOPMAX", "BLMPOP", "BZMPOP")
 	unsupported("it would have to reach every node", "RANDOMKEY", "SWAPDB", "WAIT")
 	unsupported("scripts cannot be routed by key", "EVAL", "EVALSHA", "EVAL_RO", "EVALSHA_RO", "SCRIPT", "FCALL", "FCALL_RO")
 	unsupported("administrative commands go to each redis-server directly", "MONITOR", "DEBUG", "SHUTDOWN", "SAVE", "BGSAVE", "BGREWRITEAOF", "LASTSAVE", "REPLICAOF", "SLAVEOF", "SYNC", "PSYNC", "MIGRATE", "MOVE", "SLOWLOG", "LATENCY", "ACL", "MODULE", "FAILOVER", "RESET")
@@ -183,6 +186,11 @@ func init() {
 	for _, n := range []string{"ZUNIONSTORE", "ZINTERSTORE", "ZDIFFSTORE"} {
 		commandTable[n].keys = numkeys(2, true)
 	}
+	for _, n := range []string{"BLPOP", "BRPOP", "BZPOPMIN", "BZPOPMAX"} {
+		commandTable[n].keys = func(a [][]byte) ([][]byte, string) { return a[1 : len(a)-1], "" } // the timeout last
+	}
+	commandTable["BLMOVE"].keys, commandTable["BRPOPLPUSH"].keys = pair, pair
+	commandTable["BLMPOP"].keys, commandTable["BZMPOP"].keys = numkeys(2, false), numkeys(2, false)
 	commandTable["BITOP"].keys = all(2)
 	commandTable["MEMORY"].keys = func(a [][]byte) ([][]byte, string) {
 		if strings.EqualFold(string(a[1]), "USAGE") {
@@ -233,7 +241,7 @@ func lookup(name []byte) *command {
 // token until every replica answered.
 func (c *command) writes() bool {
 	switch c.kind {
-	case kindWrite, kindMultiWrite, kindDrawn:
+	case kindWrite, kindMultiWrite, kindDrawn, kindBlocking:
 		return true
 	case kindSplit:
 		return c.lww || c.name == "MSET"

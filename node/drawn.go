@@ -1,21 +1,32 @@
 package node
 
 import (
+	"bytes"
 	"fmt"
+	"strconv"
 
 	"github.com/troop-lab/troop/node/consistency"
 	"github.com/troop-lab/troop/resp"
 )
 
-// drawn runs a write whose effect is drawn at random (SPOP): were each
-// replica to draw for itself, each would pop other members. The deciding
-// replica (transactions use the same one) runs the command and draws;
-// the other replicas then remove the members it drew (SREM) with the
-// same version. The client gets the deciding replica's answer once the
-// write level is met, counting the deciding replica as one replica.
-// A deciding replica that cannot be reached fails the command, with
-// nothing applied anywhere.
+// drawn runs a write whose effect depends on the order writes reach a
+// replica, or on chance: the pops (LPOP, RPOP, ZPOPMIN, LMOVE, LMPOP ...)
+// and SPOP. Were every replica to run it, two pops through two nodes at
+// once could each reach the replicas in another order and both answer the
+// same element, and SPOP would draw other members on each replica. So
+// the deciding replica (transactions use the same one) runs the command,
+// and the other replicas then remove exactly what it took, as one
+// transaction with the same version (followOps): LREM of each element,
+// ZREM and SREM of each member, and for a move the push too. Remote
+// datacenters get the same, asynchronously. The client gets the deciding
+// replica's answer once the write level is met, counting the deciding
+// replica as one. A deciding replica that cannot be reached fails the
+// command, with nothing applied anywhere.
 func (n *Node) drawn(tr *trace, level consistency.Level, cmd *command, keys, args [][]byte, h *hold, b *batch, done replyFunc) {
+	if len(keys) > 1 && !n.sameReplicas(keys) {
+		done(resp.AppendError(nil, fmt.Sprintf("ERR troop: the keys of '%s' belong to different nodes, and troop does not split it", cmd.name)))
+		return
+	}
 	reps := n.replicas(keys[0])
 	if !reps[0].self {
 		n.stats.forwarded.Add(1)
@@ -26,50 +37,52 @@ func (n *Node) drawn(tr *trace, level consistency.Level, cmd *command, keys, arg
 	decided := func(raw []byte, err error) {
 		defer h.done()
 		if err == nil && (len(raw) == 0 || raw[0] == '-') {
-			done(raw) // redis-server's own error (WRONGTYPE, say): nothing was drawn
+			done(raw) // redis-server's own error (WRONGTYPE, say): nothing was taken
 			return
 		}
 		if err != nil {
 			n.countFailure(err)
 			n.stats.quorumFailures.Add(1)
-			done(resp.AppendError(nil, fmt.Sprintf("ERR troop: %s failed and was not applied: the replica that draws the members, %s, did not answer (%v)", cmd.name, replicaName(d), err)))
+			done(resp.AppendError(nil, fmt.Sprintf("ERR troop: %s failed, outcome unknown: the replica that decides it, %s, did not answer, and no other replica got it (%v)", cmd.name, replicaName(d), err)))
 			return
 		}
-		members, perr := drawnMembers(raw)
-		if perr != nil || len(members) == 0 || len(reps) == 1 {
-			done(raw) // nothing drawn (an empty or missing set): nothing to follow
+		follow := followOps(cmd.name, args, raw)
+		if len(follow) == 0 || len(reps) == 1 {
+			done(raw) // nothing taken (an empty or missing key): nothing to follow
 			return
 		}
-		follow := append([][]byte{[]byte("SREM"), keys[0]}, members...)
-		others := make([]*member, 0, len(reps)-1)
-		for i, m := range reps {
-			if i != di {
-				others = append(others, m)
-			}
-		}
-		w := &writeQuorum{replicated: n.newReplicated(tr, level, args[0], append([]*member{d}, others...), func(reply []byte) {
+		w := &writeQuorum{replicated: n.newReplicated(tr, level, args[0], reps, func(reply []byte) {
 			if len(reply) == 0 || reply[0] != '-' {
-				reply = raw // the members drawn, not the followers' counts
+				reply = raw // what was taken, not the followers' answers
 			}
 			done(reply)
 		}), replies: make([][]byte, len(reps))}
-		srem := commandTable["SREM"]
 		var remote []byte
-		h.add(len(others))
-		for j, m := range others {
-			i := j + 1
+		for i, m := range reps {
+			if i == di {
+				continue
+			}
+			i := i
+			h.add(1)
 			answer := func(raw []byte, err error) { w.answer(i, raw, err); h.done() }
 			if m.self {
-				n.writeLocal(nil, tr, version, srem, keys, follow, answer)
+				n.runTx(nil, m, version, nil, nil, follow, answer)
 				continue
 			}
 			if remote == nil {
-				remote = appendPeerRequest(nil, "WRITE", version, follow)
+				remote = appendTxRequest(nil, "TX", version, nil, nil, follow)
 			}
 			n.sendWrite(nil, tr, m, remote, answer)
 		}
-		w.answer(0, raw, nil)
-		n.forwardToRemoteDCs(tr, keys[0], version, follow, h, nil)
+		w.answer(di, raw, nil)
+		if len(n.remoteDCs) > 0 {
+			fwd := appendTxRequest(nil, "TXFWD", version, nil, nil, follow)
+			token := n.token(keys[0])
+			h.add(len(n.remoteDCs))
+			for _, dc := range n.remoteDCs {
+				n.sendWrite(nil, tr, n.members[dc.ring.Owner(token)], fwd, func(raw []byte, err error) { n.asyncDone(raw, err); h.done() })
+			}
+		}
 	}
 	if d.self {
 		n.writeLocal(b, tr, version, cmd, keys, args, decided)
@@ -82,22 +95,86 @@ func (n *Node) drawn(tr *trace, level consistency.Level, cmd *command, keys, arg
 	n.toPeer(b, tr, d, appendPeerRequest(nil, "WRITE", version, args), fromPeer(decided))
 }
 
-// drawnMembers reads the members an SPOP drew: one bulk string, an array
-// of them, or none (nil).
-func drawnMembers(raw []byte) ([][]byte, error) {
+// followOps are the commands that make another replica lose what the
+// deciding replica's answer raw says it took: none when it took nothing.
+// The answer is redis-server's, in RESP2.
+func followOps(name string, args [][]byte, raw []byte) [][][]byte {
 	v, err := resp.Parse(raw)
-	if err != nil {
-		return nil, err
+	if err != nil || v.IsNull {
+		return nil
 	}
-	if v.IsNull {
-		return nil, nil
-	}
-	if v.Type == resp.Array {
-		out := make([][]byte, len(v.Elems))
-		for i, e := range v.Elems {
-			out[i] = e.Str
+	word := func(s string) []byte { return []byte(s) }
+	// lrem removes each element from the end it was taken from.
+	lrem := func(key []byte, left bool, elems []resp.Value) [][][]byte {
+		count := "1"
+		if !left {
+			count = "-1"
 		}
-		return out, nil
+		var out [][][]byte
+		for _, e := range elems {
+			out = append(out, [][]byte{word("LREM"), key, word(count), e.Str})
+		}
+		return out
 	}
-	return [][]byte{v.Str}, nil
+	// zrem removes the members of [member, score, ...] or [[member, score] ...].
+	zrem := func(key []byte, pairs []resp.Value) [][][]byte {
+		op := [][]byte{word("ZREM"), key}
+		for i := 0; i < len(pairs); i++ {
+			if p := pairs[i]; p.Type == resp.Array {
+				if len(p.Elems) > 0 {
+					op = append(op, p.Elems[0].Str)
+				}
+			} else {
+				op = append(op, p.Str)
+				i++ // its score
+			}
+		}
+		if len(op) == 2 {
+			return nil
+		}
+		return [][][]byte{op}
+	}
+	elems := v.Elems
+	if v.Type != resp.Array {
+		elems = []resp.Value{v}
+	}
+	left := func(a []byte) bool { return bytes.EqualFold(a, []byte("LEFT")) }
+	switch name {
+	case "SPOP":
+		if len(elems) == 0 {
+			return nil
+		}
+		return [][][]byte{append([][]byte{word("SREM"), args[1]}, valuesOf(elems)...)}
+	case "LPOP", "RPOP":
+		return lrem(args[1], name == "LPOP", elems)
+	case "ZPOPMIN", "ZPOPMAX":
+		return zrem(args[1], elems)
+	case "RPOPLPUSH":
+		return append(lrem(args[1], false, elems), [][]byte{word("LPUSH"), args[2], v.Str})
+	case "LMOVE":
+		push := "RPUSH"
+		if left(args[4]) {
+			push = "LPUSH"
+		}
+		return append(lrem(args[1], left(args[3]), elems), [][]byte{word(push), args[2], v.Str})
+	case "LMPOP", "ZMPOP": // [key, [elements]]
+		if len(v.Elems) != 2 {
+			return nil
+		}
+		key := v.Elems[0].Str
+		if name == "ZMPOP" {
+			return zrem(key, v.Elems[1].Elems)
+		}
+		numkeys, _ := strconv.Atoi(string(args[1])) // checked by the keys of the command
+		return lrem(key, left(args[2+numkeys]), v.Elems[1].Elems)
+	}
+	return nil
+}
+
+func valuesOf(vs []resp.Value) [][]byte {
+	out := make([][]byte, len(vs))
+	for i, v := range vs {
+		out[i] = v.Str
+	}
+	return out
 }

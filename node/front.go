@@ -112,12 +112,13 @@ func (l *connLimit) release() { <-l.tokens }
 type session struct {
 	readLevel, writeLevel consistency.Level
 	quit                  bool
-	fit                   *connFit // nil until TROOP FIT or TROOP LINEAGE ON
-	gate                  keyGate  // keeps the connection's requests on a key in order
-	tx                    *txn     // between MULTI and EXEC or DISCARD
-	watches               []*watch // since the last EXEC, DISCARD or UNWATCH
-	name                  string   // CLIENT SETNAME
-	proto                 int      // RESP version (HELLO); 0 is 2
+	fit                   *connFit      // nil until TROOP FIT or TROOP LINEAGE ON
+	gate                  keyGate       // keeps the connection's requests on a key in order
+	tx                    *txn          // between MULTI and EXEC or DISCARD
+	watches               []*watch      // since the last EXEC, DISCARD or UNWATCH
+	name                  string        // CLIENT SETNAME
+	proto                 int           // RESP version (HELLO); 0 is 2
+	closed                chan struct{} // closed when the connection is: blocked commands stop waiting
 }
 
 // requestHandler answers one request, now or later, by completing its slot;
@@ -176,6 +177,9 @@ func (n *Node) serveConn(c net.Conn, maxInflight int, sess *session, handle requ
 		}
 	}
 	b.flush()
+	if sess.closed != nil {
+		close(sess.closed) // a blocked command's reply would hold the writer below
+	}
 	close(replies)
 	<-writerDone
 	c.Close()

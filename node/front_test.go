@@ -95,7 +95,8 @@ func TestCommandSupport(t *testing.T) {
 		{[]string{"COMMAND", "COUNT"}, ""},
 		{[]string{"EXEC"}, "ERR EXEC without MULTI"},
 		{[]string{"SUBSCRIBE", "ch"}, "ERR troop: 'SUBSCRIBE' is not supported"},
-		{[]string{"BLPOP", "l", "0"}, "ERR troop: 'BLPOP' is not supported"},
+		{[]string{"BLPOP", "l", "0.01"}, ""},
+		{[]string{"BLPOP", "l", "forever"}, "ERR timeout is not a float or out of range"},
 		{[]string{"FLUSHALL"}, "ERR troop: 'FLUSHALL' is disabled"},
 		{[]string{"CONFIG", "SET", "maxmemory", "1"}, "ERR troop: CONFIG SET 'maxmemory' is not passed on"},
 		{[]string{"NOSUCH", "a"}, "ERR unknown command 'NOSUCH'"},
@@ -393,7 +394,11 @@ func TestEveryCommandWithArbitraryArguments(t *testing.T) {
 		for nargs := 0; nargs <= 5; nargs++ {
 			args := []string{name}
 			for i := 0; i < nargs; i++ {
-				args = append(args, words[rnd.IntN(len(words))])
+				w := words[rnd.IntN(len(words))]
+				if commandTable[name].kind == kindBlocking && (w == "0" || w == "1" || w == "2") {
+					w = "0.01" // a timeout, if it lands there: a blocking pop may wait that long
+				}
+				args = append(args, w)
 			}
 			c.do(args...) // any reply will do; a panic or a hang fails the test
 			if name == "MULTI" {

@@ -71,6 +71,7 @@ type Node struct {
 	log      *slog.Logger
 	clock    *clock
 	versions *versionCache // nil when writes are unversioned or troop_version_cache_keys is 0
+	blockers blockers      // clients waiting in a blocking pop, by key (blocking.go)
 	limits   resp.Limits
 
 	members    []*member

@@ -61,7 +61,11 @@ func resp3Reply(c *command, args [][]byte, reply []byte) []byte {
 		if hasWord(args, "WITHSCORES") {
 			v = scorePairs(v)
 		}
-	case "ZMPOP": // [key, [[member, score] ...]]
+	case "BZPOPMIN", "BZPOPMAX": // [key, member, score]
+		if len(v.Elems) == 3 {
+			v.Elems[2] = toDouble(v.Elems[2])
+		}
+	case "ZMPOP", "BZMPOP": // [key, [[member, score] ...]]
 		if len(v.Elems) == 2 {
 			for i, p := range v.Elems[1].Elems {
 				if len(p.Elems) == 2 {

@@ -27,6 +27,7 @@ type stats struct {
 	asyncFailures    atomic.Int64 // asynchronous replication that failed
 	protocolErrors   atomic.Int64
 	connections      atomic.Int64 // client connections open
+	blocked          atomic.Int64 // clients waiting in a blocking pop (INFO's blocked_clients)
 	connsAccepted    atomic.Int64
 
 	peersMarkedDown atomic.Int64 // times the failure detector marked a peer down

@@ -121,8 +121,12 @@ func txCommand(c *command, args [][]byte) (keys [][]byte, write bool, bad string
 		return nil, false, fmt.Sprintf("-ERR troop: '%s' is not supported: %s\r\n", c.name, c.why)
 	case kindTransaction:
 		return nil, false, fmt.Sprintf("-ERR troop: '%s' cannot run inside a transaction\r\n", c.name)
-	case kindDrawn:
-		return nil, false, fmt.Sprintf("-ERR troop: '%s' cannot run inside a transaction: each replica would draw other members\r\n", c.name)
+	}
+	if c.kind == kindBlocking { // redis-server refuses them in the transaction's script
+		return nil, false, fmt.Sprintf("-ERR troop: '%s' cannot run inside a transaction: use its non-blocking form\r\n", c.name)
+	}
+	if c.name == "SPOP" { // the other pops take the same elements on every replica that holds the same list
+		return nil, false, "-ERR troop: 'SPOP' cannot run inside a transaction: each replica would draw other members\r\n"
 	}
 	keys = args[1:2]
 	if c.keys != nil {

@@ -72,6 +72,10 @@ func AppendBulkString(dst []byte, s string) []byte {
 // AppendNullBulk writes RESP2's null bulk string, "$-1".
 func AppendNullBulk(dst []byte) []byte { return append(dst, "$-1\r\n"...) }
 
+// AppendNullArray appends RESP2's null array, a blocking pop's answer
+// when it timed out.
+func AppendNullArray(dst []byte) []byte { return append(dst, "*-1\r\n"...) }
+
 // AppendInt writes an integer reply.
 func AppendInt(dst []byte, n int64) []byte { return appendHeader(dst, ':', n) }
 

@@ -1,0 +1,287 @@
+package node
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/troop-lab/troop/node/consistency"
+	"github.com/troop-lab/troop/resp"
+)
+
+// Redis's blocking pops (BLPOP and the rest) wait until a list or sorted
+// set has something to pop. A replica cannot wait for them: the pop must
+// happen on every replica, and a redis-server blocked on one key holds its
+// connection. So the node waits: it looks at the keys on its own rack's
+// replica, and when one holds something it runs the non-blocking pop
+// (LPOP, LMOVE, ZPOPMIN ...) as any write, at the connection's write
+// level; when the pop finds nothing after all (another client took it),
+// it goes on waiting. It looks again after 1 ms, then twice as long each
+// time up to blockingPollMax, and at once after a write through this node
+// to one of the keys. The wait ends at the command's timeout (0: never),
+// or when the connection closes. Inside MULTI the commands do not block,
+// as in Redis: every replica runs them as they are.
+
+// blockingPollMax bounds the time between two looks at the keys: what an
+// element pushed through another node may wait before a client blocked on
+// this one gets it.
+const blockingPollMax = 20 * time.Millisecond
+
+// A blockingSpec says how to wait for one blocking command.
+type blockingSpec struct {
+	pop   string // the non-blocking command that does the work
+	probe string // the read that says whether a key has something: LLEN or ZCARD
+	// timeoutAt is the index of the timeout in the arguments; -1: the last.
+	timeoutAt int
+	// perKey: the first of the keys that holds something is popped alone
+	// (BLPOP), else the command's keys are popped together (BLMPOP).
+	perKey bool
+}
+
+var blockingSpecs = map[string]blockingSpec{
+	"BLPOP":      {pop: "LPOP", probe: "LLEN", timeoutAt: -1, perKey: true},
+	"BRPOP":      {pop: "RPOP", probe: "LLEN", timeoutAt: -1, perKey: true},
+	"BZPOPMIN":   {pop: "ZPOPMIN", probe: "ZCARD", timeoutAt: -1, perKey: true},
+	"BZPOPMAX":   {pop: "ZPOPMAX", probe: "ZCARD", timeoutAt: -1, perKey: true},
+	"BLMOVE":     {pop: "LMOVE", probe: "LLEN", timeoutAt: 5},
+	"BRPOPLPUSH": {pop: "RPOPLPUSH", probe: "LLEN", timeoutAt: 3},
+	"BLMPOP":     {pop: "LMPOP", probe: "LLEN", timeoutAt: 1},
+	"BZMPOP":     {pop: "ZMPOP", probe: "ZCARD", timeoutAt: 1},
+}
+
+// nonBlocking is the pop a blocking command runs, its arguments as the
+// non-blocking command takes them: key for BLPOP's perKey kin, else the
+// command without its timeout.
+func (s blockingSpec) nonBlocking(args [][]byte, key []byte) [][]byte {
+	if s.perKey {
+		return [][]byte{[]byte(s.pop), key}
+	}
+	at := s.timeoutAt
+	out := [][]byte{[]byte(s.pop)}
+	for i, a := range args[1:] {
+		if i+1 != at {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// parseBlockingTimeout reads a timeout as Redis does: seconds, a float, 0
+// for none.
+func parseBlockingTimeout(a []byte) (time.Duration, string) {
+	f, err := strconv.ParseFloat(string(a), 64)
+	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) || f > math.MaxInt64/float64(time.Second) {
+		return 0, "ERR timeout is not a float or out of range"
+	}
+	if f < 0 {
+		return 0, "ERR timeout is negative"
+	}
+	return time.Duration(f * float64(time.Second)), ""
+}
+
+// blocking runs one blocking command outside MULTI.
+func (n *Node) blocking(tr *trace, level consistency.Level, c *command, keys, args [][]byte, sess *session, h *hold, done replyFunc) {
+	spec := blockingSpecs[c.name]
+	at := spec.timeoutAt
+	if at < 0 {
+		at = len(args) - 1
+	}
+	timeout, bad := parseBlockingTimeout(args[at])
+	if bad != "" {
+		done(resp.AppendError(nil, bad))
+		return
+	}
+	if !spec.perKey && !n.sameReplicas(keys) {
+		done(resp.AppendError(nil, fmt.Sprintf("ERR troop: the keys of '%s' belong to different nodes, and troop does not split it", c.name)))
+		return
+	}
+	probes := keys
+	if c.name == "BLMOVE" || c.name == "BRPOPLPUSH" {
+		probes = keys[:1] // the source; the destination is only written
+	}
+	w := &blockedWait{n: n, tr: tr, level: level, spec: spec, probes: probes, keys: keys, args: args, sess: sess,
+		h: h, done: done, wake: make(chan struct{}, 1), interval: time.Millisecond}
+	if timeout > 0 {
+		w.deadline = time.Now().Add(timeout)
+	}
+	h.add(1) // the wait: the connection's token stays taken until the reply
+	n.stats.blocked.Add(1)
+	n.blockers.add(w)
+	w.look()
+}
+
+// blockedWait is one client's wait.
+type blockedWait struct {
+	n        *Node
+	tr       *trace
+	level    consistency.Level
+	spec     blockingSpec
+	probes   [][]byte // the keys looked at, in order
+	keys     [][]byte // the keys the pop takes: one of probes (perKey), or all of them
+	args     [][]byte
+	sess     *session
+	h        *hold
+	done     replyFunc
+	deadline time.Time // zero: none
+	interval time.Duration
+	wake     chan struct{} // a write through this node touched one of the keys
+}
+
+// look asks the own rack's replica whether the keys, from the i-th on,
+// hold something, and pops from the first that does; with none, it waits.
+func (w *blockedWait) look() {
+	w.lookFrom(0)
+}
+
+func (w *blockedWait) lookFrom(i int) {
+	if i == len(w.probes) {
+		w.wait()
+		return
+	}
+	key := w.probes[i]
+	w.n.read(nil, consistency.DCOne, [][]byte{key}, [][]byte{[]byte(w.spec.probe), key}, nil, func(reply []byte) {
+		v, err := resp.Parse(reply)
+		if err != nil || v.IsError() {
+			w.finish(reply) // WRONGTYPE, say: Redis answers it at once too
+			return
+		}
+		if v.Int == 0 {
+			w.lookFrom(i + 1)
+			return
+		}
+		w.pop(key)
+	})
+}
+
+// pop runs the non-blocking pop; nothing popped after all, it waits again.
+func (w *blockedWait) pop(key []byte) {
+	args := w.spec.nonBlocking(w.args, key)
+	c := lookup(args[0])
+	keys := w.keys
+	if w.spec.perKey {
+		keys = [][]byte{key}
+	}
+	w.n.drawn(w.tr, w.level, c, keys, args, w.h, nil, func(reply []byte) {
+		v, err := resp.Parse(reply)
+		switch {
+		case err != nil || v.IsError():
+			w.finish(reply)
+		case v.IsNull || (v.Type == resp.Array && len(v.Elems) == 0):
+			w.interval = time.Millisecond // taken by another: look again soon
+			w.wait()
+		case w.spec.perKey: // [key, what the pop gave]
+			out := resp.AppendArrayHeader(nil, 1+max(1, len(v.Elems)))
+			out = resp.AppendBulk(out, key)
+			if v.Type == resp.Array {
+				for _, e := range v.Elems {
+					out = resp.AppendValue(out, e)
+				}
+			} else {
+				out = resp.AppendValue(out, v)
+			}
+			w.finish(out)
+		default:
+			w.finish(reply)
+		}
+	})
+}
+
+// wait looks again after the interval, at a wake-up, or not at all once
+// the deadline passed or the connection closed.
+func (w *blockedWait) wait() {
+	d := w.interval
+	w.interval = min(2*w.interval, blockingPollMax)
+	if !w.deadline.IsZero() {
+		left := time.Until(w.deadline)
+		if left <= 0 {
+			w.finish(resp.AppendNullArray(nil))
+			return
+		}
+		d = min(d, left)
+	}
+	t := time.NewTimer(d)
+	go func() {
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-w.wake:
+			w.interval = time.Millisecond
+		case <-w.sess.closed:
+			w.finish(nil)
+			return
+		}
+		w.look()
+	}()
+}
+
+// finish gives the reply (none when the connection closed) and ends the wait.
+func (w *blockedWait) finish(reply []byte) {
+	w.n.blockers.remove(w)
+	w.n.stats.blocked.Add(-1)
+	if reply != nil {
+		w.done(reply)
+	} else {
+		w.done(resp.AppendNullArray(nil)) // nobody reads it
+	}
+	w.h.done()
+}
+
+// blockers are the waits in progress, by key, so that a write through this
+// node to one of their keys wakes them at once.
+type blockers struct {
+	mu    sync.Mutex
+	count atomic.Int64 // read without the lock on every write: zero costs nothing
+	byKey map[string][]*blockedWait
+}
+
+func (b *blockers) add(w *blockedWait) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.byKey == nil {
+		b.byKey = map[string][]*blockedWait{}
+	}
+	for _, k := range w.keys {
+		b.byKey[string(k)] = append(b.byKey[string(k)], w)
+	}
+	b.count.Add(1)
+}
+
+func (b *blockers) remove(w *blockedWait) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, k := range w.keys {
+		ws := b.byKey[string(k)]
+		for i, x := range ws {
+			if x == w {
+				ws = append(ws[:i], ws[i+1:]...)
+				break
+			}
+		}
+		if len(ws) == 0 {
+			delete(b.byKey, string(k))
+		} else {
+			b.byKey[string(k)] = ws
+		}
+	}
+	b.count.Add(-1)
+}
+
+// wake tells the waits on any of keys to look again now.
+func (b *blockers) wake(keys [][]byte) {
+	if b.count.Load() == 0 {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, k := range keys {
+		for _, w := range b.byKey[string(k)] {
+			select {
+			case w.wake <- struct{}{}:
+			default:
+			}
+		}
+	}
+}

@@ -1,0 +1,169 @@
+package node
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/troop-lab/troop/resp"
+)
+
+// BLPOP waits for a push through any node, and of many clients blocked on
+// one list through every node, each element goes to exactly one; every
+// replica ends with the same (empty) list.
+func TestBlockingPops(t *testing.T) {
+	tc := startCluster(t, clusterOpts{racks: 3})
+
+	// A timeout with nothing to pop: the null array, after the timeout.
+	c := tc.client(0, "DC_QUORUM")
+	start := time.Now()
+	if v := c.do("BLPOP", "bl:none", "0.2"); !v.IsNull || v.Type != resp.Array {
+		t.Errorf("BLPOP that timed out: %s, want a null array", v)
+	}
+	if d := time.Since(start); d < 200*time.Millisecond || d > 2*time.Second {
+		t.Errorf("BLPOP with a 0.2 s timeout answered after %v", d)
+	}
+	for _, bad := range [][]string{{"BLPOP", "k", "-1"}, {"BLPOP", "k", "soon"}} {
+		if v := c.do(bad...); !v.IsError() || !strings.Contains(string(v.Str), "timeout is") {
+			t.Errorf("%v: %s", bad, v)
+		}
+	}
+
+	// Clients blocked through every node, elements pushed through every
+	// node: each element popped once.
+	const clients, elements = 6, 60
+	var (
+		mu  sync.Mutex
+		got []string
+		wg  sync.WaitGroup
+	)
+	for i := 0; i < clients; i++ {
+		cl := tc.client(i%3, "DC_QUORUM")
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				v, err := cl.try("BLPOP", "bl:other", "bl:queue", "2")
+				if err != nil || v.IsError() {
+					mu.Lock()
+					got = append(got, fmt.Sprintf("error: %v %s", err, v))
+					mu.Unlock()
+					return
+				}
+				if v.IsNull {
+					return // the queue stayed empty for 2 s: done
+				}
+				if len(v.Elems) != 2 || string(v.Elems[0].Str) != "bl:queue" {
+					mu.Lock()
+					got = append(got, fmt.Sprintf("error: reply %s", v))
+					mu.Unlock()
+					return
+				}
+				mu.Lock()
+				got = append(got, string(v.Elems[1].Str))
+				mu.Unlock()
+			}
+		}()
+	}
+	time.Sleep(100 * time.Millisecond) // blocked first
+	if n := c.must("INFO"); !strings.Contains(n, "blocked_clients:") {
+		t.Errorf("INFO without blocked_clients:\n%s", n)
+	}
+	for i := 0; i < elements; i++ {
+		tc.client(i%3, "DC_QUORUM").must("RPUSH", "bl:queue", fmt.Sprintf("e%02d", i))
+	}
+	wg.Wait()
+	sort.Strings(got)
+	for i := 1; i < len(got); i++ {
+		if got[i] == got[i-1] {
+			t.Fatalf("%s popped twice", got[i])
+		}
+	}
+	if len(got) != elements || strings.HasPrefix(got[0], "error") {
+		t.Fatalf("%d elements popped of %d: %v", len(got), elements, got)
+	}
+	// A quorum sees the list empty. (A replica may still hold an element
+	// whose push reached it after the pop that took it: pushes and pops
+	// through different nodes are not ordered on every replica; repair
+	// settles it. store.md, Pops.)
+	if n := c.must("LLEN", "bl:queue"); n != "0" {
+		t.Errorf("LLEN at DC_QUORUM after every element was popped: %s", n)
+	}
+
+	// The other blocking pops, each waking for a push through another node.
+	for _, tc2 := range []struct {
+		block []string
+		push  []string
+		want  string
+	}{
+		{[]string{"BRPOP", "bl:r", "5"}, []string{"RPUSH", "bl:r", "a", "b"}, `["bl:r" "b"]`},
+		{[]string{"BZPOPMIN", "bl:z", "5"}, []string{"ZADD", "bl:z", "2", "two", "1", "one"}, `["bl:z" "one" "1"]`},
+		{[]string{"BZPOPMAX", "bl:z2", "5"}, []string{"ZADD", "bl:z2", "3", "three", "1", "one"}, `["bl:z2" "three" "3"]`},
+		{[]string{"BLMOVE", "{bl}src", "{bl}dst", "LEFT", "RIGHT", "5"}, []string{"RPUSH", "{bl}src", "x"}, `"x"`},
+		{[]string{"BRPOPLPUSH", "{bl}src", "{bl}dst", "5"}, []string{"RPUSH", "{bl}src", "y"}, `"y"`},
+		{[]string{"BLMPOP", "5", "2", "{bl}m1", "{bl}m2", "LEFT", "COUNT", "2"}, []string{"RPUSH", "{bl}m2", "p", "q", "r"}, `["{bl}m2" ["p" "q"]]`},
+		{[]string{"BZMPOP", "5", "1", "bl:zm", "MIN"}, []string{"ZADD", "bl:zm", "5", "five"}, `["bl:zm" [["five" "5"]]]`},
+	} {
+		blocked := tc.client(1, "DC_QUORUM")
+		reply := make(chan resp.Value, 1)
+		go func() {
+			v, err := blocked.try(tc2.block...)
+			if err != nil {
+				v = resp.Value{Type: resp.Error, Str: []byte(err.Error())}
+			}
+			reply <- v
+		}()
+		time.Sleep(50 * time.Millisecond)
+		tc.client(2, "DC_QUORUM").must(tc2.push...)
+		select {
+		case v := <-reply:
+			if v.String() != tc2.want {
+				t.Errorf("%v after %v: %s, want %s", tc2.block, tc2.push, v, tc2.want)
+			}
+		case <-time.After(5 * time.Second):
+			t.Errorf("%v: no answer 5 s after %v", tc2.block, tc2.push)
+		}
+	}
+
+	// Inside MULTI they are refused: redis-server does not run them in
+	// the script a transaction is.
+	c.must("MULTI")
+	if v := c.do("BLPOP", "bl:none", "0"); !v.IsError() || !strings.Contains(string(v.Str), "non-blocking form") {
+		t.Errorf("BLPOP inside MULTI: %s", v)
+	}
+	if v := c.do("EXEC"); !v.IsError() || !strings.HasPrefix(string(v.Str), "EXECABORT") {
+		t.Errorf("EXEC after a refused BLPOP: %s", v)
+	}
+	// A wrong type is answered at once.
+	c.must("SET", "bl:string", "x")
+	if v := c.do("BLPOP", "bl:string", "0"); !v.IsError() || !strings.HasPrefix(string(v.Str), "WRONGTYPE") {
+		t.Errorf("BLPOP of a string: %s", v)
+	}
+}
+
+// A client that goes away while blocked stops the wait: nothing is left
+// waiting on the node.
+func TestBlockedClientGone(t *testing.T) {
+	tc := startCluster(t, clusterOpts{racks: 1})
+	c := tc.client(0, "")
+	c.c.Write(resp.AppendCommandStrings(nil, "BLPOP", "gone", "0"))
+	eventually(t, 2*time.Second, func() string {
+		if n := tc.nodes[0].node.stats.blocked.Load(); n != 1 {
+			return fmt.Sprintf("%d clients blocked, want 1", n)
+		}
+		return ""
+	})
+	c.c.Close()
+	eventually(t, 2*time.Second, func() string {
+		if n := tc.nodes[0].node.stats.blocked.Load(); n != 0 {
+			return fmt.Sprintf("%d clients still blocked after their connection closed", n)
+		}
+		return ""
+	})
+	if got := tc.client(0, "").must("RPUSH", "gone", "a"); got != "1" {
+		t.Errorf("RPUSH after the blocked client left: %s (the element was taken)", got)
+	}
+}
