@@ -139,7 +139,9 @@ func (cb *clauseBits) addClass() int {
 	k := len(cb.occ)
 	if k%64 == 0 {
 		for i, r := range cb.rows {
-			cb.rows[i] = append(r, 0)
+			if r != nil { // a dropped clause's slot stays nil, free
+				cb.rows[i] = append(r, 0)
+			}
 		}
 	}
 	cb.occ = append(cb.occ, make([]uint64, len(cb.live)))

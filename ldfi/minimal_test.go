@@ -61,3 +61,30 @@ func TestMinimalClausesMatchBruteForce(t *testing.T) {
 		}
 	}
 }
+
+// TestDroppedSlotPastClassWord: clauses dropped as no longer minimal leave
+// their slots free; when the classes then need another word, a free slot
+// must stay free (nil), not become a clause of no class, which every new
+// clause would contain (so none would be kept any more: the search would
+// take a set that survived for one still hitting every clause, and skip its
+// supersets).
+func TestDroppedSlotPastClassWord(t *testing.T) {
+	var m minimalClauses
+	for _, c := range [][]int{{0, 1, 2}, {0, 1, 3}, {0, 1, 4}} {
+		m.add(c)
+	}
+	for p := 100; len(m.members) < 64; p++ {
+		if !m.add([]int{p}) {
+			t.Fatalf("{%d} is minimal", p)
+		}
+	}
+	if !m.add([]int{0, 1}) { // drops the three clauses above: two slots stay free
+		t.Fatal("{0,1} is minimal")
+	}
+	if !m.add([]int{500}) { // the 65th class: another word
+		t.Fatal("{500} is minimal")
+	}
+	if !m.add([]int{600, 601}) {
+		t.Fatal("{600,601} is minimal, but was taken for a superset of a dropped clause")
+	}
+}
