@@ -94,11 +94,17 @@ func (c chart) draw() string {
 		step = 1
 	}
 	for s := 0; s < n; s += step {
-		label := fmt.Sprintf("%ds", s)
+		label, style := fmt.Sprintf("%ds", s), ""
 		if c.XLabels != nil {
 			label = c.XLabels[s]
+			switch { // the ends' labels stay inside the chart
+			case s == n-1 && n > 1:
+				style = ` style="text-anchor:end"`
+			case s == 0 && n > 1:
+				style = ` style="text-anchor:start"`
+			}
 		}
-		fmt.Fprintf(&b, `<text x="%.1f" y="%d" class="xl">%s</text>`, x(float64(s)), h-padB+16, esc(label))
+		fmt.Fprintf(&b, `<text x="%.1f" y="%d" class="xl"%s>%s</text>`, x(float64(s)), h-padB+16, style, esc(label))
 	}
 	for i, m := range c.Marks {
 		fmt.Fprintf(&b, `<circle cx="%.1f" cy="%d" r="5" fill="%s"><title>%s</title></circle>`, x(float64(i)), padT+4, m.Color, esc(m.Title))
