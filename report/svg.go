@@ -62,7 +62,9 @@ func (c chart) draw() string {
 	for _, l := range c.Lines {
 		n = max(n, len(l.Values))
 		for _, v := range l.Values {
-			peak = max(peak, v)
+			if !math.IsNaN(v) { // a run without this line's figure
+				peak = max(peak, v)
+			}
 		}
 	}
 	peak = niceCeil(peak)
