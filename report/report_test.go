@@ -88,6 +88,9 @@ func TestTrend(t *testing.T) {
 		t.Fatal("no trend charts")
 	}
 	chart := html[i : i+strings.Index(html[i:], "</svg>")]
+	if strings.Contains(html, "NaN") {
+		t.Error("the report draws at NaN: a missing figure reached the coordinates")
+	}
 	for _, want := range []string{"01-24 10:00", "01-24 11:00", "this run",
 		`fill="` + red + `"><title>20260124-100000-1 (seed 1): 2 finding(s) broke`,
 		`fill="` + orange + `"><title>20260124-110000-2 (seed 2): interrupted`,

@@ -73,11 +73,11 @@ func Compare(w io.Writer, a, b *Report) {
 		}
 	}
 
-	fmt.Fprintf(w, "\n%-44s %12s %12s %6s\n", "check", "A", "B", "B/A")
+	fmt.Fprintf(w, "\n%-44s %17s %17s %6s\n", "check", "A", "B", "B/A")
 	row := func(name string, va, vb float64, format string) {
-		fmt.Fprintf(w, "%-44s %12s %12s %6s\n", name, fmt.Sprintf(format, va), fmt.Sprintf(format, vb), bench.FormatRatio(vb, va))
+		fmt.Fprintf(w, "%-44s %17s %17s %6s\n", name, fmt.Sprintf(format, va), fmt.Sprintf(format, vb), bench.FormatRatio(vb, va))
 	}
-	text := func(name, va, vb string) { fmt.Fprintf(w, "%-44s %12s %12s\n", name, va, vb) }
+	text := func(name, va, vb string) { fmt.Fprintf(w, "%-44s %17s %17s\n", name, va, vb) }
 	fa, fb := a.Failure, b.Failure
 	switch {
 	case fa != nil && fb != nil:

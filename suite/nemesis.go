@@ -150,15 +150,25 @@ func (c *cluster) nemesis(ctx context.Context, cfg Config, step func(string, ...
 		return nil, err
 	}
 	defer closeMonkey()
+	// Interrupted: undo the fault in place at once, not at its lease's
+	// end, and before the workloads' requests in flight time out (the
+	// fault holds them up). Every lease in the run's store is this run's.
+	// The sweep runs again at the end, for a fault put in place while the
+	// first ran.
+	var undoing sync.Mutex // one sweep at a time
+	undo := func() {
+		undoing.Lock()
+		defer undoing.Unlock()
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if _, err := m.Sweep(rctx, true); err != nil {
+			step("nemesis: undoing the fault in place: %v (its watchdog undoes it at the lease's end)", err)
+		}
+	}
+	stopUndo := context.AfterFunc(ctx, undo)
 	defer func() {
-		if ctx.Err() != nil {
-			// Interrupted: undo the fault in place now, not at its lease's
-			// end. Every lease in the run's store is this run's.
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-			defer cancel()
-			if _, err := m.Sweep(rctx, true); err != nil {
-				step("nemesis: undoing the fault in place: %v (its watchdog undoes it at the lease's end)", err)
-			}
+		if !stopUndo() { // it ran, or runs now: after it, once more
+			undo()
 		}
 	}()
 	r := rand.New(rand.NewPCG(cfg.Seed, 0x6e656d65736973)) // "nemesis"

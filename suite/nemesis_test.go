@@ -2,7 +2,9 @@ package suite
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -111,5 +113,42 @@ func TestNemesisOnLoopbackRunsClockFaultsOnly(t *testing.T) {
 	}
 	if !noted || len(v.Broke) > 0 {
 		t.Errorf("notes %q, broke %q; want the note that only the clock faults ran, and nothing broken", v.Notes, v.Broke)
+	}
+}
+
+// Interrupted while its fault holds, the nemesis undoes the fault at once,
+// not at its lease's end: no lease is left when it returns.
+func TestNemesisInterruptUndoesFault(t *testing.T) {
+	c := nemesisLab(t, "")
+	cfg := QuickConfig()
+	cfg.Troop, cfg.Out, cfg.Seed = testlab.Troop(t), t.TempDir(), 3
+	cfg.Nemesis.Faults, cfg.Nemesis.Fault = []string{"partition"}, 5*time.Minute
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	leases := filepath.Join(cfg.Out, "nemesis", "leases")
+	var placed time.Time
+	go func() {
+		// Cancel once the fault is in place: a second after its lease is
+		// stored (it is stored before the fault begins).
+		for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			if files, _ := filepath.Glob(filepath.Join(leases, "*.json")); len(files) == 1 {
+				break
+			}
+		}
+		time.Sleep(time.Second)
+		placed = time.Now()
+		cancel()
+	}()
+	start := time.Now()
+	_, err := c.nemesis(ctx, cfg, func(format string, args ...any) { t.Logf(format, args...) })
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("nemesis: %v, want the interrupt", err)
+	}
+	if files, _ := filepath.Glob(filepath.Join(leases, "*.json")); len(files) != 0 {
+		t.Errorf("leases left after the interrupt: %v", files)
+	}
+	// The fault is undone at once, and the workloads it held up end.
+	if took := time.Since(placed); placed.IsZero() || took > 15*time.Second {
+		t.Errorf("the nemesis returned %v after the interrupt (started %v before it)", took, placed.Sub(start))
 	}
 }

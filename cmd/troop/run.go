@@ -38,9 +38,9 @@ func newRunCmd() *cobra.Command {
 		Short: "Run the whole suite against a lab cluster and write one report",
 		Long: `Start a lab cluster (1 datacenter x 3 racks x 1 node), or use a running one
 (--lab), or a cluster troop did not start (--target: any Redis-protocol
-endpoints; --cluster: troop or Dynomite nodes by their /cluster_describe),
-where the phases that need a lab say they did not run, and run the suite: a baseline benchmark at DC_ONE and DC_QUORUM, a
-run at DC_QUORUM during which the chaos monkey terminates a node and the lab
+endpoints; --cluster: troop or Dynomite nodes by their /cluster_describe;
+the phases that need a lab then say they did not run), and run the suite:
+a baseline benchmark at DC_ONE and DC_QUORUM, a run at DC_QUORUM during which the chaos monkey terminates a node and the lab
 replaces it, an audit of every acknowledged write, a linearizability check of
 a register workload per level, a nemesis (partitions, packet loss and delay,
 clock skew) while those workloads run, and lineage-driven fault injection.
@@ -138,8 +138,12 @@ func runSuite(ctx context.Context, cfg suite.Config, out string, stdout io.Write
 	return rep, err
 }
 
-// maxHistory is how many earlier runs the trend shows at most.
-const maxHistory = 9
+// maxHistory is how many earlier runs the trend shows at most, and
+// historyLookBack how many it reads to find them.
+const (
+	maxHistory      = 9
+	historyLookBack = 50
+)
 
 // runsDir is where the runs under out are kept.
 func runsDir(out string) string { return filepath.Join(out, "runs") }
@@ -212,7 +216,8 @@ func adoptLegacyReport(out string) error {
 
 // history reads the summaries of the runs before dir under OUT/runs that
 // checked the same things the same way (suite.Comparable), oldest first,
-// at most n. Runs whose report cannot be read are left out.
+// at most n, looking back over the last historyLookBack runs only (a
+// report is megabytes). Runs whose report cannot be read are left out.
 func history(out, dir string, cfg suite.Config, n int) []suite.RunSummary {
 	ents, err := os.ReadDir(runsDir(out))
 	if err != nil {
@@ -226,7 +231,7 @@ func history(out, dir string, cfg suite.Config, n int) []suite.RunSummary {
 	}
 	sort.Strings(names)
 	var got []suite.RunSummary
-	for i := len(names) - 1; i >= 0 && len(got) < n; i-- {
+	for i := len(names) - 1; i >= max(0, len(names)-historyLookBack) && len(got) < n; i-- {
 		rep, err := readRunReport(filepath.Join(runsDir(out), names[i], "report.json"))
 		if err != nil || !suite.Comparable(rep.Config, cfg) {
 			continue
