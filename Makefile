@@ -41,6 +41,9 @@ fuzz:
 	scripts/fuzz ./fit FuzzDecodeLineage $(FUZZTIME)
 	scripts/fuzz ./fit FuzzDecodeOTLP $(FUZZTIME)
 	scripts/fuzz ./ldfi/oracle FuzzSum $(FUZZTIME)
+	scripts/fuzz ./suite FuzzParseConfig $(FUZZTIME)
+	scripts/fuzz ./client FuzzParseDescribed $(FUZZTIME)
+	scripts/fuzz ./internal/filekind FuzzSniff $(FUZZTIME)
 
 demo: build
 	@scripts/need redis-server
