@@ -575,14 +575,6 @@ func TestSuggest(t *testing.T) {
 			t.Errorf("suggest(%q) = %q, want %q", in, got, want)
 		}
 	}
-	for _, tt := range []struct {
-		a, b string
-		d    int
-	}{{"", "", 0}, {"abc", "", 3}, {"listne", "listen", 1}, {"kitten", "sitting", 3}, {"ab", "ba", 1}} {
-		if got := editDistance(tt.a, tt.b); got != tt.d {
-			t.Errorf("editDistance(%q, %q) = %d, want %d", tt.a, tt.b, got, tt.d)
-		}
-	}
 }
 
 // roundTrip checks that Marshal's output parses to the same config and that
