@@ -131,7 +131,9 @@ type blockedWait struct {
 }
 
 // look asks the own rack's replica whether the keys, from the i-th on,
-// hold something, and pops from the first that does; with none, it waits.
+// hold something, and pops from the first that does and on which no client
+// has waited longer through this node (Redis serves blocked clients first
+// come, first served); with none, it waits.
 func (w *blockedWait) look() {
 	w.lookFrom(0)
 }
@@ -148,8 +150,8 @@ func (w *blockedWait) lookFrom(i int) {
 			w.finish(reply) // WRONGTYPE, say: Redis answers it at once too
 			return
 		}
-		if v.Int == 0 {
-			w.lookFrom(i + 1)
+		if v.Int == 0 || !w.n.blockers.first(key, w) {
+			w.lookFrom(i + 1) // empty, or a client blocked on it before this one goes first, as in Redis
 			return
 		}
 		w.pop(key)
@@ -229,8 +231,9 @@ func (w *blockedWait) finish(reply []byte) {
 	w.h.done()
 }
 
-// blockers are the waits in progress, by key, so that a write through this
-// node to one of their keys wakes them at once.
+// blockers are the waits in progress, by the keys they look at, in the
+// order they began, so that a write through this node to one of their
+// keys wakes them at once, and the longest waiting pops first.
 type blockers struct {
 	mu    sync.Mutex
 	count atomic.Int64 // read without the lock on every write: zero costs nothing
@@ -243,16 +246,26 @@ func (b *blockers) add(w *blockedWait) {
 	if b.byKey == nil {
 		b.byKey = map[string][]*blockedWait{}
 	}
-	for _, k := range w.keys {
+	for _, k := range w.probes {
 		b.byKey[string(k)] = append(b.byKey[string(k)], w)
 	}
 	b.count.Add(1)
 }
 
+// first says whether w is the longest waiting of the waits on key.
+func (b *blockers) first(key []byte, w *blockedWait) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	ws := b.byKey[string(key)]
+	return len(ws) > 0 && ws[0] == w
+}
+
+// remove ends w's wait, and wakes the waits next in line on its keys.
 func (b *blockers) remove(w *blockedWait) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	for _, k := range w.keys {
+	defer b.wakeLocked(w.probes)
+	for _, k := range w.probes {
 		ws := b.byKey[string(k)]
 		for i, x := range ws {
 			if x == w {
@@ -276,6 +289,10 @@ func (b *blockers) wake(keys [][]byte) {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.wakeLocked(keys)
+}
+
+func (b *blockers) wakeLocked(keys [][]byte) {
 	for _, k := range keys {
 		for _, w := range b.byKey[string(k)] {
 			select {
