@@ -1,6 +1,7 @@
 package node
 
 import (
+	"bytes"
 	"fmt"
 	"math"
 	"strconv"
@@ -21,7 +22,10 @@ import (
 // level; when the pop finds nothing after all (another client took it),
 // it goes on waiting. It looks again after 1 ms, then twice as long each
 // time up to blockingPollMax, and at once after a write through this node
-// to one of the keys. The wait ends at the command's timeout (0: never),
+// to one of the keys. That write's reply waits, up to blockingTurnMax,
+// until the waits it woke have looked again (a turn): Redis serves its
+// blocked clients before the pusher's reply goes out, so a client that
+// pushes and then reads sees what they took. The wait ends at the command's timeout (0: never),
 // or when the connection closes. Inside MULTI the commands do not block,
 // as in Redis: every replica runs them as they are.
 
@@ -29,6 +33,10 @@ import (
 // element pushed through another node may wait before a client blocked on
 // this one gets it.
 const blockingPollMax = 20 * time.Millisecond
+
+// blockingTurnMax bounds what a write's reply waits for the blocked
+// clients it woke: one that cannot reach its replica does not hold it.
+const blockingTurnMax = time.Second
 
 // A blockingSpec says how to wait for one blocking command.
 type blockingSpec struct {
@@ -128,6 +136,9 @@ type blockedWait struct {
 	deadline time.Time // zero: none
 	interval time.Duration
 	wake     chan struct{} // a write through this node touched one of the keys
+	// turns are the writes waiting for this wait to look again (guarded
+	// by the blockers' lock); looking, those the look under way answers.
+	turns, looking []*sync.WaitGroup
 }
 
 // look asks the own rack's replica whether the keys, from the i-th on,
@@ -135,6 +146,7 @@ type blockedWait struct {
 // has waited longer through this node (Redis serves blocked clients first
 // come, first served); with none, it waits.
 func (w *blockedWait) look() {
+	w.n.blockers.startLook(w)
 	w.lookFrom(0)
 }
 
@@ -174,6 +186,8 @@ func (w *blockedWait) pop(key []byte) {
 		case v.IsNull || (v.Type == resp.Array && len(v.Elems) == 0):
 			w.interval = time.Millisecond // taken by another: look again soon
 			w.wait()
+		case len(w.probes) < len(w.keys) && !bytes.Equal(w.keys[0], w.keys[1]): // a move: who waits on its destination goes first
+			w.n.blockers.wake(w.keys[len(w.probes):]).after(func() { w.finish(reply) })
 		case w.spec.perKey: // [key, what the pop gave]
 			out := resp.AppendArrayHeader(nil, 1+max(1, len(v.Elems)))
 			out = resp.AppendBulk(out, key)
@@ -194,6 +208,7 @@ func (w *blockedWait) pop(key []byte) {
 // wait looks again after the interval, at a wake-up, or not at all once
 // the deadline passed or the connection closed.
 func (w *blockedWait) wait() {
+	w.n.blockers.endLook(w)
 	d := w.interval
 	w.interval = min(2*w.interval, blockingPollMax)
 	if !w.deadline.IsZero() {
@@ -260,11 +275,20 @@ func (b *blockers) first(key []byte, w *blockedWait) bool {
 	return len(ws) > 0 && ws[0] == w
 }
 
-// remove ends w's wait, and wakes the waits next in line on its keys.
+// remove ends w's wait, and wakes the waits next in line on its keys: the
+// writes that waited for w wait for them too, since what w left may be
+// theirs.
 func (b *blockers) remove(w *blockedWait) {
 	b.mu.Lock()
+	turns := append(w.looking, w.turns...)
+	w.looking, w.turns = nil, nil
+	defer func() {
+		for _, t := range turns {
+			t.Done()
+		}
+	}()
 	defer b.mu.Unlock()
-	defer b.wakeLocked(w.probes)
+	defer b.wakeLocked(w.probes, turns)
 	for _, k := range w.probes {
 		ws := b.byKey[string(k)]
 		for i, x := range ws {
@@ -282,23 +306,79 @@ func (b *blockers) remove(w *blockedWait) {
 	b.count.Add(-1)
 }
 
-// wake tells the waits on any of keys to look again now.
-func (b *blockers) wake(keys [][]byte) {
-	if b.count.Load() == 0 {
+// A turn is the waits one write woke.
+type turn struct{ wg *sync.WaitGroup }
+
+// after calls f once every wait of the turn has looked again, or after
+// blockingTurnMax.
+func (t turn) after(f func()) {
+	if t.wg == nil {
+		f()
 		return
+	}
+	looked := make(chan struct{})
+	go func() { t.wg.Wait(); close(looked) }()
+	go func() {
+		timer := time.NewTimer(blockingTurnMax)
+		defer timer.Stop()
+		select {
+		case <-looked:
+		case <-timer.C:
+		}
+		f()
+	}()
+}
+
+// wake tells the waits on any of keys to look again now, and returns
+// their turn.
+func (b *blockers) wake(keys [][]byte) turn {
+	if b.count.Load() == 0 {
+		return turn{}
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.wakeLocked(keys)
+	t := turn{wg: &sync.WaitGroup{}}
+	b.wakeLocked(keys, []*sync.WaitGroup{t.wg})
+	return t
 }
 
-func (b *blockers) wakeLocked(keys [][]byte) {
+// wakeLocked wakes the waits on keys, each once, and makes each of turns
+// wait for them.
+func (b *blockers) wakeLocked(keys [][]byte, turns []*sync.WaitGroup) {
+	woken := map[*blockedWait]bool{}
 	for _, k := range keys {
 		for _, w := range b.byKey[string(k)] {
+			if woken[w] {
+				continue
+			}
+			woken[w] = true
+			for _, t := range turns {
+				t.Add(1)
+				w.turns = append(w.turns, t)
+			}
 			select {
 			case w.wake <- struct{}{}:
 			default:
 			}
 		}
+	}
+}
+
+// startLook gives the turns w was woken for to the look it begins: only a
+// look that began after a write can answer for it.
+func (b *blockers) startLook(w *blockedWait) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	w.looking, w.turns = append(w.looking, w.turns...), nil
+}
+
+// endLook ends w's look: the turns it answered for go on.
+func (b *blockers) endLook(w *blockedWait) {
+	b.mu.Lock()
+	looked := w.looking
+	w.looking = nil
+	b.mu.Unlock()
+	for _, t := range looked {
+		t.Done()
 	}
 }

@@ -167,3 +167,53 @@ func TestBlockedClientGone(t *testing.T) {
 		t.Errorf("RPUSH after the blocked client left: %s (the element was taken)", got)
 	}
 }
+
+// Clients blocked through one node are served before the write that woke
+// them answers, as Redis serves them: a chain of blocking moves has run to
+// its end when the push that started it returns, and of two clients
+// blocked on one list, a push of two elements serves both.
+func TestBlockedServedBeforeTheWriteAnswers(t *testing.T) {
+	tc := startCluster(t, clusterOpts{racks: 3})
+	block := func(args ...string) chan resp.Value {
+		c := tc.client(0, "DC_QUORUM")
+		out := make(chan resp.Value, 1)
+		go func() { out <- c.do(args...) }()
+		return out
+	}
+	blockedBy := func(n int64) {
+		eventually(t, 5*time.Second, func() string {
+			if got := tc.nodes[0].node.stats.blocked.Load(); got != n {
+				return fmt.Sprintf("%d clients blocked, want %d", got, n)
+			}
+			return ""
+		})
+	}
+	first := block("BLMOVE", "turn:a", "turn:b", "LEFT", "RIGHT", "5")
+	blockedBy(1)
+	second := block("BRPOPLPUSH", "turn:b", "turn:c", "5")
+	blockedBy(2)
+	c := tc.client(0, "DC_QUORUM")
+	c.must("RPUSH", "turn:a", "x")
+	if got := c.do("LRANGE", "turn:c", "0", "-1"); len(got.Elems) != 1 || string(got.Elems[0].Str) != "x" {
+		t.Errorf("right after the push that woke two chained moves, turn:c holds %s, want [x]", got)
+	}
+	for _, ch := range []chan resp.Value{first, second} {
+		if v := <-ch; string(v.Str) != "x" {
+			t.Errorf("a blocking move answered %s, want x", v)
+		}
+	}
+
+	one := block("BLPOP", "turn:q", "5")
+	blockedBy(1)
+	two := block("BLPOP", "turn:q", "5")
+	blockedBy(2)
+	c.must("RPUSH", "turn:q", "1", "2")
+	if got := c.must("LLEN", "turn:q"); got != "0" {
+		t.Errorf("right after a push of two to two blocked clients, the list holds %s elements, want 0", got)
+	}
+	for i, ch := range []chan resp.Value{one, two} {
+		if v := <-ch; len(v.Elems) != 2 || string(v.Elems[1].Str) != fmt.Sprint(i+1) {
+			t.Errorf("blocked client %d got %s, want [turn:q %d]", i+1, v, i+1)
+		}
+	}
+}

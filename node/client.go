@@ -141,9 +141,9 @@ func (n *Node) handleClient(cmd resp.Command, s *slot, sess *session, b *batch) 
 		defer h.done()
 	}
 	done := traced(tr, n.timed(write, level, s.complete))
-	if write && n.blockers.count.Load() > 0 { // a pop blocked on one of the keys looks again once this is done
+	if write && n.blockers.count.Load() > 0 { // a pop blocked on one of the keys looks again before this answers
 		inner := done
-		done = func(reply []byte) { inner(reply); n.blockers.wake(keys) }
+		done = func(reply []byte) { n.blockers.wake(keys).after(func() { inner(reply) }) }
 	}
 	switch c.kind {
 	case kindRead:
