@@ -209,8 +209,21 @@ var ErrBaselineFails = errors.New("ldfi: the request class fails without faults"
 // a failure of the request.
 var ErrScopeRejected = errors.New("ldfi: the services refused the scope")
 
-// Search runs the lineage-driven search against t.
+// Search runs the lineage-driven search against t. Stopped by ctx after
+// its baseline, it returns what it found so far with ctx's error, its
+// coverage saying where it stopped.
 func Search(ctx context.Context, cfg Config, t Target, clock Clock) (*Report, error) {
+	r, err := search(ctx, cfg, t, clock)
+	if r != nil && err != nil && ctx.Err() != nil {
+		r.End = clock.Now()
+		r.Coverage = coverage(r.Config.MaxFaults, len(r.Formula.Points), len(r.Experiments), false,
+			fmt.Sprintf("interrupted after %d experiments", len(r.Experiments)))
+		return r, ctx.Err()
+	}
+	return r, err
+}
+
+func search(ctx context.Context, cfg Config, t Target, clock Clock) (*Report, error) {
 	if err := cfg.Check(); err != nil {
 		return nil, fmt.Errorf("ldfi: %w", err)
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -21,6 +22,7 @@ import (
 	"github.com/troop-lab/troop/internal/testlab"
 	"github.com/troop-lab/troop/internal/testredis"
 	"github.com/troop-lab/troop/lab"
+	"github.com/troop-lab/troop/ldfi"
 	"github.com/troop-lab/troop/node"
 )
 
@@ -434,12 +436,14 @@ func TestRepairInterrupt(t *testing.T) {
 	}
 }
 
-// Interrupted during its search, troop ldfi run stops at once and exits 130
+// Interrupted during its search, troop ldfi run stops at once, writes the
+// report of the experiments it ran, saying where it stopped, and exits 130
 // (its faults are request-scoped: nothing stays in place).
 func TestLDFIRunInterrupt(t *testing.T) {
 	l := startLab(t)
+	out := filepath.Join(t.TempDir(), "ldfi")
 	v := startVerb(t, "ldfi", "run", "--lab", l.Dir(), "--class", "GET at DC_QUORUM", "--fault", "delay:2s",
-		"--probes", "20", "--out", filepath.Join(t.TempDir(), "ldfi"))
+		"--probes", "20", "--out", out)
 	time.Sleep(3 * time.Second)
 	select {
 	case <-v.done:
@@ -452,5 +456,16 @@ func TestLDFIRunInterrupt(t *testing.T) {
 	}
 	if strings.Contains(v.stderr.String(), "context canceled") {
 		t.Errorf("the interrupt is reported as an error:\n%s", v.stderr.String())
+	}
+	var r ldfi.Report
+	if b, err := os.ReadFile(filepath.Join(out, "report.json")); err != nil {
+		t.Errorf("no partial report: %v\n%s", err, v.output())
+	} else if err := json.Unmarshal(b, &r); err != nil {
+		t.Errorf("the partial report: %v", err)
+	} else if r.Coverage.Complete || !strings.HasPrefix(r.Coverage.StopReason, "interrupted after") {
+		t.Errorf("the partial report's coverage: %+v, want not complete, interrupted", r.Coverage)
+	}
+	if !strings.Contains(v.stdout.String(), "NOT complete (interrupted after") {
+		t.Errorf("the printed report does not say where the search stopped:\n%s", v.output())
 	}
 }

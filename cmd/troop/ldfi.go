@@ -219,11 +219,12 @@ func runSearch(ctx context.Context, cfg ldfi.Config, t ldfi.Target, out string, 
 		cfg.Progress = func(e ldfi.Experiment) { fmt.Fprintln(os.Stderr, ldfi.ProgressLine(e)) }
 	}
 	r, err := ldfi.Search(ctx, cfg, t, ldfi.WallClock{})
-	if err != nil {
+	interrupted := err != nil && r != nil && ctx.Err() != nil
+	if err != nil && !interrupted {
 		return r, fmt.Errorf("ldfi: %w", err)
 	}
 	r.WriteText(os.Stdout)
-	if compare {
+	if compare && !interrupted {
 		if isTerminal(os.Stderr) {
 			fmt.Fprintf(os.Stderr, "random fault injection: %d experiments...\n", len(r.Experiments))
 		}
