@@ -60,6 +60,14 @@ var blockingSpecs = map[string]blockingSpec{
 	"BZMPOP":     {pop: "ZMPOP", probe: "ZCARD", timeoutAt: 1},
 }
 
+// timeoutIndex is the index of the timeout in args.
+func (s blockingSpec) timeoutIndex(args [][]byte) int {
+	if s.timeoutAt < 0 {
+		return len(args) - 1
+	}
+	return s.timeoutAt
+}
+
 // nonBlocking is the pop a blocking command runs, its arguments as the
 // non-blocking command takes them: key for BLPOP's perKey kin, else the
 // command without its timeout.
@@ -67,7 +75,7 @@ func (s blockingSpec) nonBlocking(args [][]byte, key []byte) [][]byte {
 	if s.perKey {
 		return [][]byte{[]byte(s.pop), key}
 	}
-	at := s.timeoutAt
+	at := s.timeoutIndex(args)
 	out := [][]byte{[]byte(s.pop)}
 	for i, a := range args[1:] {
 		if i+1 != at {
@@ -93,11 +101,7 @@ func parseBlockingTimeout(a []byte) (time.Duration, string) {
 // blocking runs one blocking command outside MULTI.
 func (n *Node) blocking(tr *trace, level consistency.Level, c *command, keys, args [][]byte, sess *session, h *hold, done replyFunc) {
 	spec := blockingSpecs[c.name]
-	at := spec.timeoutAt
-	if at < 0 {
-		at = len(args) - 1
-	}
-	timeout, bad := parseBlockingTimeout(args[at])
+	timeout, bad := parseBlockingTimeout(args[spec.timeoutIndex(args)])
 	if bad != "" {
 		done(resp.AppendError(nil, bad))
 		return

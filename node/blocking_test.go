@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/troop-lab/troop/resp"
+	"github.com/troop-lab/troop/topology"
 )
 
 // BLPOP waits for a push through any node, and of many clients blocked on
@@ -128,15 +129,6 @@ func TestBlockingPops(t *testing.T) {
 		}
 	}
 
-	// Inside MULTI they are refused: redis-server does not run them in
-	// the script a transaction is.
-	c.must("MULTI")
-	if v := c.do("BLPOP", "bl:none", "0"); !v.IsError() || !strings.Contains(string(v.Str), "non-blocking form") {
-		t.Errorf("BLPOP inside MULTI: %s", v)
-	}
-	if v := c.do("EXEC"); !v.IsError() || !strings.HasPrefix(string(v.Str), "EXECABORT") {
-		t.Errorf("EXEC after a refused BLPOP: %s", v)
-	}
 	// A wrong type is answered at once.
 	c.must("SET", "bl:string", "x")
 	if v := c.do("BLPOP", "bl:string", "0"); !v.IsError() || !strings.HasPrefix(string(v.Str), "WRONGTYPE") {
@@ -215,5 +207,45 @@ func TestBlockedServedBeforeTheWriteAnswers(t *testing.T) {
 		if v := <-ch; len(v.Elems) != 2 || string(v.Elems[1].Str) != fmt.Sprint(i+1) {
 			t.Errorf("blocked client %d got %s, want [turn:q %d]", i+1, v, i+1)
 		}
+	}
+}
+
+// Inside MULTI the blocking pops do not block, as in Redis: each pops what
+// is there, on every replica, or answers nil at once; a bad timeout aborts
+// the transaction.
+func TestBlockingPopsInsideMulti(t *testing.T) {
+	tc := startCluster(t, clusterOpts{racks: 3, configure: func(c *topology.Config) { c.HashTag = "{}" }})
+	c := tc.client(0, "DC_QUORUM")
+	c.must("RPUSH", "{m}src", "a", "b", "c")
+	c.must("ZADD", "{m}z", "1", "one")
+	c.must("MULTI")
+	for _, cmd := range [][]string{
+		{"BLPOP", "{m}none", "{m}src", "0"},
+		{"BRPOP", "{m}none", "5"},
+		{"BRPOPLPUSH", "{m}src", "{m}dst", "0"},
+		{"BLMOVE", "{m}src", "{m}dst", "LEFT", "LEFT", "0"},
+		{"BZPOPMIN", "{m}z", "0"},
+		{"BLMPOP", "0", "1", "{m}none", "LEFT"},
+	} {
+		if got := c.must(cmd...); got != "QUEUED" {
+			t.Fatalf("%v inside MULTI: %s", cmd, got)
+		}
+	}
+	got := c.do("EXEC")
+	want := `[["{m}src" "a"] (nil) "c" "b" ["{m}z" "one" "1"] (nil)]`
+	if s := got.String(); s != want {
+		t.Errorf("EXEC: %s, want %s", s, want)
+	}
+	for _, tn := range tc.nodes {
+		if got := dial(t, tn.redis.Addr).do("LRANGE", "{m}dst", "0", "-1").String(); got != `["b" "c"]` {
+			t.Errorf("%s's redis-server: {m}dst %s, want [b c]", tn.cfg.Name, got)
+		}
+	}
+	c.must("MULTI")
+	if v := c.do("BLPOP", "{m}src", "-1"); !v.IsError() {
+		t.Errorf("BLPOP with a negative timeout inside MULTI: %s", v)
+	}
+	if v := c.do("EXEC"); !v.IsError() || !strings.HasPrefix(string(v.Str), "EXECABORT") {
+		t.Errorf("EXEC after a bad timeout: %s", v)
 	}
 }

@@ -34,7 +34,7 @@ func commandDoc() string {
 	row("pops, decided by one replica", list(byKind[kindDrawn]),
 		"the replica that decides transactions pops, and the others remove exactly what it took (and push it, for a move), as one transaction with the same version, at the connection's write level; the keys of a move or of LMPOP and ZMPOP must share their replicas; SPOP is refused inside MULTI ([Pops](#pops))")
 	row("blocking pops", list(byKind[kindBlocking]),
-		"the node waits, looking at the keys on its own rack's replica, and runs the non-blocking pop (LPOP, LMOVE, ZPOPMIN ...) at the connection's write level once one holds something; within 20 ms of a push through another node, at once through this one; refused inside MULTI, whose script redis-server runs them in ([Blocking pops](#blocking-pops))")
+		"the node waits, looking at the keys on its own rack's replica, and runs the non-blocking pop (LPOP, LMOVE, ZPOPMIN ...) at the connection's write level once one holds something; within 20 ms of a push through another node, at once through this one, and before that push answers; inside MULTI they pop or answer nil at once, as in Redis ([Blocking pops](#blocking-pops))")
 	row("transactional", list(byKind[kindTransaction]),
 		"the queued commands run as one transaction on every replica when all their keys (and the watched ones) share their replicas; otherwise `EXECABORT` and nothing runs ([Transactions](#transactions))")
 	row("answered by the node", list(byKind[kindLocal]),

@@ -9,11 +9,13 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/troop-lab/troop/internal/freeport"
 	"github.com/troop-lab/troop/internal/testredis"
 	"github.com/troop-lab/troop/topology"
 )
@@ -132,11 +134,19 @@ var racesThroughNode = map[string]string{
 // ending ends the unit (a test that hangs).
 func runRedisUnit(t *testing.T, src, addr, unit, logFile string, skip map[string]string) unitResult {
 	host, port, _ := strings.Cut(addr, ":")
+	// The suite's test server listens from 32 below its base port (21079
+	// by default): a port of its own, so that two runs at once do not meet.
+	free, err := freeport.Pick()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, freePort, _ := strings.Cut(free, ":")
+	base, _ := strconv.Atoi(freePort)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	args := []string{"tests/test_helper.tcl", "--host", host, "--port", port, "--singledb",
 		"--single", "unit/" + unit, "--clients", "1", "--durable", "--tags", "-needs:repl", "--tags", "-needs:debug",
-		"--timeout", "60"}
+		"--timeout", "60", "--baseport", strconv.Itoa(base + 32)}
 	for name := range skip {
 		args = append(args, "--skiptest", name)
 	}

@@ -54,7 +54,22 @@ type watch struct {
 // command's reply in order; a command's error is its reply and does not stop
 // the others, as in EXEC. Changed keys get the version, unless they hold a
 // newer one, with the same expiry bookkeeping as the write script.
+//
+// Blocking pops do not block inside a transaction, in Redis: they pop, or
+// answer nil at once. redis-server refuses them in a script, so the queue
+// holds their non-blocking form, and BLPOP and its kin (whose reply names
+// the key) run as the first pop of ARGV[from..to] that finds something.
 const txScript = `
+local bpops = {BLPOP = 'LPOP', BRPOP = 'RPOP', BZPOPMIN = 'ZPOPMIN', BZPOPMAX = 'ZPOPMAX'}
+local function bpop(pop, from, to)
+  for j = from, to do
+    local r = redis.pcall(pop, ARGV[j])
+    if type(r) == 'table' and r.err then return r end
+    if type(r) == 'table' and #r > 0 then return {ARGV[j], r[1], r[2]} end
+    if type(r) == 'string' then return {ARGV[j], r} end
+  end
+  return false
+end
 local v, grace, w = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 for i = 1, w do
   local d = redis.call('DUMP', KEYS[i])
@@ -65,7 +80,9 @@ local out = {}
 local i = 4 + w
 while i <= #ARGV do
   local n = tonumber(ARGV[i])
-  out[#out + 1] = redis.pcall(unpack(ARGV, i + 1, i + n))
+  local pop = bpops[ARGV[i + 1]]
+  if pop then out[#out + 1] = bpop(pop, i + 2, i + n - 1)
+  else out[#out + 1] = redis.pcall(unpack(ARGV, i + 1, i + n)) end
   i = i + n + 1
 end
 if v ~= '' then
@@ -121,9 +138,6 @@ func txCommand(c *command, args [][]byte) (keys [][]byte, write bool, bad string
 		return nil, false, fmt.Sprintf("-ERR troop: '%s' is not supported: %s\r\n", c.name, c.why)
 	case kindTransaction:
 		return nil, false, fmt.Sprintf("-ERR troop: '%s' cannot run inside a transaction\r\n", c.name)
-	}
-	if c.kind == kindBlocking { // redis-server refuses them in the transaction's script
-		return nil, false, fmt.Sprintf("-ERR troop: '%s' cannot run inside a transaction: use its non-blocking form\r\n", c.name)
 	}
 	if c.name == "SPOP" { // the other pops take the same elements on every replica that holds the same list
 		return nil, false, "-ERR troop: 'SPOP' cannot run inside a transaction: each replica would draw other members\r\n"
@@ -207,6 +221,15 @@ func (n *Node) queue(c *command, args [][]byte, sess *session) []byte {
 	if bad != "" {
 		tx.dirty = true
 		return []byte(bad)
+	}
+	if spec, ok := blockingSpecs[c.name]; ok {
+		if _, bad := parseBlockingTimeout(args[spec.timeoutIndex(args)]); bad != "" {
+			tx.dirty = true
+			return resp.AppendError(nil, bad)
+		}
+		if !spec.perKey { // the script runs BLPOP and its kin itself
+			args = spec.nonBlocking(args, nil)
+		}
 	}
 	if c.kind == kindLocal && answeredInTx(c, args) {
 		if tx.nodeCmds == nil {
@@ -333,6 +356,10 @@ func (n *Node) exec(tx *txn, watches []*watch, sess *session, b *batch, s *slot)
 	sess.gate.await(all, b)
 	level := n.levelFor(sess, tx.writes)
 	done := n.timed(tx.writes, level, s.complete)
+	if tx.writes && n.blockers.count.Load() > 0 { // as after a write: the clients blocked on its keys go first
+		inner := done
+		done = func(reply []byte) { n.blockers.wake(tx.writeKeys).after(func() { inner(reply) }) }
+	}
 	reps := n.replicas(all[0])
 	if !reps[0].self {
 		n.stats.forwarded.Add(1)
