@@ -18,7 +18,7 @@ export PATH := $(PATH):/usr/sbin
 # one set of compiled packages instead of compiling them twice.
 export CGO_ENABLED := 0
 
-.PHONY: build test unit fuzz demo bench compat clean
+.PHONY: build test unit fuzz demo bench compat image clean
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/troop
@@ -61,6 +61,14 @@ bench: build
 compat:
 	@scripts/need redis-server tclsh
 	TROOP_REDIS_SUITE=all TROOP_REDIS_SUITE_REPORT=$(CURDIR)/.troop/redis-suite.md $(GO) test -count=1 -run TestRedisSuite -timeout 30m -v ./node
+
+# The container image (docs/deploy.md), built with no registry: this static
+# troop plus this host's redis-server and bash with their libraries, loaded
+# into the Docker Engine as `docker import` does; tagged troop:latest and
+# troop:VERSION.
+image: build
+	@scripts/need redis-server bash
+	$(GO) run ./deploy/mkimage --troop $(BIN) --tag troop:latest --tag troop:$(VERSION)
 
 clean:
 	rm -rf bin .troop
