@@ -1,0 +1,312 @@
+package deploy
+
+// The Kubernetes manifests, decoded strictly with the official API types
+// (an unknown or misspelt field is an error) and checked against the node
+// configs they carry. No API server can run here, so nothing is applied:
+// the checks are those a cluster would need to hold for the nodes to find
+// each other, be probed and serve.
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	k8syaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/kubernetes/scheme"
+
+	"github.com/troop-lab/troop/topology"
+)
+
+// manifests decodes every document of every *.yaml file in dir.
+func manifests(t *testing.T, dir string) []runtime.Object {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no manifests in %s: %v", dir, err)
+	}
+	decoder := serializer.NewCodecFactory(scheme.Scheme, serializer.EnableStrict).UniversalDeserializer()
+	var objs []runtime.Object
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := k8syaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+		for i := 1; ; i++ {
+			doc, err := r.Read()
+			if errors.Is(err, io.EOF) {
+				break
+			} else if err != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
+			if len(bytes.TrimSpace(stripComments(doc))) == 0 {
+				continue
+			}
+			obj, _, err := decoder.Decode(doc, nil, nil)
+			if err != nil {
+				t.Fatalf("%s, document %d: %v", f, i, err)
+			}
+			objs = append(objs, obj)
+		}
+	}
+	return objs
+}
+
+func stripComments(doc []byte) []byte {
+	var b bytes.Buffer
+	for _, line := range strings.Split(string(doc), "\n") {
+		if !strings.HasPrefix(strings.TrimSpace(line), "#") {
+			b.WriteString(line + "\n")
+		}
+	}
+	return b.Bytes()
+}
+
+// meshNode is a node config with the host its peers reach it at.
+type meshNode struct {
+	what string // where the config comes from, for messages
+	host string
+	cfg  *topology.Config
+}
+
+// checkMesh checks that the configs make one cluster of three racks: each
+// node's seeds are exactly the other nodes (host, peer port, rack,
+// datacenter, tokens), its client address is its own host, it talks to the
+// redis-server the image's entrypoint starts, and no two nodes of a rack
+// share a token.
+func checkMesh(t *testing.T, nodes []meshNode) {
+	t.Helper()
+	racks := map[string][]uint32{}
+	for _, n := range nodes {
+		racks[n.cfg.Rack] = append(racks[n.cfg.Rack], n.cfg.Tokens...)
+		if h, _, _ := net.SplitHostPort(n.cfg.Listen); h != n.host {
+			t.Errorf("%s: listen %s: want the node's own name %s, so that /cluster_describe tells clients where to reach it", n.what, n.cfg.Listen, n.host)
+		}
+		if len(n.cfg.Servers) != 1 || n.cfg.Servers[0].Addr != "127.0.0.1:6379" {
+			t.Errorf("%s: servers %v: want 127.0.0.1:6379, the entrypoint's redis-server", n.what, n.cfg.Servers)
+		}
+		var want, got []string
+		for _, p := range nodes {
+			if p.what != n.what {
+				want = append(want, fmt.Sprintf("%s:%s %s/%s %v", p.host, portOf(p.cfg.DynListen), p.cfg.Datacenter, p.cfg.Rack, p.cfg.Tokens))
+			}
+		}
+		for _, s := range n.cfg.Seeds {
+			got = append(got, fmt.Sprintf("%s %s/%s %v", s.Addr, s.DC, s.Rack, s.Tokens))
+		}
+		slices.Sort(want)
+		slices.Sort(got)
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: seeds\n%s\nwant the other nodes\n%s", n.what, strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+	}
+	if len(racks) != 3 {
+		t.Errorf("racks %v: want 3", racks)
+	}
+	for rack, tokens := range racks {
+		slices.Sort(tokens)
+		if len(slices.Compact(tokens)) != len(racks[rack]) {
+			t.Errorf("rack %s: nodes share a token: %v", rack, racks[rack])
+		}
+	}
+}
+
+func portOf(addr string) string {
+	_, p, _ := net.SplitHostPort(addr)
+	return p
+}
+
+// The Compose file's node configs make one 3-rack cluster whose nodes find
+// each other by service name (checked without Docker; the Docker test runs
+// them).
+func TestComposeConfigsMesh(t *testing.T) {
+	var nodes []meshNode
+	for i := 1; i <= 3; i++ {
+		path := fmt.Sprintf("compose/conf/node%d.yml", i)
+		cfg, err := topology.Load(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodes = append(nodes, meshNode{what: path, host: fmt.Sprintf("node%d", i), cfg: cfg})
+	}
+	checkMesh(t, nodes)
+}
+
+func TestKubernetesManifests(t *testing.T) {
+	var (
+		namespaces []string
+		headless   *corev1.Service
+		services   []*corev1.Service
+		configMaps = map[string]*corev1.ConfigMap{}
+		sets       []*appsv1.StatefulSet
+		pdbs       []*policyv1.PodDisruptionBudget
+	)
+	objs := manifests(t, "k8s")
+	for _, obj := range objs {
+		switch o := obj.(type) {
+		case *corev1.Namespace:
+			namespaces = append(namespaces, o.Name)
+		case *corev1.Service:
+			services = append(services, o)
+			if o.Spec.ClusterIP == corev1.ClusterIPNone {
+				if headless != nil {
+					t.Fatalf("two headless Services: %s and %s", headless.Name, o.Name)
+				}
+				headless = o
+			}
+		case *corev1.ConfigMap:
+			configMaps[o.Name] = o
+		case *appsv1.StatefulSet:
+			sets = append(sets, o)
+		case *policyv1.PodDisruptionBudget:
+			pdbs = append(pdbs, o)
+		default:
+			t.Errorf("unexpected object %T", obj)
+		}
+	}
+	if len(namespaces) != 1 {
+		t.Fatalf("namespaces %v: want one", namespaces)
+	}
+	ns := namespaces[0]
+	for _, obj := range objs {
+		if m, ok := obj.(metav1.Object); ok && m.GetNamespace() != ns && m.GetName() != ns {
+			t.Errorf("%T %s is in namespace %q, want %q", obj, m.GetName(), m.GetNamespace(), ns)
+		}
+	}
+	if headless == nil {
+		t.Fatal("no headless Service (clusterIP: None) for the pods' DNS names")
+	}
+	if !headless.Spec.PublishNotReadyAddresses {
+		t.Errorf("Service %s: publishNotReadyAddresses is false: nodes starting together could not resolve each other", headless.Name)
+	}
+	if len(sets) != 3 {
+		t.Fatalf("%d StatefulSets, want one per rack, 3", len(sets))
+	}
+
+	var nodes []meshNode
+	racks := map[string]bool{}
+	for _, s := range sets {
+		what := "StatefulSet " + s.Name
+		rack := s.Labels["troop.dev/rack"]
+		if rack == "" || racks[rack] {
+			t.Errorf("%s: rack label %q missing or taken by another StatefulSet", what, rack)
+		}
+		racks[rack] = true
+		if s.Spec.ServiceName != headless.Name {
+			t.Errorf("%s: serviceName %q, want the headless Service %q", what, s.Spec.ServiceName, headless.Name)
+		}
+		if s.Spec.Replicas == nil || *s.Spec.Replicas < 1 {
+			t.Fatalf("%s: no replicas", what)
+		}
+		pod := s.Spec.Template
+		sel, err := metav1.LabelSelectorAsSelector(s.Spec.Selector)
+		if err != nil || !sel.Matches(labels.Set(pod.Labels)) {
+			t.Errorf("%s: its selector does not match its pods' labels (%v)", what, err)
+		}
+		if !labels.SelectorFromSet(headless.Spec.Selector).Matches(labels.Set(pod.Labels)) {
+			t.Errorf("%s: Service %s does not select its pods", what, headless.Name)
+		}
+		for _, svc := range services {
+			if !labels.SelectorFromSet(svc.Spec.Selector).Matches(labels.Set(pod.Labels)) {
+				t.Errorf("%s: Service %s does not select its pods", what, svc.Name)
+			}
+		}
+		for _, pdb := range pdbs {
+			if sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector); err != nil || !sel.Matches(labels.Set(pod.Labels)) {
+				t.Errorf("%s: PodDisruptionBudget %s does not select its pods", what, pdb.Name)
+			}
+		}
+		if len(pod.Spec.Containers) != 1 {
+			t.Fatalf("%s: %d containers, want one (the image runs the node and its redis-server)", what, len(pod.Spec.Containers))
+		}
+		c := pod.Spec.Containers[0]
+		mounts := map[string]string{} // volume -> mount path
+		for _, m := range c.VolumeMounts {
+			mounts[m.Name] = m.MountPath
+		}
+		var cm *corev1.ConfigMap
+		var cmVolume string
+		for _, v := range pod.Spec.Volumes {
+			if v.ConfigMap != nil {
+				cm, cmVolume = configMaps[v.ConfigMap.Name], v.Name
+			}
+		}
+		if cm == nil || mounts[cmVolume] == "" {
+			t.Fatalf("%s: no mounted ConfigMap of this file set holds the node configs", what)
+		}
+		if !slices.Equal(c.Args, []string{"--config", mounts[cmVolume] + "/$(POD_NAME).yml"}) {
+			t.Errorf("%s: args %q: want --config %s/$(POD_NAME).yml", what, c.Args, mounts[cmVolume])
+		}
+		if i := slices.IndexFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "POD_NAME" }); i < 0 ||
+			c.Env[i].ValueFrom == nil || c.Env[i].ValueFrom.FieldRef == nil || c.Env[i].ValueFrom.FieldRef.FieldPath != "metadata.name" {
+			t.Errorf("%s: POD_NAME is not the pod's name (fieldRef metadata.name)", what)
+		}
+		dataMount := ""
+		for _, vc := range s.Spec.VolumeClaimTemplates {
+			dataMount = mounts[vc.Name]
+		}
+		if dataMount != DataDir {
+			t.Errorf("%s: the volume claim is mounted at %q, want %s, where redis-server keeps its files", what, dataMount, DataDir)
+		}
+		ports := map[string]int32{}
+		for _, p := range c.Ports {
+			ports[p.Name] = p.ContainerPort
+		}
+
+		for i := 0; i < int(*s.Spec.Replicas); i++ {
+			podName := s.Name + "-" + strconv.Itoa(i)
+			key := podName + ".yml"
+			text, ok := cm.Data[key]
+			if !ok {
+				t.Errorf("%s: replica %d has no config %s in ConfigMap %s", what, i, key, cm.Name)
+				continue
+			}
+			cfg, err := topology.Parse([]byte(text), "ConfigMap "+cm.Name+" "+key)
+			if err != nil {
+				t.Error(err)
+				continue
+			}
+			pw := what + " pod " + podName
+			if cfg.Rack != rack {
+				t.Errorf("%s: its config's rack is %s, the StatefulSet's label %s", pw, cfg.Rack, rack)
+			}
+			for name, addr := range map[string]string{"peer": cfg.DynListen, "client": cfg.Listen, "admin": cfg.StatsListen} {
+				if strconv.Itoa(int(ports[name])) != portOf(addr) {
+					t.Errorf("%s: container port %s is %d, its config listens on %s", pw, name, ports[name], addr)
+				}
+				if i := slices.IndexFunc(headless.Spec.Ports, func(p corev1.ServicePort) bool { return p.Name == name }); i < 0 || headless.Spec.Ports[i].Port != ports[name] {
+					t.Errorf("%s: Service %s has no port %s %d", pw, headless.Name, name, ports[name])
+				}
+			}
+			for probe, p := range map[string]*corev1.Probe{"readiness": c.ReadinessProbe, "liveness": c.LivenessProbe} {
+				if p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/ping" || (p.HTTPGet.Port.String() != "admin" && p.HTTPGet.Port.String() != portOf(cfg.StatsListen)) {
+					t.Errorf("%s: %s probe %+v: want GET /ping on the admin port %s", pw, probe, p, portOf(cfg.StatsListen))
+				}
+			}
+			if !strings.HasPrefix(cfg.DataDir, DataDir+"/") {
+				t.Errorf("%s: troop_data_dir %q is not on the data volume (%s)", pw, cfg.DataDir, DataDir)
+			}
+			nodes = append(nodes, meshNode{what: pw, host: podName + "." + headless.Name + "." + ns + ".svc.cluster.local", cfg: cfg})
+		}
+	}
+	checkMesh(t, nodes)
+	if len(pdbs) != 1 || pdbs[0].Spec.MaxUnavailable == nil || pdbs[0].Spec.MaxUnavailable.IntValue() != 1 {
+		t.Errorf("want one PodDisruptionBudget with maxUnavailable 1 (DC_QUORUM needs 2 of 3 racks)")
+	}
+}
