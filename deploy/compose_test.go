@@ -12,6 +12,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -21,6 +22,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -50,79 +53,162 @@ type composeFile struct {
 	} `yaml:"services"`
 }
 
-// service is one started container of the cluster.
+// service is one started container of a cluster.
 type service struct {
 	name, id string
 	node     lab.Node // Listen and StatsListen at the container's address
+	health   bool     // it has a healthcheck
 }
 
-func engine(t *testing.T) *client.Client {
-	t.Helper()
-	api, err := client.New(client.FromEnv)
+var networks atomic.Int32 // the networks this run created, for their names
+
+var (
+	api       *client.Client
+	engineErr error // no engine answers: the tests that need one skip
+	runID     = func() string { var b [6]byte; rand.Read(b[:]); return hex.EncodeToString(b[:]) }()
+
+	imageOnce sync.Once
+	imageTag  string // the image built for this run, once a test asked for it
+	imageErr  error
+)
+
+func TestMain(m *testing.M) {
+	var err error
+	api, err = client.New(client.FromEnv)
 	if err == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		_, err = api.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true})
 		cancel()
 	}
-	if err != nil {
-		t.Skipf("skipped: no Docker Engine answers (DOCKER_HOST=%q): %v", os.Getenv("DOCKER_HOST"), err)
+	engineErr = err
+	code := m.Run()
+	if imageTag != "" {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		if _, err := api.ImageRemove(ctx, imageTag, client.ImageRemoveOptions{Force: true, PruneChildren: true}); err != nil && !cerrdefs.IsNotFound(err) {
+			fmt.Fprintf(os.Stderr, "deploy tests: remove image %s: %v\n", imageTag, err)
+			code = 1
+		}
+		cancel()
 	}
-	t.Cleanup(func() { api.Close() })
-	return api
+	if api != nil {
+		api.Close()
+	}
+	os.Exit(code)
 }
 
-// buildImage builds a static troop and imports the image, as make image does.
-func buildImage(t *testing.T, api *client.Client, runID string) string {
+// testImage builds a static troop and imports the image, as make image
+// does, once per test process; TestMain removes it. A test calling it skips
+// when no Docker Engine answers.
+func testImage(t *testing.T) string {
 	t.Helper()
+	if engineErr != nil {
+		t.Skipf("skipped: no Docker Engine answers (DOCKER_HOST=%q): %v", os.Getenv("DOCKER_HOST"), engineErr)
+	}
+	imageOnce.Do(func() { imageErr = buildImage() })
+	if imageErr != nil {
+		t.Fatal(imageErr)
+	}
+	return imageTag
+}
+
+func buildImage() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute) // go build on a busy machine
 	defer cancel()
-	bin := filepath.Join(t.TempDir(), "troop")
+	dir, err := os.MkdirTemp("", "deploy-test")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	bin := filepath.Join(dir, "troop")
 	// CGO_ENABLED=0 as in make test, so that this build reuses its packages
 	// and only links.
 	build := exec.CommandContext(ctx, "go", "build", "-ldflags=-s -w", "-o", bin, "github.com/troop-lab/troop/cmd/troop")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build a static troop: %v\n%s", err, out)
+		return fmt.Errorf("go build a static troop: %w\n%s", err, out)
 	}
 	fs, err := Rootfs(bin)
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	tag := "troop-deploy-test:" + runID
-	id, err := Import(ctx, api, fs, tag, map[string]string{runLabel: runID})
-	if err != nil {
-		t.Fatal(err)
+	if _, err := Import(ctx, api, fs, tag, map[string]string{runLabel: runID}); err != nil {
+		return err
 	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if _, err := api.ImageRemove(ctx, id, client.ImageRemoveOptions{Force: true, PruneChildren: true}); err != nil && !cerrdefs.IsNotFound(err) {
-			t.Errorf("remove image %s: %v", tag, err)
-		}
-	})
-	t.Logf("image %s: %.1f MB of files", tag, float64(fs.Size())/1e6)
-	return tag
+	imageTag = tag
+	return nil
 }
 
-// startCompose runs the Compose file's services from image on a new
-// network, and returns them sorted by name once each answers PING.
-func startCompose(t *testing.T, api *client.Client, runID, image, composePath string) []service {
+// member is one container of a cluster the test starts.
+type member struct {
+	name       string   // its name on the network
+	hostname   string   // "" for Docker's default
+	domainname string   // with hostname, its full name in the container's /etc/hosts
+	cmd, env   []string // the entrypoint's arguments, and environment
+	files      *rootfs.FS
+	cfg        *topology.Config // the node config its command names
+	health     []string         // a healthcheck command, or none
+}
+
+// composeMembers reads the Compose file's services: each with its command,
+// hostname, healthcheck and the files of its bind mounts.
+func composeMembers(t *testing.T, path string) []member {
 	t.Helper()
-	data, err := os.ReadFile(composePath)
+	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var cf composeFile
 	if err := yaml.Unmarshal(data, &cf); err != nil {
-		t.Fatalf("%s: %v", composePath, err)
+		t.Fatalf("%s: %v", path, err)
 	}
-	if len(cf.Services) != 3 {
-		t.Fatalf("%s: %d services, want 3 (one per rack)", composePath, len(cf.Services))
+	var out []member
+	for name, s := range cf.Services {
+		m := member{name: name, hostname: s.Hostname, cmd: s.Command, files: rootfs.New()}
+		for _, a := range s.Healthcheck.Test {
+			m.health = append(m.health, strings.ReplaceAll(a, "$$", "$")) // Compose reads $$ as a literal $
+		}
+		host := map[string]string{} // container path -> host path
+		for _, v := range s.Volumes {
+			parts := strings.Split(v, ":")
+			if !strings.HasPrefix(parts[0], ".") {
+				continue // a named volume: the container's own files stand in
+			}
+			src := filepath.Join(filepath.Dir(path), parts[0])
+			entries, err := os.ReadDir(src)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range entries {
+				data, err := os.ReadFile(filepath.Join(src, e.Name()))
+				if err != nil {
+					t.Fatal(err)
+				}
+				m.files.AddFile(parts[1]+"/"+e.Name(), data, 0o644)
+				host[parts[1]+"/"+e.Name()] = filepath.Join(src, e.Name())
+			}
+		}
+		i := slices.Index(s.Command, "--config")
+		if i < 0 || i+1 == len(s.Command) || host[s.Command[i+1]] == "" {
+			t.Fatalf("%s: service %s: command %q: want --config naming a file of a bind mount", path, name, s.Command)
+		}
+		if m.cfg, err = topology.Load(host[s.Command[i+1]]); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, m)
 	}
+	return out
+}
+
+// startCluster runs the members from image on a new network, and returns
+// them sorted by name once each answers PING, the nodes are connected to
+// one another, and each with a healthcheck is healthy.
+func startCluster(t *testing.T, image string, members []member) []service {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	labels := map[string]string{runLabel: runID}
-	netName := "troop-deploy-test-" + runID
+	netName := "troop-deploy-test-" + runID + "-" + strconv.Itoa(int(networks.Add(1)))
 	nw, err := api.NetworkCreate(ctx, netName, client.NetworkCreateOptions{Driver: "bridge", Labels: labels})
 	if err != nil {
 		t.Fatalf("create network: %v", err)
@@ -136,45 +222,58 @@ func startCompose(t *testing.T, api *client.Client, runID, image, composePath st
 	})
 
 	var out []service
-	for name, s := range cf.Services {
-		// Compose reads $$ as a literal $.
-		health := make([]string, len(s.Healthcheck.Test))
-		for i, a := range s.Healthcheck.Test {
-			health[i] = strings.ReplaceAll(a, "$$", "$")
-		}
-		cfg := &container.Config{
-			Image: image, Hostname: s.Hostname, Cmd: s.Command, Labels: labels, StopTimeout: new(2),
-			Healthcheck: &container.HealthConfig{Test: health, Interval: 500 * time.Millisecond, Timeout: 3 * time.Second, Retries: 3},
+	for _, m := range members {
+		cfg := &container.Config{Image: image, Hostname: m.hostname, Domainname: m.domainname, Cmd: m.cmd, Env: m.env, Labels: labels, StopTimeout: new(2)}
+		if m.health != nil {
+			cfg.Healthcheck = &container.HealthConfig{Test: m.health, Interval: 500 * time.Millisecond, Timeout: 3 * time.Second, Retries: 3}
 		}
 		res, err := api.ContainerCreate(ctx, client.ContainerCreateOptions{
-			Name: netName + "-" + name, Config: cfg, HostConfig: &container.HostConfig{},
-			NetworkingConfig: &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{netName: {Aliases: []string{name}}}},
+			Name: netName + "-" + strings.ReplaceAll(m.name, ".", "-"), Config: cfg, HostConfig: &container.HostConfig{},
+			NetworkingConfig: &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{netName: {Aliases: []string{m.name}}}},
 		})
 		if err != nil {
-			t.Fatalf("create container for %s: %v", name, err)
+			t.Fatalf("create container for %s: %v", m.name, err)
 		}
 		id := res.ID
 		t.Cleanup(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			if _, err := api.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !cerrdefs.IsNotFound(err) {
-				t.Errorf("remove container %s: %v", name, err)
+				t.Errorf("remove container %s: %v", m.name, err)
 			}
 		})
-		cfgFile := copyBindMounts(t, api, ctx, id, filepath.Dir(composePath), s.Volumes, s.Command)
-		if _, err := api.ContainerStart(ctx, id, client.ContainerStartOptions{}); err != nil {
-			t.Fatalf("start %s: %v", name, err)
+		// Copied rather than bind-mounted, which works with an engine on
+		// another machine too.
+		pr, pw := io.Pipe()
+		go func() { pw.CloseWithError(m.files.WriteTar(pw)) }()
+		if _, err := api.CopyToContainer(ctx, id, client.CopyToContainerOptions{DestinationPath: "/", Content: pr}); err != nil {
+			t.Fatalf("copy the config files of %s: %v", m.name, err)
 		}
-		c, err := api.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
+		out = append(out, service{name: m.name, id: id, health: m.health != nil, node: lab.Node{Name: m.cfg.Name}})
+	}
+	// Started together, as Compose and a StatefulSet with parallel pod
+	// management start them: on a busy engine each start takes seconds.
+	var wg sync.WaitGroup
+	errs := make([]error, len(out))
+	for i := range out {
+		wg.Go(func() {
+			if _, err := api.ContainerStart(ctx, out[i].id, client.ContainerStartOptions{}); err != nil {
+				errs[i] = fmt.Errorf("start %s: %w", out[i].name, err)
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	for i, m := range members {
+		c, err := api.ContainerInspect(ctx, out[i].id, client.ContainerInspectOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		ip := c.Container.NetworkSettings.Networks[netName].IPAddress.String()
-		out = append(out, service{name: name, id: id, node: lab.Node{
-			Name:        cfgFile.Name,
-			Listen:      net.JoinHostPort(ip, port(t, cfgFile.Listen)),
-			StatsListen: net.JoinHostPort(ip, port(t, cfgFile.StatsListen)),
-		}})
+		out[i].node.Listen = net.JoinHostPort(ip, portOf(m.cfg.Listen))
+		out[i].node.StatsListen = net.JoinHostPort(ip, portOf(m.cfg.StatsListen))
 	}
 	slices.SortFunc(out, func(a, b service) int { return strings.Compare(a.name, b.name) })
 	for _, s := range out {
@@ -188,64 +287,14 @@ func startCompose(t *testing.T, api *client.Client, runID, image, composePath st
 		t.Fatal(err)
 	}
 	for _, s := range out {
-		waitFor(t, 20*time.Second, s.name+" healthy by the compose file's healthcheck", func() bool {
-			c, err := api.ContainerInspect(ctx, s.id, client.ContainerInspectOptions{})
-			return err == nil && c.Container.State.Health != nil && c.Container.State.Health.Status == container.Healthy
-		})
+		if s.health {
+			waitFor(t, 20*time.Second, s.name+" healthy by its healthcheck", func() bool {
+				c, err := api.ContainerInspect(ctx, s.id, client.ContainerInspectOptions{})
+				return err == nil && c.Container.State.Health != nil && c.Container.State.Health.Status == container.Healthy
+			})
+		}
 	}
 	return out
-}
-
-// copyBindMounts copies the host side of each bind mount ("./dir:/path",
-// relative to the Compose file) into the container, which works with an
-// engine on another machine too, and returns the node config the command's
-// --config names, parsed.
-func copyBindMounts(t *testing.T, api *client.Client, ctx context.Context, id, dir string, volumes, command []string) *topology.Config {
-	t.Helper()
-	fs := rootfs.New()
-	host := map[string]string{} // container path -> host path
-	for _, v := range volumes {
-		parts := strings.Split(v, ":")
-		if !strings.HasPrefix(parts[0], ".") {
-			continue // a named volume: the container's own files stand in
-		}
-		src := filepath.Join(dir, parts[0])
-		entries, err := os.ReadDir(src)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, e := range entries {
-			data, err := os.ReadFile(filepath.Join(src, e.Name()))
-			if err != nil {
-				t.Fatal(err)
-			}
-			fs.AddFile(parts[1]+"/"+e.Name(), data, 0o644)
-			host[parts[1]+"/"+e.Name()] = filepath.Join(src, e.Name())
-		}
-	}
-	pr, pw := io.Pipe()
-	go func() { pw.CloseWithError(fs.WriteTar(pw)) }()
-	if _, err := api.CopyToContainer(ctx, id, client.CopyToContainerOptions{DestinationPath: "/", Content: pr}); err != nil {
-		t.Fatalf("copy config files: %v", err)
-	}
-	i := slices.Index(command, "--config")
-	if i < 0 || i+1 == len(command) || host[command[i+1]] == "" {
-		t.Fatalf("command %q: want --config naming a file of a bind mount", command)
-	}
-	cfg, err := topology.Load(host[command[i+1]])
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cfg
-}
-
-func port(t *testing.T, addr string) string {
-	t.Helper()
-	_, p, err := net.SplitHostPort(addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
 }
 
 func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
@@ -271,18 +320,12 @@ func at(t *testing.T, addr, level string) *redis.Client {
 	return c
 }
 
-// The image runs the Compose file's 3-rack cluster: a write at DC_QUORUM
-// through one container reads back through every container at every
-// level; with one container killed, DC_QUORUM still writes and reads
-// through the other two.
-func TestComposeClusterServesQuorum(t *testing.T) {
-	api := engine(t)
-	var b [6]byte
-	rand.Read(b[:])
-	runID := hex.EncodeToString(b[:])
-	image := buildImage(t, api, runID)
-	svcs := startCompose(t, api, runID, image, "compose/docker-compose.yml")
-
+// checkQuorum runs the lab's quorum checks on a 3-rack cluster of
+// containers: a write at DC_QUORUM through one node reads back through
+// every node at every level; with the third container killed, DC_QUORUM
+// still writes and reads through the other two.
+func checkQuorum(t *testing.T, svcs []service) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	w := at(t, svcs[0].node.Listen, "DC_QUORUM")
@@ -322,4 +365,15 @@ func TestComposeClusterServesQuorum(t *testing.T) {
 			t.Fatalf("DC_QUORUM GET k7 through %s with %s killed = %q, %v", s.name, victim.name, got, err)
 		}
 	}
+}
+
+// The image runs the Compose file's 3-rack cluster, which passes the
+// quorum checks.
+func TestComposeClusterServesQuorum(t *testing.T) {
+	image := testImage(t)
+	members := composeMembers(t, "compose/docker-compose.yml")
+	if len(members) != 3 {
+		t.Fatalf("%d services, want 3 (one per rack)", len(members))
+	}
+	checkQuorum(t, startCluster(t, image, members))
 }

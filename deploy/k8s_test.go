@@ -30,6 +30,7 @@ import (
 	k8syaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes/scheme"
 
+	"github.com/troop-lab/troop/internal/rootfs"
 	"github.com/troop-lab/troop/topology"
 )
 
@@ -295,8 +296,10 @@ func TestKubernetesManifests(t *testing.T) {
 				}
 			}
 			for probe, p := range map[string]*corev1.Probe{"readiness": c.ReadinessProbe, "liveness": c.LivenessProbe} {
-				if p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/ping" || (p.HTTPGet.Port.String() != "admin" && p.HTTPGet.Port.String() != portOf(cfg.StatsListen)) {
-					t.Errorf("%s: %s probe %+v: want GET /ping on the admin port %s", pw, probe, p, portOf(cfg.StatsListen))
+				if p == nil || p.HTTPGet == nil {
+					t.Errorf("%s: no HTTP %s probe: want GET /ping on the admin port", pw, probe)
+				} else if g := p.HTTPGet; g.Path != "/ping" || (g.Port.String() != "admin" && g.Port.String() != portOf(cfg.StatsListen)) {
+					t.Errorf("%s: %s probe GET %s on port %s: want GET /ping on the admin port %s", pw, probe, g.Path, g.Port.String(), portOf(cfg.StatsListen))
 				}
 			}
 			if !strings.HasPrefix(cfg.DataDir, DataDir+"/") {
@@ -309,4 +312,84 @@ func TestKubernetesManifests(t *testing.T) {
 	if len(pdbs) != 1 || pdbs[0].Spec.MaxUnavailable == nil || pdbs[0].Spec.MaxUnavailable.IntValue() != 1 {
 		t.Errorf("want one PodDisruptionBudget with maxUnavailable 1 (DC_QUORUM needs 2 of 3 racks)")
 	}
+}
+
+// podMembers stands the manifests' pods up as containers: each named by its
+// DNS name under the headless Service, with the pod's hostname and
+// subdomain (so that its /etc/hosts holds its full name, as the kubelet
+// writes it), its args with $(POD_NAME) expanded, its environment and its
+// ConfigMap's files at their mount path.
+func podMembers(t *testing.T, dir string) []member {
+	t.Helper()
+	var (
+		headless   *corev1.Service
+		configMaps = map[string]*corev1.ConfigMap{}
+		sets       []*appsv1.StatefulSet
+	)
+	for _, obj := range manifests(t, dir) {
+		switch o := obj.(type) {
+		case *corev1.Service:
+			if o.Spec.ClusterIP == corev1.ClusterIPNone {
+				headless = o
+			}
+		case *corev1.ConfigMap:
+			configMaps[o.Name] = o
+		case *appsv1.StatefulSet:
+			sets = append(sets, o)
+		}
+	}
+	if headless == nil {
+		t.Fatal("no headless Service")
+	}
+	domain := headless.Name + "." + headless.Namespace + ".svc.cluster.local"
+	var out []member
+	for _, s := range sets {
+		pod := s.Spec.Template.Spec
+		c := pod.Containers[0]
+		for i := 0; i < int(*s.Spec.Replicas); i++ {
+			podName := s.Name + "-" + strconv.Itoa(i)
+			m := member{name: podName + "." + domain, hostname: podName, domainname: domain, files: rootfs.New(), env: []string{"POD_NAME=" + podName}}
+			for _, e := range c.Env {
+				if e.ValueFrom == nil {
+					m.env = append(m.env, e.Name+"="+e.Value)
+				}
+			}
+			for _, a := range c.Args {
+				m.cmd = append(m.cmd, strings.ReplaceAll(a, "$(POD_NAME)", podName))
+			}
+			for _, v := range pod.Volumes {
+				if v.ConfigMap == nil {
+					continue
+				}
+				for _, vm := range c.VolumeMounts {
+					if vm.Name != v.Name {
+						continue
+					}
+					for key, text := range configMaps[v.ConfigMap.Name].Data {
+						m.files.AddFile(vm.MountPath+"/"+key, []byte(text), 0o644)
+						if key == podName+".yml" {
+							cfg, err := topology.Parse([]byte(text), key)
+							if err != nil {
+								t.Fatal(err)
+							}
+							m.cfg = cfg
+						}
+					}
+				}
+			}
+			if m.cfg == nil {
+				t.Fatalf("pod %s: no config", podName)
+			}
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// The manifests' pods, stood up as containers of the image on a Docker
+// network that names them as the cluster's DNS would, pass the quorum
+// checks: the configs, args and environment the manifests give a pod run.
+func TestKubernetesPodsServeQuorumInDocker(t *testing.T) {
+	image := testImage(t)
+	checkQuorum(t, startCluster(t, image, podMembers(t, "k8s")))
 }
