@@ -22,6 +22,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -157,6 +158,7 @@ func TestKubernetesManifests(t *testing.T) {
 		configMaps = map[string]*corev1.ConfigMap{}
 		sets       []*appsv1.StatefulSet
 		pdbs       []*policyv1.PodDisruptionBudget
+		policies   []*networkingv1.NetworkPolicy
 	)
 	objs := manifests(t, "k8s")
 	for _, obj := range objs {
@@ -177,6 +179,8 @@ func TestKubernetesManifests(t *testing.T) {
 			sets = append(sets, o)
 		case *policyv1.PodDisruptionBudget:
 			pdbs = append(pdbs, o)
+		case *networkingv1.NetworkPolicy:
+			policies = append(policies, o)
 		default:
 			t.Errorf("unexpected object %T", obj)
 		}
@@ -233,6 +237,10 @@ func TestKubernetesManifests(t *testing.T) {
 				t.Errorf("%s: PodDisruptionBudget %s does not select its pods", what, pdb.Name)
 			}
 		}
+		if len(policies) != 1 {
+			t.Fatalf("%d NetworkPolicies, want one", len(policies))
+		}
+		checkNetworkPolicy(t, what, policies[0], pod.Labels)
 		if len(pod.Spec.Containers) != 1 {
 			t.Fatalf("%s: %d containers, want one (the image runs the node and its redis-server)", what, len(pod.Spec.Containers))
 		}
@@ -311,6 +319,47 @@ func TestKubernetesManifests(t *testing.T) {
 	checkMesh(t, nodes)
 	if len(pdbs) != 1 || pdbs[0].Spec.MaxUnavailable == nil || pdbs[0].Spec.MaxUnavailable.IntValue() != 1 {
 		t.Errorf("want one PodDisruptionBudget with maxUnavailable 1 (DC_QUORUM needs 2 of 3 racks)")
+	}
+}
+
+// checkNetworkPolicy checks that the policy selects the pods and lets in
+// exactly: anyone on the client port, the nodes on the peer port, and pods
+// labelled troop.dev/admin on the admin port.
+func checkNetworkPolicy(t *testing.T, what string, p *networkingv1.NetworkPolicy, podLabels map[string]string) {
+	t.Helper()
+	sel, err := metav1.LabelSelectorAsSelector(&p.Spec.PodSelector)
+	if err != nil || !sel.Matches(labels.Set(podLabels)) {
+		t.Errorf("%s: NetworkPolicy %s does not select its pods", what, p.Name)
+		return
+	}
+	from := map[string]string{} // port -> who may reach it
+	for _, rule := range p.Spec.Ingress {
+		who := "anyone"
+		if len(rule.From) > 0 {
+			var peers []string
+			for _, f := range rule.From {
+				s, err := metav1.LabelSelectorAsSelector(f.PodSelector)
+				if err != nil {
+					t.Fatal(err)
+				}
+				switch {
+				case f.NamespaceSelector == nil && s.Matches(labels.Set(podLabels)):
+					peers = append(peers, "the nodes")
+				case f.NamespaceSelector != nil && s.String() == "troop.dev/admin=true":
+					peers = append(peers, "admin pods")
+				default:
+					peers = append(peers, s.String())
+				}
+			}
+			who = strings.Join(peers, ", ")
+		}
+		for _, port := range rule.Ports {
+			from[port.Port.String()] = who
+		}
+	}
+	want := map[string]string{"8102": "anyone", "8101": "the nodes", "22222": "admin pods"}
+	if fmt.Sprint(from) != fmt.Sprint(want) {
+		t.Errorf("%s: NetworkPolicy %s lets in %v, want %v", what, p.Name, from, want)
 	}
 }
 
