@@ -18,7 +18,7 @@ export PATH := $(PATH):/usr/sbin
 # one set of compiled packages instead of compiling them twice.
 export CGO_ENABLED := 0
 
-.PHONY: build test unit fuzz demo bench compat clean
+.PHONY: build test unit fuzz demo bench compat image clean
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/troop
@@ -61,6 +61,16 @@ bench: build
 compat:
 	@scripts/need redis-server tclsh
 	TROOP_REDIS_SUITE=all TROOP_REDIS_SUITE_REPORT=$(CURDIR)/.troop/redis-suite.md $(GO) test -count=1 -run TestRedisSuite -timeout 30m -v ./node
+
+# The container image (docs/deploy.md), built with no registry: this static
+# troop plus this host's redis-server and bash with their libraries, loaded
+# into the Docker Engine as `docker import` does; tagged troop:latest and
+# troop:VERSION. The image's troop is stripped of its symbol tables (-s -w),
+# a quarter of its size.
+image:
+	@scripts/need redis-server bash
+	$(GO) build -ldflags "$(LDFLAGS) -s -w" -o bin/troop-image ./cmd/troop
+	$(GO) run ./deploy/mkimage --troop bin/troop-image --tag troop:latest --tag troop:$(VERSION)
 
 clean:
 	rm -rf bin .troop

@@ -10,7 +10,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"debug/elf"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -26,6 +25,8 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
+
+	"github.com/troop-lab/troop/internal/rootfs"
 )
 
 // runLabel is on every container and image the tests create; its value is
@@ -103,7 +104,7 @@ func buildImages(ctx context.Context, dir string) error {
 	if out, err := build.CombinedOutput(); err != nil {
 		return fmt.Errorf("go build a static troop: %w\n%s", err, out)
 	}
-	if err := checkStatic(bin); err != nil {
+	if err := rootfs.CheckStatic(bin); err != nil {
 		return err
 	}
 	troopBin = bin
@@ -120,11 +121,15 @@ func buildImages(ctx context.Context, dir string) error {
 	if err != nil {
 		return err
 	}
-	files, err := hostFiles("/bin/sh", "sleep")
-	if err != nil {
-		shellErr = err
-		return nil
+	shell := rootfs.New()
+	for _, prog := range []string{"/bin/sh", "sleep"} {
+		if err := shell.AddProgram("/bin/"+filepath.Base(prog), prog); err != nil {
+			shellErr = err
+			return nil
+		}
 	}
+	files := map[string][]byte{}
+	shell.Files(func(p string, data []byte) { files["rootfs"+p] = data })
 	files["Dockerfile"] = []byte("FROM " + troopImage + "\nCOPY rootfs/ /\n")
 	shellImage = "troop-chaos-test-sh:" + runID
 	if err := buildImage(ctx, shellImage, files); err != nil {
@@ -132,93 +137,6 @@ func buildImages(ctx context.Context, dir string) error {
 		return err
 	}
 	return nil
-}
-
-// checkStatic makes sure the binary needs no dynamic loader, which an
-// image from scratch does not have.
-func checkStatic(path string) error {
-	f, err := elf.Open(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	for _, p := range f.Progs {
-		if p.Type == elf.PT_INTERP {
-			return fmt.Errorf("%s is dynamically linked: troop must build with CGO_ENABLED=0", path)
-		}
-	}
-	return nil
-}
-
-// hostFiles copies this host's programs (absolute paths, or names looked up
-// in PATH) into rootfs/bin/, with their ELF interpreter and libraries at the
-// paths they have here, for an image that can run a shell.
-func hostFiles(programs ...string) (map[string][]byte, error) {
-	files := map[string][]byte{}
-	var add func(imagePath, hostPath string, deps bool) error
-	add = func(imagePath, hostPath string, deps bool) error {
-		key := "rootfs" + imagePath
-		if _, ok := files[key]; ok {
-			return nil
-		}
-		data, err := os.ReadFile(hostPath) // follows symlinks
-		if err != nil {
-			return err
-		}
-		files[key] = data
-		if !deps {
-			return nil
-		}
-		f, err := elf.NewFile(bytes.NewReader(data))
-		if err != nil {
-			return fmt.Errorf("%s: %w", hostPath, err)
-		}
-		defer f.Close()
-		var dirs []string
-		for _, p := range f.Progs {
-			if p.Type != elf.PT_INTERP {
-				continue
-			}
-			b, err := io.ReadAll(p.Open())
-			if err != nil {
-				return err
-			}
-			interp := strings.TrimRight(string(b), "\x00")
-			if err := add(interp, interp, false); err != nil {
-				return err
-			}
-			dirs = append(dirs, filepath.Dir(interp))
-		}
-		libs, err := f.ImportedLibraries()
-		if err != nil {
-			return err
-		}
-		dirs = append(dirs, "/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib/aarch64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/lib64", "/usr/lib64", "/lib", "/usr/lib")
-	libs:
-		for _, lib := range libs {
-			for _, d := range dirs {
-				p := filepath.Join(d, lib)
-				if _, err := os.Stat(p); err == nil {
-					if err := add(p, p, true); err != nil {
-						return err
-					}
-					continue libs
-				}
-			}
-			return fmt.Errorf("%s needs %s, not found on this host", hostPath, lib)
-		}
-		return nil
-	}
-	for _, prog := range programs {
-		path, err := exec.LookPath(prog)
-		if err != nil {
-			return nil, err
-		}
-		if err := add("/bin/"+filepath.Base(prog), path, true); err != nil {
-			return nil, err
-		}
-	}
-	return files, nil
 }
 
 // buildImage builds tag from a build context of files with the engine's

@@ -1,0 +1,374 @@
+package deploy
+
+// The Kubernetes manifests, decoded strictly with the official API types
+// (an unknown or misspelt field is an error) and checked against the node
+// configs they carry. No API server can run here, so nothing is applied:
+// the checks are those a cluster would need to hold for the nodes to find
+// each other, be probed and serve; and the pods are stood up as containers
+// of the image, which pass the quorum checks.
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	k8syaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/kubernetes/scheme"
+
+	"github.com/troop-lab/troop/internal/rootfs"
+	"github.com/troop-lab/troop/topology"
+)
+
+// manifests decodes every document of every *.yaml file in dir.
+func manifests(t *testing.T, dir string) []runtime.Object {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no manifests in %s: %v", dir, err)
+	}
+	decoder := serializer.NewCodecFactory(scheme.Scheme, serializer.EnableStrict).UniversalDeserializer()
+	var objs []runtime.Object
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := k8syaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+		for i := 1; ; i++ {
+			doc, err := r.Read()
+			if errors.Is(err, io.EOF) {
+				break
+			} else if err != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
+			if len(bytes.TrimSpace(stripComments(doc))) == 0 {
+				continue
+			}
+			obj, _, err := decoder.Decode(doc, nil, nil)
+			if err != nil {
+				t.Fatalf("%s, document %d: %v", f, i, err)
+			}
+			objs = append(objs, obj)
+		}
+	}
+	return objs
+}
+
+func stripComments(doc []byte) []byte {
+	var b bytes.Buffer
+	for _, line := range strings.Split(string(doc), "\n") {
+		if !strings.HasPrefix(strings.TrimSpace(line), "#") {
+			b.WriteString(line + "\n")
+		}
+	}
+	return b.Bytes()
+}
+
+func TestKubernetesManifests(t *testing.T) {
+	var (
+		namespaces []string
+		headless   *corev1.Service
+		services   []*corev1.Service
+		configMaps = map[string]*corev1.ConfigMap{}
+		sets       []*appsv1.StatefulSet
+		pdbs       []*policyv1.PodDisruptionBudget
+		policies   []*networkingv1.NetworkPolicy
+	)
+	objs := manifests(t, "k8s")
+	for _, obj := range objs {
+		switch o := obj.(type) {
+		case *corev1.Namespace:
+			namespaces = append(namespaces, o.Name)
+		case *corev1.Service:
+			services = append(services, o)
+			if o.Spec.ClusterIP == corev1.ClusterIPNone {
+				if headless != nil {
+					t.Fatalf("two headless Services: %s and %s", headless.Name, o.Name)
+				}
+				headless = o
+			}
+		case *corev1.ConfigMap:
+			configMaps[o.Name] = o
+		case *appsv1.StatefulSet:
+			sets = append(sets, o)
+		case *policyv1.PodDisruptionBudget:
+			pdbs = append(pdbs, o)
+		case *networkingv1.NetworkPolicy:
+			policies = append(policies, o)
+		default:
+			t.Errorf("unexpected object %T", obj)
+		}
+	}
+	if len(namespaces) != 1 {
+		t.Fatalf("namespaces %v: want one", namespaces)
+	}
+	ns := namespaces[0]
+	for _, obj := range objs {
+		if m, ok := obj.(metav1.Object); ok && m.GetNamespace() != ns && m.GetName() != ns {
+			t.Errorf("%T %s is in namespace %q, want %q", obj, m.GetName(), m.GetNamespace(), ns)
+		}
+	}
+	if headless == nil {
+		t.Fatal("no headless Service (clusterIP: None) for the pods' DNS names")
+	}
+	if !headless.Spec.PublishNotReadyAddresses {
+		t.Errorf("Service %s: publishNotReadyAddresses is false: nodes starting together could not resolve each other", headless.Name)
+	}
+	if len(sets) != 3 {
+		t.Fatalf("%d StatefulSets, want one per rack, 3", len(sets))
+	}
+
+	var nodes []meshNode
+	racks := map[string]bool{}
+	for _, s := range sets {
+		what := "StatefulSet " + s.Name
+		rack := s.Labels["troop.dev/rack"]
+		if rack == "" || racks[rack] {
+			t.Errorf("%s: rack label %q missing or taken by another StatefulSet", what, rack)
+		}
+		racks[rack] = true
+		if s.Spec.ServiceName != headless.Name {
+			t.Errorf("%s: serviceName %q, want the headless Service %q", what, s.Spec.ServiceName, headless.Name)
+		}
+		if s.Spec.Replicas == nil || *s.Spec.Replicas < 1 {
+			t.Fatalf("%s: no replicas", what)
+		}
+		pod := s.Spec.Template
+		sel, err := metav1.LabelSelectorAsSelector(s.Spec.Selector)
+		if err != nil || !sel.Matches(labels.Set(pod.Labels)) {
+			t.Errorf("%s: its selector does not match its pods' labels (%v)", what, err)
+		}
+		if !labels.SelectorFromSet(headless.Spec.Selector).Matches(labels.Set(pod.Labels)) {
+			t.Errorf("%s: Service %s does not select its pods", what, headless.Name)
+		}
+		for _, svc := range services {
+			if !labels.SelectorFromSet(svc.Spec.Selector).Matches(labels.Set(pod.Labels)) {
+				t.Errorf("%s: Service %s does not select its pods", what, svc.Name)
+			}
+		}
+		for _, pdb := range pdbs {
+			if sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector); err != nil || !sel.Matches(labels.Set(pod.Labels)) {
+				t.Errorf("%s: PodDisruptionBudget %s does not select its pods", what, pdb.Name)
+			}
+		}
+		if len(policies) != 1 {
+			t.Fatalf("%d NetworkPolicies, want one", len(policies))
+		}
+		checkNetworkPolicy(t, what, policies[0], pod.Labels)
+		if len(pod.Spec.Containers) != 1 {
+			t.Fatalf("%s: %d containers, want one (the image runs the node and its redis-server)", what, len(pod.Spec.Containers))
+		}
+		c := pod.Spec.Containers[0]
+		mounts := map[string]string{} // volume -> mount path
+		for _, m := range c.VolumeMounts {
+			mounts[m.Name] = m.MountPath
+		}
+		var cm *corev1.ConfigMap
+		var cmVolume string
+		for _, v := range pod.Spec.Volumes {
+			if v.ConfigMap != nil {
+				cm, cmVolume = configMaps[v.ConfigMap.Name], v.Name
+			}
+		}
+		if cm == nil || mounts[cmVolume] == "" {
+			t.Fatalf("%s: no mounted ConfigMap of this file set holds the node configs", what)
+		}
+		if !slices.Equal(c.Args, []string{"--config", mounts[cmVolume] + "/$(POD_NAME).yml"}) {
+			t.Errorf("%s: args %q: want --config %s/$(POD_NAME).yml", what, c.Args, mounts[cmVolume])
+		}
+		if i := slices.IndexFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "POD_NAME" }); i < 0 ||
+			c.Env[i].ValueFrom == nil || c.Env[i].ValueFrom.FieldRef == nil || c.Env[i].ValueFrom.FieldRef.FieldPath != "metadata.name" {
+			t.Errorf("%s: POD_NAME is not the pod's name (fieldRef metadata.name)", what)
+		}
+		dataMount := ""
+		for _, vc := range s.Spec.VolumeClaimTemplates {
+			dataMount = mounts[vc.Name]
+		}
+		if dataMount != DataDir {
+			t.Errorf("%s: the volume claim is mounted at %q, want %s, where redis-server keeps its files", what, dataMount, DataDir)
+		}
+		ports := map[string]int32{}
+		for _, p := range c.Ports {
+			ports[p.Name] = p.ContainerPort
+		}
+
+		for i := 0; i < int(*s.Spec.Replicas); i++ {
+			podName := s.Name + "-" + strconv.Itoa(i)
+			key := podName + ".yml"
+			text, ok := cm.Data[key]
+			if !ok {
+				t.Errorf("%s: replica %d has no config %s in ConfigMap %s", what, i, key, cm.Name)
+				continue
+			}
+			cfg, err := topology.Parse([]byte(text), "ConfigMap "+cm.Name+" "+key)
+			if err != nil {
+				t.Error(err)
+				continue
+			}
+			pw := what + " pod " + podName
+			if cfg.Rack != rack {
+				t.Errorf("%s: its config's rack is %s, the StatefulSet's label %s", pw, cfg.Rack, rack)
+			}
+			for name, addr := range map[string]string{"peer": cfg.DynListen, "client": cfg.Listen, "admin": cfg.StatsListen} {
+				if strconv.Itoa(int(ports[name])) != portOf(addr) {
+					t.Errorf("%s: container port %s is %d, its config listens on %s", pw, name, ports[name], addr)
+				}
+				if i := slices.IndexFunc(headless.Spec.Ports, func(p corev1.ServicePort) bool { return p.Name == name }); i < 0 || headless.Spec.Ports[i].Port != ports[name] {
+					t.Errorf("%s: Service %s has no port %s %d", pw, headless.Name, name, ports[name])
+				}
+			}
+			for probe, p := range map[string]*corev1.Probe{"readiness": c.ReadinessProbe, "liveness": c.LivenessProbe} {
+				if p == nil || p.HTTPGet == nil {
+					t.Errorf("%s: no HTTP %s probe: want GET /ping on the admin port", pw, probe)
+				} else if g := p.HTTPGet; g.Path != "/ping" || (g.Port.String() != "admin" && g.Port.String() != portOf(cfg.StatsListen)) {
+					t.Errorf("%s: %s probe GET %s on port %s: want GET /ping on the admin port %s", pw, probe, g.Path, g.Port.String(), portOf(cfg.StatsListen))
+				}
+			}
+			if !strings.HasPrefix(cfg.DataDir, DataDir+"/") {
+				t.Errorf("%s: troop_data_dir %q is not on the data volume (%s)", pw, cfg.DataDir, DataDir)
+			}
+			nodes = append(nodes, meshNode{what: pw, host: podName + "." + headless.Name + "." + ns + ".svc.cluster.local", cfg: cfg})
+		}
+	}
+	checkMesh(t, nodes)
+	if len(pdbs) != 1 || pdbs[0].Spec.MaxUnavailable == nil || pdbs[0].Spec.MaxUnavailable.IntValue() != 1 {
+		t.Errorf("want one PodDisruptionBudget with maxUnavailable 1 (DC_QUORUM needs 2 of 3 racks)")
+	}
+}
+
+// checkNetworkPolicy checks that the policy selects the pods and lets in
+// exactly: anyone on the client port, the nodes on the peer port, and pods
+// labelled troop.dev/admin on the admin port.
+func checkNetworkPolicy(t *testing.T, what string, p *networkingv1.NetworkPolicy, podLabels map[string]string) {
+	t.Helper()
+	sel, err := metav1.LabelSelectorAsSelector(&p.Spec.PodSelector)
+	if err != nil || !sel.Matches(labels.Set(podLabels)) {
+		t.Errorf("%s: NetworkPolicy %s does not select its pods", what, p.Name)
+		return
+	}
+	from := map[string]string{} // port -> who may reach it
+	for _, rule := range p.Spec.Ingress {
+		who := "anyone"
+		if len(rule.From) > 0 {
+			var peers []string
+			for _, f := range rule.From {
+				s, err := metav1.LabelSelectorAsSelector(f.PodSelector)
+				if err != nil {
+					t.Fatal(err)
+				}
+				switch {
+				case f.NamespaceSelector == nil && s.Matches(labels.Set(podLabels)):
+					peers = append(peers, "the nodes")
+				case f.NamespaceSelector != nil && s.String() == "troop.dev/admin=true":
+					peers = append(peers, "admin pods")
+				default:
+					peers = append(peers, s.String())
+				}
+			}
+			who = strings.Join(peers, ", ")
+		}
+		for _, port := range rule.Ports {
+			from[port.Port.String()] = who
+		}
+	}
+	want := map[string]string{"8102": "anyone", "8101": "the nodes", "22222": "admin pods"}
+	if fmt.Sprint(from) != fmt.Sprint(want) {
+		t.Errorf("%s: NetworkPolicy %s lets in %v, want %v", what, p.Name, from, want)
+	}
+}
+
+// podMembers stands the manifests' pods up as containers: each named by its
+// DNS name under the headless Service, with the pod's hostname and
+// subdomain (so that its /etc/hosts holds its full name, as the kubelet
+// writes it), its args with $(POD_NAME) expanded, its environment and its
+// ConfigMap's files at their mount path.
+func podMembers(t *testing.T, dir string) []member {
+	t.Helper()
+	var (
+		headless   *corev1.Service
+		configMaps = map[string]*corev1.ConfigMap{}
+		sets       []*appsv1.StatefulSet
+	)
+	for _, obj := range manifests(t, dir) {
+		switch o := obj.(type) {
+		case *corev1.Service:
+			if o.Spec.ClusterIP == corev1.ClusterIPNone {
+				headless = o
+			}
+		case *corev1.ConfigMap:
+			configMaps[o.Name] = o
+		case *appsv1.StatefulSet:
+			sets = append(sets, o)
+		}
+	}
+	if headless == nil {
+		t.Fatal("no headless Service")
+	}
+	domain := headless.Name + "." + headless.Namespace + ".svc.cluster.local"
+	var out []member
+	for _, s := range sets {
+		pod := s.Spec.Template.Spec
+		c := pod.Containers[0]
+		for i := 0; i < int(*s.Spec.Replicas); i++ {
+			podName := s.Name + "-" + strconv.Itoa(i)
+			m := member{name: podName + "." + domain, hostname: podName, domainname: domain, files: rootfs.New(), env: []string{"POD_NAME=" + podName}}
+			for _, e := range c.Env {
+				if e.ValueFrom == nil {
+					m.env = append(m.env, e.Name+"="+e.Value)
+				}
+			}
+			for _, a := range c.Args {
+				m.cmd = append(m.cmd, strings.ReplaceAll(a, "$(POD_NAME)", podName))
+			}
+			for _, v := range pod.Volumes {
+				if v.ConfigMap == nil {
+					continue
+				}
+				for _, vm := range c.VolumeMounts {
+					if vm.Name != v.Name {
+						continue
+					}
+					for key, text := range configMaps[v.ConfigMap.Name].Data {
+						m.files.AddFile(vm.MountPath+"/"+key, []byte(text), 0o644)
+						if key == podName+".yml" {
+							cfg, err := topology.Parse([]byte(text), key)
+							if err != nil {
+								t.Fatal(err)
+							}
+							m.cfg = cfg
+						}
+					}
+				}
+			}
+			if m.cfg == nil {
+				t.Fatalf("pod %s: no config", podName)
+			}
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// The manifests' pods, stood up as containers of the image on a Docker
+// network that names them as the cluster's DNS would, pass the quorum
+// checks: the configs, args and environment the manifests give a pod run.
+func TestKubernetesPodsServeQuorumInDocker(t *testing.T) {
+	image := testImage(t)
+	checkQuorum(t, startCluster(t, image, podMembers(t, "k8s")))
+}
