@@ -1,7 +1,6 @@
 package node
 
 import (
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +8,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	"github.com/troop-lab/troop/internal/promcheck"
 )
 
 // scrape reads a node's /metrics into families by name.
@@ -90,22 +90,7 @@ func TestMetrics(t *testing.T) {
 		t.Errorf("troop_datastore_up %g, want 1", up)
 	}
 
-	cmd := exec.Command(promtool(t), "check", "metrics")
-	cmd.Stdin = strings.NewReader(text)
-	if out, err := cmd.CombinedOutput(); err != nil || len(out) > 0 {
-		t.Errorf("promtool check metrics: %v\n%s", err, out)
-	}
-}
-
-// promtool finds promtool on PATH. It comes with Debian's prometheus
-// package, which make test installs.
-func promtool(t *testing.T) string {
-	t.Helper()
-	p, err := exec.LookPath("promtool")
-	if err != nil {
-		t.Fatal("promtool not found on PATH: install it (Debian: apt-get install prometheus); make test does this when run as root")
-	}
-	return p
+	promcheck.Metrics(t, text)
 }
 
 // The latency histogram's buckets hold what the HDR histogram recorded:
