@@ -61,8 +61,18 @@ func TestCLI(t *testing.T) {
 		t.Errorf("up without redis-server: %v\n%s", err, out)
 	}
 
-	out = must("lab", "up", "--dir", dir, "--replace-after", "1s", "--read-consistency", "dc_quorum")
+	out = must("lab", "up", "--dir", dir, "--replace-after", "1s", "--read-consistency", "dc_quorum", "--log-format", "json")
 	st := status()
+	for _, log := range []string{SupervisorLog(dir), st.Nodes[0].NodeLog()} {
+		b, _ := os.ReadFile(log)
+		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+		for _, line := range lines {
+			var rec map[string]any
+			if err := json.Unmarshal([]byte(line), &rec); err != nil || rec["msg"] == nil {
+				t.Errorf("%s, asked for JSON, has the line %q", log, line)
+			}
+		}
+	}
 	if !strings.Contains(out, "dc1-rack3-1") || len(st.Nodes) != 3 || st.ReadConsistency != "DC_QUORUM" {
 		t.Fatalf("up:\n%s", out)
 	}

@@ -31,6 +31,7 @@ type specJSON struct {
 	RedisServer      string `json:"redis_server"`
 	ReadyTimeout     string `json:"ready_timeout"`
 	StopGrace        string `json:"stop_grace"`
+	LogFormat        string `json:"log_format,omitempty"`
 }
 
 // readyReport is the one message Supervise writes on its ready pipe.
@@ -84,7 +85,7 @@ func Up(ctx context.Context, spec Spec) (st *Status, already bool, err error) {
 		Shape: spec.Shape, ReplaceAfter: spec.ReplaceAfter.String(),
 		ReadConsistency: spec.ReadConsistency, WriteConsistency: spec.WriteConsistency, Netns: spec.Netns,
 		Troop: spec.Troop, RedisServer: spec.RedisServer,
-		ReadyTimeout: spec.ReadyTimeout.String(), StopGrace: spec.StopGrace.String(),
+		ReadyTimeout: spec.ReadyTimeout.String(), StopGrace: spec.StopGrace.String(), LogFormat: spec.LogFormat,
 	}
 	if err := writeJSON(specFile(dir), sj); err != nil {
 		return nil, false, fmt.Errorf("write lab spec: %w", err)
@@ -211,7 +212,7 @@ func readSpec(dir string) (Spec, error) {
 		return Spec{}, fmt.Errorf("lab spec %s: %w", specFile(dir), err)
 	}
 	spec := Spec{Dir: dir, Shape: sj.Shape, ReadConsistency: sj.ReadConsistency, WriteConsistency: sj.WriteConsistency, Netns: sj.Netns,
-		Troop: sj.Troop, RedisServer: sj.RedisServer, ServeSocket: true}
+		Troop: sj.Troop, RedisServer: sj.RedisServer, LogFormat: sj.LogFormat, ServeSocket: true}
 	for _, d := range []struct {
 		s   string
 		out *time.Duration

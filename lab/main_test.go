@@ -57,6 +57,7 @@ func fakeSupervise(args []string) int {
 func fakeNode(args []string) int {
 	fs := flag.NewFlagSet("node", flag.ContinueOnError)
 	config := fs.String("config", "", "")
+	fs.String("log-format", "", "")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}

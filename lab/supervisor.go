@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/troop-lab/troop/internal/logflag"
 	"github.com/troop-lab/troop/internal/netns"
 )
 
@@ -50,7 +51,13 @@ type Spec struct {
 	ServeSocket bool
 	// Logger receives the supervisor's log; default DIR/supervisor.log.
 	Logger *slog.Logger
+	// LogFormat is the format of the supervisor's and the nodes' logs:
+	// "text" (logfmt, the default) or "json".
+	LogFormat string
 }
+
+// logFlags are the supervisor's log settings, as a node's flags say them.
+func (s Spec) logFlags() *logflag.Flags { return &logflag.Flags{Format: s.LogFormat, Level: "info"} }
 
 // withDefaults fills zero fields, resolves binaries and checks the rest.
 func (s Spec) withDefaults() (Spec, error) {
@@ -78,6 +85,12 @@ func (s Spec) withDefaults() (Spec, error) {
 		if err := netns.CheckRoot("lab address mode (--netns)"); err != nil {
 			return s, err
 		}
+	}
+	if s.LogFormat == "" {
+		s.LogFormat = "text"
+	}
+	if err := s.logFlags().Check(); err != nil {
+		return s, err
 	}
 	if s.ReadConsistency, err = normalizeLevel("read consistency", s.ReadConsistency); err != nil {
 		return s, err
@@ -235,7 +248,7 @@ func Start(ctx context.Context, spec Spec) (*Lab, error) {
 			return nil, fmt.Errorf("open supervisor log: %w", err)
 		}
 		l.logFile = &logSink{f: f}
-		l.log = slog.New(slog.NewTextHandler(l.logFile, nil))
+		l.log, _ = spec.logFlags().Logger(l.logFile) // withDefaults checked the flags
 	}
 	if err := l.layout(); err != nil {
 		l.closeLog()
@@ -286,7 +299,7 @@ func (l *Lab) layout() error {
 		if err := os.WriteFile(n.Config, cfg, 0o644); err != nil {
 			return fmt.Errorf("write %s: %w", n.Config, err)
 		}
-		nodeArgv := []string{l.spec.Troop, "node", "--config", n.Config}
+		nodeArgv := []string{l.spec.Troop, "node", "--config", n.Config, "--log-format", l.spec.LogFormat}
 		if l.spec.NodeCommand != nil {
 			nodeArgv = l.spec.NodeCommand(*n)
 		}

@@ -44,6 +44,9 @@ type Link struct {
 	kick      chan struct{} // wakes the flusher: FlushSoon
 	done      chan struct{} // closed by Close: ends the flusher
 
+	unreachable bool                            // the last dial failed or a request timed out, and no dial succeeded since
+	watch       func(reachable bool, err error) // Watch's function, nil without one
+
 	stats *linkStats
 }
 
@@ -55,6 +58,7 @@ type linkStats struct {
 	mu          sync.Mutex
 	timeouts    int64
 	failures    int64
+	drops       int64
 	connects    int64
 	lastFailure string
 }
@@ -84,6 +88,29 @@ func New(name, addr string, timeout time.Duration, handshake Handshake) *Link {
 	go l.watchdog()
 	go l.flusher()
 	return l
+}
+
+// Watch has f told when the server becomes unreachable (a dial failed or a
+// request timed out) and when it is reachable again (a dial succeeded after
+// that): once per change, never once per request, so a caller can log
+// changes. f runs on the link's goroutines, outside its lock, and must not
+// block. Call Watch before the link's first request.
+func (l *Link) Watch(f func(reachable bool, err error)) {
+	l.mu.Lock()
+	l.watch = f
+	l.mu.Unlock()
+}
+
+// reachableLocked records whether the server can be reached and returns
+// what to run, after unlocking, to tell Watch's function of a change.
+func (l *Link) reachableLocked(reachable bool, err error) (notify func()) {
+	if l.unreachable != reachable || l.watch == nil {
+		l.unreachable = !reachable
+		return func() {}
+	}
+	l.unreachable = !reachable
+	watch := l.watch
+	return func() { watch(reachable, err) }
 }
 
 // Send queues req; done gets the reply frame or an error. The request is not
@@ -138,6 +165,7 @@ func (l *Link) Flush() {
 			l.spare = buf[:0]
 		}
 		if err != nil && l.conn == conn {
+			l.stats.record(func(s *linkStats) { s.drops++ })
 			notify := l.failLocked(fmt.Errorf("%s %s: %w: write: %v", l.name, l.addr, ErrDown, err))
 			l.writing = false
 			l.mu.Unlock()
@@ -243,12 +271,19 @@ func (l *Link) dial() {
 		l.stats.record(func(s *linkStats) { s.failures++; s.lastFailure = err.Error() })
 		notify := l.failLocked(fmt.Errorf("%s %s: %w: %v", l.name, l.addr, ErrDown, err))
 		l.lastErr = err // bare, for the messages of requests refused during the backoff
+		changed := func() {}
+		if !l.closed {
+			changed = l.reachableLocked(false, err)
+		}
 		l.mu.Unlock()
 		notify()
+		changed()
 		return
 	}
 	l.startLocked(conn, rd)
+	changed := l.reachableLocked(true, nil)
 	l.mu.Unlock()
+	changed()
 	l.Flush() // what was queued while dialling
 }
 
@@ -293,6 +328,7 @@ func (l *Link) readLoop(conn net.Conn, rd *resp.Reader) {
 			return
 		}
 		if err != nil {
+			l.stats.record(func(s *linkStats) { s.drops++ })
 			notify := l.failLocked(fmt.Errorf("%s %s: %w: %v", l.name, l.addr, ErrDown, err))
 			l.mu.Unlock()
 			notify()
@@ -342,16 +378,18 @@ func (l *Link) watchdog() {
 			l.mu.Unlock()
 			return
 		}
-		notify := func() {}
+		notify, changed := func() {}, func() {}
 		if len(l.pending) > 0 && time.Now().After(l.pending[0].deadline) {
 			l.stats.record(func(s *linkStats) { s.timeouts++ })
 			notify = l.failLocked(&TimeoutError{link: l.name, addr: l.addr, after: l.timeout})
 			// Do not dial again at once: the server is there but not answering.
 			l.markDownLocked()
 			l.lastErr = fmt.Errorf("timeout: no answer within %v", l.timeout)
+			changed = l.reachableLocked(false, l.lastErr)
 		}
 		l.mu.Unlock()
 		notify()
+		changed()
 	}
 }
 
@@ -371,6 +409,7 @@ type Stats struct {
 	Connects    int64
 	Failures    int64 // connections that could not be made
 	Timeouts    int64 // connections failed because a request timed out
+	Drops       int64 // connections lost to a read or write error (the server closed it, or died)
 	LastFailure string
 }
 
@@ -378,7 +417,8 @@ type Stats struct {
 func (l *Link) Stats() Stats {
 	l.stats.mu.Lock()
 	defer l.stats.mu.Unlock()
-	return Stats{Connects: l.stats.connects, Failures: l.stats.failures, Timeouts: l.stats.timeouts, LastFailure: l.stats.lastFailure}
+	return Stats{Connects: l.stats.connects, Failures: l.stats.failures, Timeouts: l.stats.timeouts, Drops: l.stats.drops,
+		LastFailure: l.stats.lastFailure}
 }
 
 // Name and Addr say what the link connects to.

@@ -218,3 +218,47 @@ func TestLinkConcurrentLargeRequests(t *testing.T) {
 		}
 	}
 }
+
+// Watch hears of each change between reachable and unreachable once, not
+// once per failed request, and Stats count the connection the server's
+// death dropped.
+func TestLinkWatchTellsChangesOnce(t *testing.T) {
+	srv := testredis.Start(t)
+	l := New("redis", srv.Addr, time.Second, nil)
+	defer l.Close()
+	events := make(chan bool, 10)
+	l.Watch(func(reachable bool, err error) {
+		if reachable != (err == nil) {
+			t.Errorf("reachable %v with error %v", reachable, err)
+		}
+		events <- reachable
+	})
+	ping := func() error {
+		ch := make(chan result, 1)
+		l.Do(resp.AppendCommandStrings(nil, "PING"), collect(ch))
+		return (<-ch).err
+	}
+	if err := ping(); err != nil {
+		t.Fatal(err)
+	}
+	srv.Kill()
+	for i := 0; i < 20; i++ { // past several backoffs
+		ping()
+		time.Sleep(10 * time.Millisecond)
+	}
+	srv.Restart(t)
+	deadline := time.Now().Add(5 * time.Second)
+	for ping() != nil && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	var got []bool
+	for len(events) > 0 {
+		got = append(got, <-events)
+	}
+	if fmt.Sprint(got) != "[false true]" {
+		t.Errorf("Watch told %v, want [false true]: unreachable once, then reachable once", got)
+	}
+	if st := l.Stats(); st.Drops != 1 || st.Failures == 0 {
+		t.Errorf("stats %+v: want 1 drop and some failures", st)
+	}
+}

@@ -20,7 +20,7 @@ import (
 // adminHandler serves the admin API on stats_listen (docs/store.md):
 //
 //	GET  /info                          counters and latency, JSON
-//	GET  /metrics                       the same in Prometheus text format
+//	GET  /metrics                       Prometheus metrics (metrics.go)
 //	GET  /cluster_describe              datacenters, racks, nodes, tokens, addresses
 //	GET  /get_consistency               {"read": ..., "write": ...}
 //	POST /set_consistency/{read|write}/{level}
@@ -34,7 +34,7 @@ import (
 func (n *Node) adminHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/info", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, n.Info()) })
-	mux.HandleFunc("/metrics", n.serveMetrics)
+	mux.Handle("/metrics", n.metricsHandler())
 	mux.HandleFunc("/cluster_describe", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, n.Describe()) })
 	mux.HandleFunc("/get_consistency", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, map[string]string{"read": n.level(false).String(), "write": n.level(true).String()})
@@ -299,99 +299,4 @@ func (n *Node) Describe() []ClusterNode {
 		return a.Tokens[0] < b.Tokens[0]
 	})
 	return out
-}
-
-func (n *Node) serveMetrics(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-	info := n.Info()
-	p := func(format string, args ...any) { fmt.Fprintf(w, format+"\n", args...) }
-	node := fmt.Sprintf(`node=%q,dc=%q,rack=%q`, info.Name, info.Datacenter, info.Rack)
-	p("# HELP troop_requests_total Client requests by operation and consistency level.")
-	p("# TYPE troop_requests_total counter")
-	for _, op := range []string{"read", "write"} {
-		for l := consistency.Level(0); l < levels; l++ {
-			p(`troop_requests_total{%s,op=%q,level=%q} %d`, node, op, l, info.Requests[op][l.String()].Count)
-		}
-	}
-	p("# HELP troop_request_errors_total Client requests answered with an error.")
-	p("# TYPE troop_request_errors_total counter")
-	for _, op := range []string{"read", "write"} {
-		for l := consistency.Level(0); l < levels; l++ {
-			p(`troop_request_errors_total{%s,op=%q,level=%q} %d`, node, op, l, info.Requests[op][l.String()].Errors)
-		}
-	}
-	p("# HELP troop_request_latency_seconds Client request latency quantiles since start.")
-	p("# TYPE troop_request_latency_seconds summary")
-	for _, op := range []string{"read", "write"} {
-		for l := consistency.Level(0); l < levels; l++ {
-			lat := info.Requests[op][l.String()].Latency
-			for _, q := range [][2]string{{"0.5", "p50"}, {"0.95", "p95"}, {"0.99", "p99"}, {"0.999", "p99.9"}} {
-				p(`troop_request_latency_seconds{%s,op=%q,level=%q,quantile=%q} %g`, node, op, l, q[0], float64(lat[q[1]])/1e6)
-			}
-		}
-	}
-	p("# HELP troop_commands_total Client requests by command.")
-	p("# TYPE troop_commands_total counter")
-	names := make([]string, 0, len(info.Commands))
-	for name := range info.Commands {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		p(`troop_commands_total{%s,command=%q} %d`, node, name, info.Commands[name])
-	}
-	for _, c := range []struct {
-		name, help, kind string
-		v                int64
-	}{
-		{"troop_forwarded_total", "Requests whose local-rack replica is another node.", "counter", info.Forwarded},
-		{"troop_busy_total", "Requests refused with -BUSY.", "counter", info.Busy},
-		{"troop_quorum_failures_total", "Requests that could not reach their consistency level.", "counter", info.QuorumFailures},
-		{"troop_read_failovers_total", "DC_ONE reads that went on to another replica after one failed.", "counter", info.ReadFailovers},
-		{"troop_scriptless_writes_total", "Versioned SETs applied as MSET of value and version, without the write script.", "counter", info.ScriptlessWrites},
-		{"troop_timeouts_total", "Replica calls that timed out.", "counter", info.Timeouts},
-		{"troop_async_replication_failures_total", "Asynchronous replica writes that failed.", "counter", info.AsyncFailures},
-		{"troop_protocol_errors_total", "Client connections closed for malformed RESP.", "counter", info.ProtocolErrors},
-		{"troop_client_connections", "Open client connections.", "gauge", info.Connections},
-		{"troop_inflight", "Requests in progress.", "gauge", info.Inflight},
-		{"troop_peers_marked_down_total", "Times the failure detector marked a peer down.", "counter", info.PeersMarkedDown},
-		{"troop_hints_pending", "Hinted writes waiting for their peer.", "gauge", info.HintsPending},
-		{"troop_hints_dropped_total", "Hinted writes dropped because their peer's hints were full.", "counter", info.HintsDropped},
-		{"troop_hints_replayed_total", "Hinted writes delivered to their peer.", "counter", info.HintsReplayed},
-		{"troop_read_repairs_total", "Stale replicas written back after a quorum read.", "counter", info.ReadRepairs},
-		{"troop_read_repairs_lost_total", "Read repairs not done (too many under way, or failed).", "counter", info.ReadRepairsLost},
-		{"troop_read_write_backs_total", "Quorum reads that wrote their answer back to a quorum of replicas before giving it.", "counter", info.ReadWriteBacks},
-	} {
-		p("# HELP %s %s", c.name, c.help)
-		p("# TYPE %s %s", c.name, c.kind)
-		p("%s{%s} %d", c.name, node, c.v)
-	}
-	p("# HELP troop_link_up Whether a datastore or peer connection is usable (1) or down (0).")
-	p("# TYPE troop_link_up gauge")
-	for _, l := range info.Links {
-		up := 0
-		if l.Up {
-			up = 1
-		}
-		p(`troop_link_up{%s,link=%q,addr=%q} %d`, node, l.Name, l.Addr, up)
-	}
-	p("# HELP troop_peer_up Whether the failure detector holds a peer up (1) or down (0).")
-	p("# TYPE troop_peer_up gauge")
-	for _, ps := range info.Peers {
-		up := 0
-		if ps.State == "up" {
-			up = 1
-		}
-		p(`troop_peer_up{%s,peer=%q,peer_dc=%q,peer_rack=%q} %d`, node, ps.Addr, ps.Datacenter, ps.Rack, up)
-	}
-	p("# HELP troop_peer_phi The failure detector's suspicion of a peer (phi).")
-	p("# TYPE troop_peer_phi gauge")
-	for _, ps := range info.Peers {
-		p(`troop_peer_phi{%s,peer=%q} %g`, node, ps.Addr, ps.Phi)
-	}
-	p("# HELP troop_peer_hints_pending Hinted writes waiting for a peer.")
-	p("# TYPE troop_peer_hints_pending gauge")
-	for _, ps := range info.Peers {
-		p(`troop_peer_hints_pending{%s,peer=%q} %d`, node, ps.Addr, ps.HintsPending)
-	}
 }

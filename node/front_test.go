@@ -308,7 +308,7 @@ func TestAdminAPI(t *testing.T) {
 		t.Error("/info has no p99.9")
 	}
 	metrics := get("/metrics", nil)
-	for _, want := range []string{`troop_requests_total{node="dc1-rack1-1",dc="dc1",rack="rack1",op="write",level="DC_ONE"} 1`, "troop_request_latency_seconds", "troop_link_up"} {
+	for _, want := range []string{`troop_requests_total{dc="dc1",level="DC_ONE",node="dc1-rack1-1",op="write",rack="rack1"} 1`, "troop_request_duration_seconds_bucket", "troop_datastore_up"} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %s", want)
 		}

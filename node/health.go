@@ -20,6 +20,8 @@ type peerHealth struct {
 	mu    sync.Mutex
 	det   *phiDetector
 	since time.Time // when the state last changed
+
+	reach *reachability // logs the changes of state
 }
 
 // PeerState is one peer as /info shows it.
@@ -51,6 +53,7 @@ func (n *Node) initHealth(now time.Time) {
 		if !m.self {
 			m.health.det = newPhiDetector(cfg, now)
 			m.health.since = now
+			m.health.reach = newReachability(n.log.With("peer", m.peerAddr, "dc", m.dc, "rack", m.rack), "peer marked down", "peer up again")
 		}
 	}
 }
@@ -79,23 +82,24 @@ func (n *Node) evaluate(m *member, now time.Time) {
 	down := m.health.det.suspect(now)
 	changed := down != m.health.down.Load()
 	var phi float64
-	var was time.Duration
 	if changed {
 		m.health.down.Store(down)
 		phi = m.health.det.phi(now)
-		was = now.Sub(m.health.since)
 		m.health.since = now
 	}
 	m.health.mu.Unlock()
 	if !changed {
 		return
 	}
+	m.mu.Lock()
+	name := m.info.Name
+	m.mu.Unlock()
 	if down {
 		n.stats.peersMarkedDown.Add(1)
-		n.log.Warn("peer marked down", "peer", m.peerAddr, "dc", m.dc, "rack", m.rack, "phi", fmt.Sprintf("%.1f", phi), "was_up", was.Round(time.Millisecond).String())
+		m.health.reach.set(false, nil, "name", name, "phi", fmt.Sprintf("%.1f", phi))
 		return
 	}
-	n.log.Info("peer up again", "peer", m.peerAddr, "dc", m.dc, "rack", m.rack, "was_down", was.Round(time.Millisecond).String())
+	m.health.reach.set(true, nil, "name", name)
 	n.replayHints(m)
 }
 
@@ -109,6 +113,9 @@ func (n *Node) heartbeatLoop(ctx context.Context) {
 	defer tick.Stop()
 	ping := resp.AppendCommandStrings(nil, "PING")
 	for {
+		// The datastore too, so that an idle node notices (and logs) a
+		// redis-server that died or came back.
+		n.store[0].Do(ping, func([]byte, error) {})
 		for _, m := range n.members {
 			if m.self {
 				continue
@@ -141,24 +148,28 @@ func (n *Node) peerStates() []PeerState {
 	now := time.Now()
 	var out []PeerState
 	for _, m := range n.members {
-		if m.self {
-			continue
+		if !m.self {
+			out = append(out, m.state(now))
 		}
-		m.mu.Lock()
-		name := m.info.Name
-		m.mu.Unlock()
-		m.health.mu.Lock()
-		phi := m.health.det.phi(now)
-		last := now.Sub(m.health.det.lastHeartbeat())
-		since := now.Sub(m.health.since)
-		m.health.mu.Unlock()
-		ps := PeerState{Name: name, Datacenter: m.dc, Rack: m.rack, Addr: m.peerAddr, State: stateName(m.isDown()),
-			Phi: math.Round(min(phi, 1e9)*100) / 100, SinceMS: since.Milliseconds(), LastHeartbeat: last.Milliseconds(),
-			Connected: m.link.Connected()}
-		if h := m.hints; h != nil {
-			ps.HintsPending, ps.HintsDropped, ps.HintsReplayed = h.pending.Load(), h.dropped.Load(), h.replayed.Load()
-		}
-		out = append(out, ps)
 	}
 	return out
+}
+
+// state is peer m as this node sees it at now.
+func (m *member) state(now time.Time) PeerState {
+	m.mu.Lock()
+	name := m.info.Name
+	m.mu.Unlock()
+	m.health.mu.Lock()
+	phi := m.health.det.phi(now)
+	last := now.Sub(m.health.det.lastHeartbeat())
+	since := now.Sub(m.health.since)
+	m.health.mu.Unlock()
+	ps := PeerState{Name: name, Datacenter: m.dc, Rack: m.rack, Addr: m.peerAddr, State: stateName(m.isDown()),
+		Phi: math.Round(min(phi, 1e9)*100) / 100, SinceMS: since.Milliseconds(), LastHeartbeat: last.Milliseconds(),
+		Connected: m.link.Connected()}
+	if h := m.hints; h != nil {
+		ps.HintsPending, ps.HintsDropped, ps.HintsReplayed = h.pending.Load(), h.dropped.Load(), h.replayed.Load()
+	}
+	return ps
 }

@@ -75,11 +75,12 @@ type Node struct {
 	limits   resp.Limits
 
 	members    []*member
-	localRacks []rackRing   // own rack first, then by name
-	remoteDCs  []rackRing   // one rack per remote datacenter
-	store      []*link.Link // connections to the local redis-server
-	dataDir    string       // where hints live (troop_data_dir)
-	repair     *repairer    // read repair and anti-entropy
+	localRacks []rackRing    // own rack first, then by name
+	remoteDCs  []rackRing    // one rack per remote datacenter
+	store      []*link.Link  // connections to the local redis-server
+	datastore  *reachability // whether the redis-server answers, for the log and /metrics
+	dataDir    string        // where hints live (troop_data_dir)
+	repair     *repairer     // read repair and anti-entropy
 
 	// Planted bugs (troop_planted_bug), for testing the testers.
 	noReadFailover, localWritesOnly, noVersionQuery, noReadWriteBack, noHints bool
@@ -145,9 +146,14 @@ func New(cfg *topology.Config, log *slog.Logger) (*Node, error) {
 		n.versions.forget()
 		return loadScripts(conn, rd)
 	}
+	// One line when the redis-server becomes unreachable and one when it is
+	// back, whichever of the node's connections to it finds out.
+	n.datastore = newReachability(log.With("redis", cfg.Servers[0].Addr), "datastore unreachable", "datastore reachable")
 	conns := max(cfg.DatastoreConnections, 1)
 	for i := 0; i < conns; i++ {
-		n.store = append(n.store, link.New("redis", cfg.Servers[0].Addr, cfg.Timeout, storeHandshake))
+		l := link.New("redis", cfg.Servers[0].Addr, cfg.Timeout, storeHandshake)
+		l.Watch(func(reachable bool, err error) { n.datastore.set(reachable, err) })
+		n.store = append(n.store, l)
 	}
 	for _, m := range n.members {
 		if !m.self {
@@ -255,13 +261,6 @@ func (n *Node) Serve(ctx context.Context) error {
 	go func() { defer n.wg.Done(); n.admin.Serve(adminLn) }()
 	go func() { defer n.wg.Done(); n.heartbeatLoop(ctx) }()
 	go func() { defer n.wg.Done(); n.repair.antiEntropyLoop(ctx) }()
-	// Connect to the datastore now, so a missing redis-server shows in the
-	// log at start rather than on the first request.
-	n.store[0].Do(resp.AppendCommandStrings(nil, "PING"), func(_ []byte, err error) {
-		if err != nil {
-			n.log.Warn("datastore not answering", "err", err)
-		}
-	})
 	<-ctx.Done()
 	n.shutdown()
 	return nil
@@ -310,6 +309,12 @@ func (n *Node) shutdown() {
 	cancel()
 	n.closeLinks()
 	n.wg.Wait()
+	n.datastore.stop()
+	for _, m := range n.members {
+		if !m.self {
+			m.health.reach.stop()
+		}
+	}
 	n.closeLineageExport()
 	for _, m := range n.members {
 		if m.hints != nil {

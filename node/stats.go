@@ -40,8 +40,9 @@ type levelStats struct {
 	requests atomic.Int64
 	errors   atomic.Int64
 
-	mu   sync.Mutex
-	hist *hdrhistogram.Histogram // microseconds
+	mu        sync.Mutex
+	hist      *hdrhistogram.Histogram // microseconds
+	sumMicros int64                   // of the values in hist, for /metrics' histogram
 }
 
 func newStats() *stats {
@@ -62,8 +63,11 @@ func (s *stats) record(write bool, level consistency.Level, d time.Duration, fai
 	if failed {
 		ls.errors.Add(1)
 	}
+	us := max(d.Microseconds(), 1)
 	ls.mu.Lock()
-	ls.hist.RecordValue(max(d.Microseconds(), 1))
+	if ls.hist.RecordValue(us) == nil {
+		ls.sumMicros += us
+	}
 	ls.mu.Unlock()
 }
 
@@ -80,4 +84,29 @@ func (ls *levelStats) latency() latencySnapshot {
 		P50: h.ValueAtQuantile(50), P95: h.ValueAtQuantile(95), P99: h.ValueAtQuantile(99),
 		P999: h.ValueAtQuantile(99.9), Max: h.Max(),
 	}
+}
+
+// buckets are the level's latency as a Prometheus histogram: the count and
+// sum of its values, and how many are at most each bound (in seconds,
+// ascending). The HDR histogram keeps values to 3 significant digits, so a
+// value less than 0.1% above a bound may count as at most that bound; bounds
+// up to 2 ms are exact. The copy is taken under the lock and the counting
+// done outside it, so a scrape holds up requests for a copy of the counts.
+func (ls *levelStats) buckets(bounds []float64) (count uint64, sum float64, cumulative map[float64]uint64) {
+	ls.mu.Lock()
+	h, sumMicros := ls.hist.Clone(), ls.sumMicros
+	ls.mu.Unlock()
+	cumulative = make(map[float64]uint64, len(bounds))
+	var below uint64 // values in the bars before this one
+	i := 0
+	for _, bar := range h.Distribution() { // ascending
+		for ; i < len(bounds) && float64(bar.From) > bounds[i]*1e6; i++ {
+			cumulative[bounds[i]] = below
+		}
+		below += uint64(bar.Count)
+	}
+	for ; i < len(bounds); i++ {
+		cumulative[bounds[i]] = below
+	}
+	return uint64(h.TotalCount()), float64(sumMicros) / 1e6, cumulative
 }

@@ -5,7 +5,7 @@
 //	POST /api/v1/stop    the global stop
 //	POST /api/v1/resume  ends the global stop
 //	GET  /healthz        "ok"
-//	GET  /metrics        Prometheus text
+//	GET  /metrics        Prometheus metrics (metrics.go)
 //
 // The POSTs need "Authorization: Bearer TOKEN" with the config's token;
 // on-demand kills also need to be enabled. A request that fails either
@@ -98,7 +98,7 @@ func New(opt Options) (*Handler, error) {
 	h.mux.HandleFunc("POST /api/v1/stop", h.authorized(h.stop))
 	h.mux.HandleFunc("POST /api/v1/resume", h.authorized(h.resume))
 	h.mux.HandleFunc("GET /healthz", h.healthz)
-	h.mux.HandleFunc("GET /metrics", h.metrics)
+	h.mux.Handle("GET /metrics", h.metricsHandler())
 	return h, nil
 }
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/troop-lab/troop/chaos"
 	"github.com/troop-lab/troop/chaos/records"
+	"github.com/troop-lab/troop/internal/promcheck"
 )
 
 const token = "s3cret-token-0123456789"
@@ -352,8 +353,34 @@ func equal(a, b []int) bool {
 	return true
 }
 
-func TestEscapeLabel(t *testing.T) {
-	if got := escapeLabel("a\"b\\c\nd"); got != `a\"b\\c\nd` {
-		t.Errorf("got %s", got)
+// The metrics pass promtool's linter, and records that cannot be read make
+// a scrape fail (500) rather than report no terminations.
+func TestMetrics(t *testing.T) {
+	f := newFixture(t, true)
+	tm := chaos.Termination{Group: "we\"b", Action: chaos.Action{Kind: chaos.Terminate}, Executed: time.Now(), Outcome: chaos.Executed}
+	if err := f.store.Record(context.Background(), tm); err != nil {
+		t.Fatal(err)
 	}
+	code, body := f.do(t, "GET", "/metrics", "", "")
+	if code != 200 || !strings.Contains(body, `troop_chaos_terminations{group="we\"b",outcome="executed",reason=""} 1`) ||
+		!strings.Contains(body, "process_cpu_seconds_total") || !strings.Contains(body, "troop_build_info{") {
+		t.Errorf("metrics: %d\n%s", code, body)
+	}
+	promcheck.Metrics(t, body)
+
+	h, err := New(Options{Records: brokenLister{}, Killer: &fakeKiller{}, Switch: &fakeSwitch{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	if rec.Code != 500 || !strings.Contains(rec.Body.String(), "disk on fire") {
+		t.Errorf("metrics with broken records: %d %s", rec.Code, rec.Body)
+	}
+}
+
+type brokenLister struct{}
+
+func (brokenLister) Terminations(context.Context, chaos.Query) ([]chaos.Termination, error) {
+	return nil, errors.New("disk on fire")
 }

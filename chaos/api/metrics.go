@@ -1,25 +1,66 @@
 package api
 
 import (
-	"fmt"
+	"context"
+	"log/slog"
 	"net/http"
-	"sort"
-	"strings"
+	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/collectors/version"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/troop-lab/troop/chaos"
 )
 
-// metrics answers GET /metrics in the Prometheus text format (0.0.4).
-//
-// The termination counts come from the records at scrape time rather than
-// from counters in memory, so that they survive a daemon restart and agree
-// with GET /api/v1/chaos. For the same reason they are gauges: pruning the
-// records past their retention makes them go down.
-func (h *Handler) metrics(w http.ResponseWriter, r *http.Request) {
-	ts, err := h.opt.Records.Terminations(r.Context(), chaos.Query{})
+// metricsHandler answers GET /metrics: the records' terminations and the
+// global stop, and the Go runtime's, the process's and the build's metrics.
+func (h *Handler) metricsHandler() http.Handler {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(
+		&recordsCollector{h: h},
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		version.NewCollector("troop"),
+	)
+	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{
+		ErrorLog: slog.NewLogLogger(h.opt.Logger.Handler(), slog.LevelError),
+		Registry: reg,
+	})
+}
+
+var (
+	terminationsDesc = prometheus.NewDesc("troop_chaos_terminations",
+		"Terminations in the records (within retention), by group, outcome and reason.", []string{"group", "outcome", "reason"}, nil)
+	stoppedDesc = prometheus.NewDesc("troop_chaos_stopped", "Whether the global stop is on (1) or not (0).", nil, nil)
+)
+
+// recordsCollector counts the terminations in the records at scrape time
+// rather than in memory, so that the counts survive a daemon restart and
+// agree with GET /api/v1/chaos. For the same reason they are gauges:
+// pruning the records past their retention makes them go down.
+type recordsCollector struct{ h *Handler }
+
+func (c *recordsCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- terminationsDesc
+	ch <- stoppedDesc
+}
+
+// scrapeTimeout bounds the records' query of one scrape.
+const scrapeTimeout = 10 * time.Second
+
+func (c *recordsCollector) Collect(ch chan<- prometheus.Metric) {
+	stopped := 0.0
+	if c.h.opt.Switch.Stopped() {
+		stopped = 1
+	}
+	ch <- prometheus.MustNewConstMetric(stoppedDesc, prometheus.GaugeValue, stopped)
+	ctx, cancel := context.WithTimeout(context.Background(), scrapeTimeout)
+	defer cancel()
+	ts, err := c.h.opt.Records.Terminations(ctx, chaos.Query{})
 	if err != nil {
-		h.opt.Logger.Error("chaos api: metrics", "err", err)
-		http.Error(w, "cannot read the records", http.StatusInternalServerError)
+		// The handler answers 500 and logs it.
+		ch <- prometheus.NewInvalidMetric(terminationsDesc, err)
 		return
 	}
 	type key struct{ group, outcome, reason string }
@@ -27,43 +68,7 @@ func (h *Handler) metrics(w http.ResponseWriter, r *http.Request) {
 	for _, t := range ts {
 		counts[key{t.Group, string(t.Outcome), string(t.Reason)}]++
 	}
-	keys := make([]key, 0, len(counts))
-	for k := range counts {
-		keys = append(keys, k)
+	for k, n := range counts {
+		ch <- prometheus.MustNewConstMetric(terminationsDesc, prometheus.GaugeValue, float64(n), k.group, k.outcome, k.reason)
 	}
-	// A stable order keeps scrapes diffable and tests simple.
-	sort.Slice(keys, func(i, j int) bool {
-		a, b := keys[i], keys[j]
-		if a.group != b.group {
-			return a.group < b.group
-		}
-		if a.outcome != b.outcome {
-			return a.outcome < b.outcome
-		}
-		return a.reason < b.reason
-	})
-
-	var b strings.Builder
-	b.WriteString("# HELP troop_chaos_terminations Terminations in the records (within retention), by group, outcome and reason.\n")
-	b.WriteString("# TYPE troop_chaos_terminations gauge\n")
-	for _, k := range keys {
-		fmt.Fprintf(&b, "troop_chaos_terminations{group=\"%s\",outcome=\"%s\",reason=\"%s\"} %d\n",
-			escapeLabel(k.group), escapeLabel(k.outcome), escapeLabel(k.reason), counts[k])
-	}
-	stopped := 0
-	if h.opt.Switch.Stopped() {
-		stopped = 1
-	}
-	b.WriteString("# HELP troop_chaos_stopped Whether the global stop is on (1) or not (0).\n")
-	b.WriteString("# TYPE troop_chaos_stopped gauge\n")
-	fmt.Fprintf(&b, "troop_chaos_stopped %d\n", stopped)
-
-	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-	w.Write([]byte(b.String()))
-}
-
-// escapeLabel escapes a label value as the text format asks: backslash,
-// double quote and newline.
-func escapeLabel(s string) string {
-	return strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`).Replace(s)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -16,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/troop-lab/troop/chaos/api"
+	"github.com/troop-lab/troop/internal/logflag"
 )
 
 // DefaultChaosListen is where troop chaos serve answers by default.
@@ -27,6 +27,7 @@ func newChaosServeCmd() *cobra.Command {
 		seed               uint64
 		recoverWithin      time.Duration
 		opts               backendOptions
+		logFlags           *logflag.Flags
 	)
 	cmd := &cobra.Command{
 		Use:   "serve --config FILE [--lab DIR] [--listen ADDR] [--db FILE] [--seed N]",
@@ -45,7 +46,10 @@ POST /api/v1/chaos (on_demand: true and the token), POST /api/v1/stop and
 /resume (the token), GET /metrics and /healthz.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
+			log, err := logFlags.Logger(cmd.ErrOrStderr())
+			if err != nil {
+				return fmt.Errorf("chaos serve: %v", err)
+			}
 			if !cmd.Flags().Changed("seed") {
 				seed = rand.Uint64()
 			}
@@ -87,5 +91,6 @@ POST /api/v1/chaos (on_demand: true and the token), POST /api/v1/stop and
 	f.Uint64Var(&seed, "seed", 0, "seed of the daily plans (default: random, printed)")
 	f.DurationVar(&recoverWithin, "recover-within", 5*time.Minute, "how long to wait for a group to recover after a kill")
 	addBackendFlags(f, &opts)
+	logFlags = logflag.Add(f)
 	return cmd
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 
+	promversion "github.com/prometheus/common/version"
 	"github.com/spf13/cobra"
 )
 
@@ -16,6 +17,7 @@ import (
 var version = "dev"
 
 func main() {
+	promversion.Version = version // troop_build_info's version label, on /metrics
 	in := &interrupts{stderr: os.Stderr, exit: os.Exit}
 	root := &cobra.Command{
 		Use:           "troop",

@@ -3,13 +3,13 @@ package main
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/signal"
 	"runtime/debug"
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"github.com/troop-lab/troop/internal/logflag"
 	"github.com/troop-lab/troop/node"
 	"github.com/troop-lab/troop/topology"
 )
@@ -20,7 +20,7 @@ func newNodeCmd() *cobra.Command {
 	var (
 		configPath string
 		testConf   bool
-		logLevel   string
+		logFlags   *logflag.Flags
 	)
 	cmd := &cobra.Command{
 		Use:   "node --config FILE",
@@ -36,6 +36,10 @@ not implement are rejected with their line number, never ignored.`,
 			if configPath == "" {
 				return fmt.Errorf("node: --config FILE is required")
 			}
+			log, err := logFlags.Logger(os.Stderr)
+			if err != nil {
+				return fmt.Errorf("node: %v", err)
+			}
 			cfg, err := topology.Load(configPath)
 			if err != nil {
 				return err
@@ -44,17 +48,12 @@ not implement are rejected with their line number, never ignored.`,
 				fmt.Printf("%s: configuration is valid (node %s, %s/%s)\n", configPath, cfg.Name, cfg.Datacenter, cfg.Rack)
 				return nil
 			}
-			var level slog.Level
-			if err := level.UnmarshalText([]byte(logLevel)); err != nil {
-				return fmt.Errorf("node: --log-level: %v", err)
-			}
 			if os.Getenv("GOGC") == "" {
 				// A node's live heap is small (requests in flight are bounded), so
 				// the default GC pace spends a tenth of its CPU collecting: trade
 				// a few MB of memory for that CPU. GOGC in the environment wins.
 				debug.SetGCPercent(400)
 			}
-			log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 			n, err := node.New(cfg, log)
 			if err != nil {
 				return err
@@ -66,6 +65,6 @@ not implement are rejected with their line number, never ignored.`,
 	}
 	cmd.Flags().StringVarP(&configPath, "config", "c", "", "node config file (Dynomite YAML)")
 	cmd.Flags().BoolVarP(&testConf, "test-conf", "t", false, "check the config file and exit")
-	cmd.Flags().StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	logFlags = logflag.Add(cmd.Flags())
 	return cmd
 }

@@ -68,6 +68,20 @@ func (s *Server) Kill() {
 	}
 }
 
+// Restart kills the server and starts a new one on the same address with the
+// same arguments (and an empty dataset), waiting until it answers PING.
+func (s *Server) Restart(t testing.TB) {
+	t.Helper()
+	s.Kill()
+	cmd := exec.Command(s.Cmd.Path, s.Cmd.Args[1:]...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	s.Cmd = cmd
+	WaitPing(t, s.Addr)
+}
+
 // WaitPing waits up to 10 s for addr to answer PING with +PONG (or -NOAUTH,
 // from a server that wants a password).
 func WaitPing(t testing.TB, addr string) {

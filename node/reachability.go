@@ -1,0 +1,103 @@
+package node
+
+import (
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// reachabilityGap is the least time between two log lines about one
+// target's reachability. A target that comes and goes faster gets one line
+// per gap, counting the changes since the last one, and the log always ends
+// on the target's current state.
+const reachabilityGap = 5 * time.Second
+
+// reachability logs a target's changes between reachable and unreachable
+// (the node's redis-server, a peer): one line per change, not one per failed
+// request, and at most one per gap.
+type reachability struct {
+	log      *slog.Logger // with the target's attributes
+	gap      time.Duration
+	down, up string // the lines' messages
+
+	mu       sync.Mutex
+	isUp     bool
+	since    time.Time // when it entered its state
+	loggedAt time.Time // when the last line was written
+	changes  int       // changes since the last line
+	err      error     // why it became unreachable, when known
+	timer    *time.Timer
+	stopped  bool
+}
+
+func newReachability(log *slog.Logger, down, up string) *reachability {
+	return &reachability{log: log, gap: reachabilityGap, down: down, up: up, isUp: true, since: time.Now()}
+}
+
+// reachable reports the state last set.
+func (r *reachability) reachable() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.isUp
+}
+
+// set records the target's state; a change is logged, with attrs, at once
+// or when the gap since the last line has passed.
+func (r *reachability) set(up bool, err error, attrs ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if up == r.isUp {
+		return
+	}
+	now := time.Now()
+	held := now.Sub(r.since)
+	r.isUp, r.since, r.err = up, now, err
+	r.changes++
+	if wait := r.gap - now.Sub(r.loggedAt); wait > 0 {
+		if r.timer == nil && !r.stopped {
+			r.timer = time.AfterFunc(wait, r.flush)
+		}
+		return
+	}
+	was := "was_up"
+	if up {
+		was = "was_down"
+	}
+	r.lineLocked(now, append(attrs, was, held.Round(time.Millisecond).String()))
+}
+
+// flush writes the line a change within the gap put off.
+func (r *reachability) flush() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.timer = nil
+	if r.changes > 0 && !r.stopped {
+		r.lineLocked(time.Now(), []any{"changes", r.changes})
+	}
+}
+
+func (r *reachability) lineLocked(now time.Time, attrs []any) {
+	r.loggedAt, r.changes = now, 0
+	if r.isUp {
+		r.log.Info(r.up, attrs...)
+		return
+	}
+	if r.err != nil {
+		attrs = append(attrs, "err", r.err.Error())
+	}
+	r.log.Warn(r.down, attrs...)
+}
+
+// stop writes a line still put off, and no more: the node is shutting down.
+func (r *reachability) stop() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.timer != nil {
+		r.timer.Stop()
+		r.timer = nil
+	}
+	if r.changes > 0 && !r.stopped {
+		r.lineLocked(time.Now(), []any{"changes", r.changes})
+	}
+	r.stopped = true
+}
