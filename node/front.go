@@ -209,7 +209,7 @@ func queueReply(replies chan<- *slot, s *slot, b *batch) {
 // not ready yet, so a pipeline's replies leave in as few writes as possible.
 // Its buffer goes back to the pool whenever no reply is queued.
 func writeReplies(c net.Conn, replies <-chan *slot) {
-	w := replyWriter{c: c}
+	w := replyWriter{w: c}
 	for s := range replies {
 		var reply []byte
 		select {

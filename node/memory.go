@@ -2,8 +2,9 @@ package node
 
 import (
 	"context"
+	"io"
 	"log/slog"
-	"net"
+
 	"os"
 	"runtime/debug"
 	"runtime/metrics"
@@ -97,7 +98,7 @@ var replyBufs = sync.Pool{New: func() any { b := make([]byte, 0, replyBufSize); 
 // A replyWriter gathers a connection's replies into a pooled buffer, which
 // it holds only between the first reply of a burst and release.
 type replyWriter struct {
-	c   net.Conn
+	w   io.Writer
 	buf *[]byte // nil when released
 	err error   // the first write error; later writes are dropped
 }
@@ -113,7 +114,7 @@ func (w *replyWriter) write(reply []byte) {
 		w.flush()
 		if len(reply) > replyBufSize {
 			if w.err == nil {
-				_, w.err = w.c.Write(reply)
+				_, w.err = w.w.Write(reply)
 			}
 			return
 		}
@@ -125,7 +126,7 @@ func (w *replyWriter) write(reply []byte) {
 func (w *replyWriter) flush() error {
 	if w.buf != nil && len(*w.buf) > 0 {
 		if w.err == nil {
-			_, w.err = w.c.Write(*w.buf)
+			_, w.err = w.w.Write(*w.buf)
 		}
 		*w.buf = (*w.buf)[:0]
 	}
@@ -163,7 +164,12 @@ func processRSS() int64 {
 	if err != nil {
 		return 0
 	}
-	for _, line := range strings.Split(string(status), "\n") {
+	return parseRSS(string(status))
+}
+
+// parseRSS reads VmRSS from a /proc/PID/status; 0 when it has none.
+func parseRSS(status string) int64 {
+	for _, line := range strings.Split(status, "\n") {
 		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
 			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
 			return kb << 10

@@ -170,7 +170,7 @@ const (
 	DefaultMaxInflight        = 65536
 	DefaultMaxRequestBytes    = 64 << 20
 	DefaultMaxMemoryMB        = 256
-	MinMaxMemoryMB            = 32
+	MinMaxMemoryMB            = 64
 	DefaultTombstoneGrace     = 10 * time.Minute
 	DefaultHeartbeat          = 250 * time.Millisecond
 	DefaultPhiThreshold       = 8
