@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/troop-lab/troop/internal/procmem"
 	"github.com/troop-lab/troop/resp"
 )
 
@@ -148,7 +149,7 @@ func (w *replyWriter) release() error {
 func (n *Node) memoryInfo() string {
 	var b strings.Builder
 	b.WriteString("\r\n# Memory\r\nused_memory:" + strconv.FormatInt(runtimeHeld(), 10))
-	if rss := processRSS(); rss > 0 {
+	if rss := procmem.RSS(0); rss > 0 {
 		b.WriteString("\r\nused_memory_rss:" + strconv.FormatInt(rss, 10))
 	}
 	b.WriteString("\r\nmaxmemory:" + strconv.FormatInt(int64(n.cfg.MaxMemoryMB)<<20, 10))
@@ -156,26 +157,6 @@ func (n *Node) memoryInfo() string {
 	b.WriteString("\r\ninflight_bytes_limit:" + strconv.FormatInt(n.mem.limit, 10))
 	b.WriteString("\r\nbusy_memory_replies:" + strconv.FormatInt(n.stats.busyMemory.Load(), 10) + "\r\n")
 	return b.String()
-}
-
-// processRSS is the process's resident set in bytes, 0 where /proc has none.
-func processRSS() int64 {
-	status, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	return parseRSS(string(status))
-}
-
-// parseRSS reads VmRSS from a /proc/PID/status; 0 when it has none.
-func parseRSS(status string) int64 {
-	for _, line := range strings.Split(status, "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
 }
 
 // runtimeHeld is the memory the Go runtime holds from the system: what its
@@ -209,7 +190,7 @@ func ManageProcessMemory(ctx context.Context, budgetMB int, log *slog.Logger) {
 	budget := int64(budgetMB) << 20
 	var outside int64 // the most seen: it only grows as more code runs
 	setLimit := func() int64 {
-		outside = max(outside, processRSS()-runtimeHeld())
+		outside = max(outside, procmem.RSS(0)-runtimeHeld())
 		limit := max(budget-outside-budget/limitMargin, budget/2)
 		debug.SetMemoryLimit(limit)
 		return limit

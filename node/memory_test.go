@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/troop-lab/troop/internal/procmem"
 	"github.com/troop-lab/troop/internal/testlab"
 	"github.com/troop-lab/troop/resp"
 	"github.com/troop-lab/troop/topology"
@@ -153,7 +154,7 @@ func TestMemoryBudgetRefusesABurst(t *testing.T) {
 	go func() {
 		defer close(sampled)
 		for {
-			peak = max(peak, rssOf(cmd.Process.Pid))
+			peak = max(peak, procmem.RSS(cmd.Process.Pid))
 			select {
 			case <-stop:
 				return
@@ -231,13 +232,4 @@ func TestMemoryBudgetRefusesABurst(t *testing.T) {
 			}
 		}
 	}
-}
-
-// rssOf is a process's resident set in bytes, 0 once it is gone.
-func rssOf(pid int) int64 {
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0
-	}
-	return parseRSS(string(status))
 }
