@@ -496,5 +496,6 @@ func (n *Node) infoText() string {
 	fmt.Fprintf(&b, "\r\n# Clients\r\nconnected_clients:%d\r\nblocked_clients:%d\r\n", n.stats.connections.Load(), n.stats.blocked.Load())
 	fmt.Fprintf(&b, "\r\n# Stats\r\ntotal_connections_received:%d\r\ninflight_requests:%d\r\nforwarded_requests:%d\r\nbusy_replies:%d\r\nquorum_failures:%d\r\ntimeouts:%d\r\n",
 		n.stats.connsAccepted.Load(), n.inflight.Load(), n.stats.forwarded.Load(), n.stats.busy.Load(), n.stats.quorumFailures.Load(), n.stats.timeouts.Load())
+	b.WriteString(n.memoryInfo())
 	return b.String()
 }

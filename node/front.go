@@ -1,7 +1,6 @@
 package node
 
 import (
-	"bufio"
 	"errors"
 	"io"
 	"net"
@@ -22,6 +21,10 @@ type slot struct {
 	// What to release on completion; nil for replies given at once.
 	conn *connLimit
 	node *atomic.Int64
+	mem  *memBudget
+	cost int64 // the request's bytes counted in mem (memory.go)
+	// reply's bytes counted in mem until the writer has them
+	replyCost int64
 	// conv maps the reply for the client (RESP3, resp3.go); nil for none.
 	conv func([]byte) []byte
 }
@@ -30,7 +33,7 @@ var slotPool = sync.Pool{New: func() any { return &slot{ch: make(chan []byte, 1)
 
 func newSlot() *slot {
 	s := slotPool.Get().(*slot)
-	s.conn, s.node, s.conv = nil, nil, nil
+	s.conn, s.node, s.mem, s.conv = nil, nil, nil, nil
 	return s
 }
 
@@ -42,9 +45,14 @@ func (s *slot) complete(reply []byte) {
 	if s.conv != nil {
 		reply = s.conv(reply)
 	}
+	if s.mem != nil {
+		s.replyCost = int64(len(reply))
+		s.mem.add(s.replyCost)
+	}
 	if s.conn != nil {
 		s.conn.release()
 		s.node.Add(-1)
+		s.mem.give(s.cost)
 	}
 	s.ch <- reply
 }
@@ -57,7 +65,7 @@ func (s *slot) complete(reply []byte) {
 // timeout. The hold starts with one part, the request's handling, which
 // the caller lets go once it has handed the request on.
 func (s *slot) hold() *hold {
-	h := &hold{conn: s.conn, node: s.node}
+	h := &hold{conn: s.conn, node: s.node, mem: s.mem, cost: s.cost}
 	s.conn, s.node = nil, nil // complete no longer releases them
 	h.parts.Store(1)
 	return h
@@ -69,6 +77,8 @@ type hold struct {
 	parts atomic.Int32
 	conn  *connLimit // nil for a request that took no token
 	node  *atomic.Int64
+	mem   *memBudget
+	cost  int64
 }
 
 // add counts k more parts; a nil hold counts nothing.
@@ -83,6 +93,7 @@ func (h *hold) done() {
 	if h != nil && h.parts.Add(-1) == 0 && h.conn != nil {
 		h.conn.release()
 		h.node.Add(-1)
+		h.mem.give(h.cost)
 	}
 }
 
@@ -163,13 +174,10 @@ func (n *Node) serveConn(c net.Conn, maxInflight int, sess *session, handle requ
 		limit.acquire(&b)
 		s := newSlot()
 		queueReply(replies, s, &b)
-		if n.inflight.Load() >= int64(n.cfg.MaxInflight) {
+		if busy := n.admit(s, limit, len(cmd.Raw)); busy != nil {
 			limit.release()
-			n.stats.busy.Add(1)
-			s.complete(resp.AppendError(nil, "BUSY troop: too many requests in flight on this node; retry later"))
+			s.complete(busy)
 		} else {
-			n.inflight.Add(1)
-			s.conn, s.node = limit, &n.inflight
 			handle(cmd, s, sess, &b)
 		}
 		if rd.Buffered() == 0 {
@@ -199,35 +207,30 @@ func queueReply(replies chan<- *slot, s *slot, b *batch) {
 
 // writeReplies writes replies in order, flushing whenever the next reply is
 // not ready yet, so a pipeline's replies leave in as few writes as possible.
+// Its buffer goes back to the pool whenever no reply is queued.
 func writeReplies(c net.Conn, replies <-chan *slot) {
-	bw := bufio.NewWriterSize(c, 64<<10)
-	failed := false
+	w := replyWriter{w: c}
 	for s := range replies {
 		var reply []byte
 		select {
 		case reply = <-s.ch:
 		default:
-			if !failed && bw.Flush() != nil {
-				failed = true
-			}
+			w.flush()
 			reply = <-s.ch
 		}
+		w.write(reply)
+		if s.mem != nil {
+			s.mem.give(s.replyCost)
+		}
 		slotPool.Put(s)
-		if !failed {
-			if _, err := bw.Write(reply); err != nil {
-				failed = true
-			}
+		if len(replies) == 0 {
+			w.release()
 		}
-		if len(replies) == 0 && !failed && bw.Flush() != nil {
-			failed = true
-		}
-		if failed { // keep draining so completions never block
+		if w.err != nil { // keep draining so completions never block
 			c.Close()
 		}
 	}
-	if !failed {
-		bw.Flush()
-	}
+	w.release()
 }
 
 // A batch collects the links a connection sent to while working through its

@@ -88,6 +88,7 @@ type Node struct {
 	readLevel, writeLevel atomic.Int32
 	state                 atomic.Int32
 	inflight              atomic.Int64
+	mem                   memBudget // bytes of requests in flight and unwritten replies (memory.go)
 	stats                 *stats
 
 	// Anti-entropy: its own connections (made on the first pass), one pass
@@ -117,6 +118,7 @@ func New(cfg *topology.Config, log *slog.Logger) (*Node, error) {
 		log:   log,
 		conns: map[net.Conn]struct{}{},
 		stats: newStats(),
+		mem:   memBudget{limit: inflightShare(cfg.MaxMemoryMB)},
 		limits: resp.Limits{
 			MaxBulk: cfg.MaxRequestBytes, MaxFrame: cfg.MaxRequestBytes,
 			MaxElems: resp.DefaultLimits.MaxElems, MaxInline: resp.DefaultLimits.MaxInline, MaxDepth: 1,

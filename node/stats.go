@@ -20,6 +20,7 @@ type stats struct {
 
 	forwarded        atomic.Int64 // requests whose local-rack replica is another node
 	busy             atomic.Int64 // requests refused with -BUSY
+	busyMemory       atomic.Int64 // those of them refused for the memory budget
 	quorumFailures   atomic.Int64
 	readFailovers    atomic.Int64 // DC_ONE reads that went on to another replica
 	scriptlessWrites atomic.Int64 // versioned SETs sent as MSET, the version cache vouching

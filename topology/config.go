@@ -56,6 +56,7 @@ type Config struct {
 	MaxInflightPerConn int           // troop_max_inflight_per_conn, default 1024
 	MaxInflight        int           // troop_max_inflight (per node), default 65536
 	MaxRequestBytes    int           // troop_max_request_bytes, default 64 MiB
+	MaxMemoryMB        int           // troop_max_memory_mb: the node's memory budget in MiB, default 256
 	TombstoneGrace     time.Duration // troop_tombstone_grace_ms, default 10 minutes
 
 	// Failure detection and repair (docs/repair.md).
@@ -168,6 +169,8 @@ const (
 	DefaultMaxInflightPerConn = 1024
 	DefaultMaxInflight        = 65536
 	DefaultMaxRequestBytes    = 64 << 20
+	DefaultMaxMemoryMB        = 256
+	MinMaxMemoryMB            = 64
 	DefaultTombstoneGrace     = 10 * time.Minute
 	DefaultHeartbeat          = 250 * time.Millisecond
 	DefaultPhiThreshold       = 8

@@ -35,7 +35,7 @@ func TestDefaults(t *testing.T) {
 		Servers: []Server{{Addr: "127.0.0.1:6379", Weight: 1}},
 		Timeout: 5000 * time.Millisecond,
 
-		MaxInflightPerConn: 1024, MaxInflight: 65536, MaxRequestBytes: 67108864,
+		MaxInflightPerConn: 1024, MaxInflight: 65536, MaxRequestBytes: 67108864, MaxMemoryMB: 256,
 		TombstoneGrace: 10 * time.Minute,
 		Heartbeat:      250 * time.Millisecond, PhiThreshold: 8,
 		HintedHandoff: true, MaxHintBytes: 256 << 20, ReadRepair: true, RepairKeysPerSec: 1000, Versions: true, VersionCacheKeys: 1 << 20,

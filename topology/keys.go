@@ -225,6 +225,7 @@ var keys = []keySpec{
 	intKey("troop_max_inflight_per_conn", func(c *Config) *int { return &c.MaxInflightPerConn }, 1, DefaultMaxInflightPerConn),
 	intKey("troop_max_inflight", func(c *Config) *int { return &c.MaxInflight }, 1, DefaultMaxInflight),
 	intKey("troop_max_request_bytes", func(c *Config) *int { return &c.MaxRequestBytes }, 1, DefaultMaxRequestBytes),
+	intKey("troop_max_memory_mb", func(c *Config) *int { return &c.MaxMemoryMB }, MinMaxMemoryMB, DefaultMaxMemoryMB),
 	msKey("troop_tombstone_grace_ms", func(c *Config) *time.Duration { return &c.TombstoneGrace }, 1, DefaultTombstoneGrace, false),
 	msKey("troop_heartbeat_ms", func(c *Config) *time.Duration { return &c.Heartbeat }, 10, DefaultHeartbeat, false),
 	intKey("troop_phi_threshold", func(c *Config) *int { return &c.PhiThreshold }, 1, DefaultPhiThreshold),

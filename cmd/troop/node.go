@@ -60,6 +60,7 @@ not implement are rejected with their line number, never ignored.`,
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			go node.ManageProcessMemory(ctx, cfg.MaxMemoryMB, log)
 			return n.Serve(ctx)
 		},
 	}

@@ -55,7 +55,7 @@ func bulkExperiment(ctx context.Context, cfg config, ps *procSet, bins binaries,
 		return err
 	}
 	input := filepath.Join(ps.dir, "bulk.resp")
-	if err := writeBulkSets(input, cfg.Bulk); err != nil {
+	if err := writeBulkSets(input, cfg.Bulk, 0); err != nil {
 		return err
 	}
 	for n := 1; n <= cfg.Rounds; n++ {
@@ -84,8 +84,9 @@ func bulkExperiment(ctx context.Context, cfg config, ps *procSet, bins binaries,
 	return ctx.Err()
 }
 
-// writeBulkSets writes n SETs of new keys, bulk:0 to bulk:n-1, as RESP.
-func writeBulkSets(path string, n int) error {
+// writeBulkSets writes n SETs of new keys, bulk:0 to bulk:n-1, as RESP;
+// key i's value is value:i, padded with x to valueBytes when that is longer.
+func writeBulkSets(path string, n, valueBytes int) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return err
@@ -94,7 +95,11 @@ func writeBulkSets(path string, n int) error {
 	var buf []byte
 	for i := range n {
 		k := "bulk:" + strconv.Itoa(i)
-		buf = resp.AppendCommandStrings(buf[:0], "SET", k, "value:"+strconv.Itoa(i))
+		v := "value:" + strconv.Itoa(i)
+		if len(v) < valueBytes {
+			v += strings.Repeat("x", valueBytes-len(v))
+		}
+		buf = resp.AppendCommandStrings(buf[:0], "SET", k, v)
 		w.Write(buf)
 	}
 	if err := w.Flush(); err != nil {

@@ -46,11 +46,16 @@ type config struct {
 	Repair    bool    `json:"repair"`   // also run the repair experiments
 	Bulk      int     `json:"bulk"`     // SETs of the bulk-load experiment; 0 skips it
 	Commands  int     `json:"commands"` // requests per redis-benchmark test of the commands experiment; 0 skips it
-	AEKeys    int     `json:"ae_keys"`  // keys in the anti-entropy experiment
-	AEDiff    int     `json:"ae_diff"`  // keys made to differ on one replica
-	Quick     bool    `json:"quick"`
-	Out       string  `json:"out"`
-	Pprof     string  `json:"pprof_dir"` // "" = no profiles
+	Memory    bool    `json:"memory"`   // run the memory experiment
+	// MemoryKeys is the keys of the memory experiment's used_memory part; 0 skips it.
+	MemoryKeys  int     `json:"memory_keys"`
+	MemoryLoad  seconds `json:"memory_load_s"`  // the burst's length
+	MemoryAfter seconds `json:"memory_after_s"` // how long RSS is watched after it
+	AEKeys      int     `json:"ae_keys"`        // keys in the anti-entropy experiment
+	AEDiff      int     `json:"ae_diff"`        // keys made to differ on one replica
+	Quick       bool    `json:"quick"`
+	Out         string  `json:"out"`
+	Pprof       string  `json:"pprof_dir"` // "" = no profiles
 
 	ValueSize   int `json:"value_size"`   // fixed: valueSize
 	ReadPercent int `json:"read_percent"` // fixed: readPercent
@@ -84,6 +89,10 @@ func defaultConfig() config {
 		Repair:      true,
 		Bulk:        1_000_000,
 		Commands:    200_000,
+		Memory:      true,
+		MemoryKeys:  1_000_000,
+		MemoryLoad:  seconds(20 * time.Second),
+		MemoryAfter: seconds(30 * time.Second),
 		AEKeys:      1_000_000,
 		AEDiff:      1000,
 		Out:         "perf-store.json",
@@ -118,6 +127,15 @@ func (c *config) applyQuick(set map[string]bool) {
 	if !set["commands"] {
 		c.Commands = 10_000
 	}
+	if !set["memory-keys"] {
+		c.MemoryKeys = 10_000
+	}
+	if !set["memory-load"] {
+		c.MemoryLoad = seconds(2 * time.Second)
+	}
+	if !set["memory-after"] {
+		c.MemoryAfter = seconds(3 * time.Second)
+	}
 }
 
 func (c *config) validate() error {
@@ -141,6 +159,12 @@ func (c *config) validate() error {
 	}
 	if c.Commands < 0 {
 		bad = append(bad, "--commands must not be negative (0 skips the commands experiment)")
+	}
+	if c.MemoryKeys < 0 {
+		bad = append(bad, "--memory-keys must not be negative (0 skips the used_memory part)")
+	}
+	if c.Memory && (c.MemoryLoad <= 0 || c.MemoryAfter <= 0) {
+		bad = append(bad, "--memory-load and --memory-after must be positive")
 	}
 	if c.AEDiff < 1 || c.AEDiff > c.AEKeys {
 		bad = append(bad, "--ae-diff must be 1 to --ae-keys")
@@ -223,7 +247,11 @@ Flags:
 	fs.IntVar(&c.Bulk, "bulk", c.Bulk, "bulk-load experiment: new SETs piped by redis-cli --pipe through nutcracker and through a troop node, interleaved; 0 skips it")
 	fs.IntVar(&c.AEDiff, "ae-diff", c.AEDiff, "anti-entropy experiment: keys made to differ on one replica")
 	fs.IntVar(&c.Commands, "commands", c.Commands, "commands experiment: requests per redis-benchmark test (-t set,get,incr,lpush,hset,sadd,zadd, -P 16) through a one-rack node and direct, interleaved; 0 skips it")
-	fs.BoolVar(&c.Quick, "quick", c.Quick, "smoke run: 1 round, 1s windows, 1000 keys, anti-entropy over 10,000 keys (flags given explicitly still apply)")
+	fs.BoolVar(&c.Memory, "memory", c.Memory, "memory experiment: a troop node's and nutcracker's RSS under redis-benchmark -c 500 -P 64 -t set,get -d 1024 for --memory-load and --memory-after after, then redis-server's used_memory for --memory-keys keys of 1 KiB through a node over direct")
+	fs.IntVar(&c.MemoryKeys, "memory-keys", c.MemoryKeys, "memory experiment: keys of 1 KiB written directly and through a node for redis-server's used_memory; 0 skips that part")
+	fs.DurationVar((*time.Duration)(&c.MemoryLoad), "memory-load", time.Duration(c.MemoryLoad), "memory experiment: how long the burst runs")
+	fs.DurationVar((*time.Duration)(&c.MemoryAfter), "memory-after", time.Duration(c.MemoryAfter), "memory experiment: how long RSS is watched after the burst")
+	fs.BoolVar(&c.Quick, "quick", c.Quick, "smoke run: 1 round, 1s windows, 1000 keys, anti-entropy over 10,000 keys, a 2s memory burst watched 3s after, 10,000 keys for used_memory (flags given explicitly still apply)")
 	fs.StringVar(&c.Out, "out", c.Out, "JSON result file")
 	fs.StringVar(&c.Pprof, "pprof", c.Pprof, "directory for CPU profiles of the troop nodes, taken in an extra unrecorded window per experiment and depth")
 	if err := fs.Parse(args); err != nil {

@@ -31,9 +31,10 @@ type result struct {
 	Notes    []string  `json:"notes"`
 	Error    string    `json:"error,omitempty"` // why the run stopped early
 
-	AntiEntropy *aeResult    `json:"anti_entropy,omitempty"`
-	Bulk        []bulkRun    `json:"bulk,omitempty"`
-	Commands    []commandRun `json:"commands,omitempty"`
+	AntiEntropy *aeResult     `json:"anti_entropy,omitempty"`
+	Bulk        []bulkRun     `json:"bulk,omitempty"`
+	Commands    []commandRun  `json:"commands,omitempty"`
+	Memory      *memoryResult `json:"memory,omitempty"`
 }
 
 // env is what the figures depend on besides the configuration.

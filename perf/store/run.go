@@ -240,6 +240,10 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 		err = commandsExperiment(ctx, cfg, ps, bins, res, out)
 		ps.stopAll()
 	}
+	if err == nil && cfg.Memory {
+		err = memoryExperiment(ctx, cfg, ps, bins, res, out)
+		ps.stopAll()
+	}
 	if err != nil {
 		keepDir = true
 		res.Error = err.Error()
@@ -248,6 +252,7 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 	res.Finished = time.Now().UTC()
 	res.Summary = summarize(res.Rounds)
 	res.Checks = append(append(evaluate(res.Summary), bulkCheck(res.Bulk)...), commandsCheck(res.Commands)...)
+	res.Checks = append(res.Checks, memoryCheck(res.Memory, time.Duration(cfg.MemoryAfter))...)
 	printSummary(out, res)
 	if werr := writeJSON(cfg.Out, res); werr != nil {
 		return errors.Join(err, werr)

@@ -46,14 +46,14 @@ func findBinaries(cfg config) (binaries, error) {
 	if b.nutcracker, err = exec.LookPath("nutcracker"); err != nil {
 		missing = append(missing, "nutcracker (Debian: apt-get install nutcracker)")
 	}
-	if cfg.Anchor || cfg.Commands > 0 {
+	if cfg.Anchor || cfg.Commands > 0 || cfg.Memory {
 		if b.redisBenchmark, err = exec.LookPath("redis-benchmark"); err != nil {
-			missing = append(missing, "redis-benchmark (Debian: apt-get install redis-tools), or run with --anchor=false --commands 0")
+			missing = append(missing, "redis-benchmark (Debian: apt-get install redis-tools), or run with --anchor=false --commands 0 --memory=false")
 		}
 	}
-	if cfg.Bulk > 0 {
+	if cfg.Bulk > 0 || (cfg.Memory && cfg.MemoryKeys > 0) {
 		if b.redisCli, err = exec.LookPath("redis-cli"); err != nil {
-			missing = append(missing, "redis-cli (Debian: apt-get install redis-tools), or run with --bulk 0")
+			missing = append(missing, "redis-cli (Debian: apt-get install redis-tools), or run with --bulk 0 --memory-keys 0")
 		}
 	}
 	if len(missing) > 0 {
