@@ -180,6 +180,9 @@ type Info struct {
 	ProtocolErrors   int64                      `json:"protocol_errors"`
 	Connections      int64                      `json:"client_connections"`
 	Inflight         int64                      `json:"inflight"`
+	AuthFailures     int64                      `json:"auth_failures"`     // AUTH with a wrong user or password
+	AuthRateLimited  int64                      `json:"auth_rate_limited"` // AUTH refused unchecked after too many failures
+	ACLDenied        int64                      `json:"acl_denied"`        // commands refused to a read-only user
 	Links            []LinkInfo                 `json:"links"`
 	Clock            ClockInfo                  `json:"clock"`
 
@@ -228,6 +231,7 @@ func (n *Node) Info() Info {
 		ScriptlessWrites: s.scriptlessWrites.Load(),
 		Timeouts:         s.timeouts.Load(), AsyncFailures: s.asyncFailures.Load(), ProtocolErrors: s.protocolErrors.Load(),
 		Connections: s.connections.Load(), Inflight: n.inflight.Load(),
+		AuthFailures: s.authFailures.Load(), AuthRateLimited: s.authRateLimited.Load(), ACLDenied: s.aclDenied.Load(),
 		Peers: n.peerStates(), PeersMarkedDown: s.peersMarkedDown.Load(),
 		ReadRepairs: s.readRepairs.Load(), ReadRepairsLost: s.readRepairsLost.Load(), ReadWriteBacks: s.readWriteBacks.Load(), DataDir: n.dataDir,
 		PlantedBug: n.cfg.PlantedBug, Clock: n.clockInfo(),
@@ -354,6 +358,9 @@ func (n *Node) serveMetrics(w http.ResponseWriter, r *http.Request) {
 		{"troop_protocol_errors_total", "Client connections closed for malformed RESP.", "counter", info.ProtocolErrors},
 		{"troop_client_connections", "Open client connections.", "gauge", info.Connections},
 		{"troop_inflight", "Requests in progress.", "gauge", info.Inflight},
+		{"troop_auth_failures_total", "AUTH attempts with a wrong user or password.", "counter", info.AuthFailures},
+		{"troop_auth_rate_limited_total", "AUTH attempts refused unchecked after too many failures from the address.", "counter", info.AuthRateLimited},
+		{"troop_acl_denied_total", "Commands refused to a read-only user (NOPERM).", "counter", info.ACLDenied},
 		{"troop_peers_marked_down_total", "Times the failure detector marked a peer down.", "counter", info.PeersMarkedDown},
 		{"troop_hints_pending", "Hinted writes waiting for their peer.", "gauge", info.HintsPending},
 		{"troop_hints_dropped_total", "Hinted writes dropped because their peer's hints were full.", "counter", info.HintsDropped},

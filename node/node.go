@@ -21,6 +21,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	troopclient "github.com/troop-lab/troop/client" // aliased: the tests have a client type
 	"github.com/troop-lab/troop/link"
 	"github.com/troop-lab/troop/node/consistency"
 	"github.com/troop-lab/troop/resp"
@@ -73,6 +74,7 @@ type Node struct {
 	versions *versionCache // nil when writes are unversioned or troop_version_cache_keys is 0
 	blockers blockers      // clients waiting in a blocking pop, by key (blocking.go)
 	limits   resp.Limits
+	auth     *authenticator // nil when clients need no password (auth.go)
 
 	members    []*member
 	localRacks []rackRing   // own rack first, then by name
@@ -126,6 +128,7 @@ func New(cfg *topology.Config, log *slog.Logger) (*Node, error) {
 	n.noVersionQuery = cfg.PlantedBug == topology.BugNoVersionQuery
 	n.noReadWriteBack = cfg.PlantedBug == topology.BugNoReadWriteBack
 	n.noHints = cfg.PlantedBug == topology.BugNoHintedHandoff
+	n.auth = newAuthenticator(cfg)
 	n.readLevel.Store(int32(cfg.ReadConsistency))
 	n.writeLevel.Store(int32(cfg.WriteConsistency))
 	if err := n.buildTopology(); err != nil {
@@ -139,15 +142,9 @@ func New(cfg *topology.Config, log *slog.Logger) (*Node, error) {
 	if cfg.Versions && cfg.VersionCacheKeys > 0 {
 		n.versions = newVersionCache(cfg.VersionCacheKeys)
 	}
-	// A new connection may reach a redis-server that restarted with other
-	// data: what the version cache knows of its versions no longer holds.
-	storeHandshake := func(conn net.Conn, rd *resp.Reader) error {
-		n.versions.forget()
-		return loadScripts(conn, rd)
-	}
 	conns := max(cfg.DatastoreConnections, 1)
 	for i := 0; i < conns; i++ {
-		n.store = append(n.store, link.New("redis", cfg.Servers[0].Addr, cfg.Timeout, storeHandshake))
+		n.store = append(n.store, link.New("redis", cfg.Servers[0].Addr, cfg.Timeout, n.storeHandshake(true)))
 	}
 	for _, m := range n.members {
 		if !m.self {
@@ -161,6 +158,25 @@ func New(cfg *topology.Config, log *slog.Logger) (*Node, error) {
 		return nil, err
 	}
 	return n, nil
+}
+
+// storeHandshake is what a new connection to the redis-server sends first:
+// AUTH when redis_requirepass is set, then troop's scripts. A connection of
+// the request path (forget) may reach a redis-server that restarted with
+// other data: what the version cache knows of its versions no longer holds.
+func (n *Node) storeHandshake(forget bool) link.Handshake {
+	auth := troopclient.Dial{User: n.cfg.RedisUser, Password: n.cfg.RedisPassword}.Handshake()
+	return func(conn net.Conn, rd *resp.Reader) error {
+		if auth != nil {
+			if err := auth(conn, rd); err != nil {
+				return err
+			}
+		}
+		if forget {
+			n.versions.forget()
+		}
+		return loadScripts(conn, rd)
+	}
 }
 
 // buildTopology places this node and its seeds on rings: one per rack of the

@@ -52,6 +52,13 @@ type Config struct {
 	ReadConsistency, WriteConsistency consistency.Level // default DC_ONE
 	Timeout                           time.Duration     // datastore and peer request timeout; default 5000 ms
 
+	// Client authentication, and how the node authenticates to its
+	// redis-server (docs/security.md).
+	RequirePass   string // requirepass: the default user's password; "" = none
+	Users         []User // troop_users: named users, full or read-only
+	RedisUser     string // troop_redis_user: the ACL user for AUTH to redis-server; "" = AUTH with the password alone
+	RedisPassword string // redis_requirepass: the password for AUTH to redis-server; "" = no AUTH
+
 	// troop's own keys.
 	MaxInflightPerConn int           // troop_max_inflight_per_conn, default 1024
 	MaxInflight        int           // troop_max_inflight (per node), default 65536
