@@ -76,6 +76,8 @@ type Node struct {
 	limits   resp.Limits
 	auth     *authenticator // nil when clients need no password (auth.go)
 
+	adminLimiter *failureLimiter // admin requests with a wrong token, per address
+
 	members    []*member
 	localRacks []rackRing   // own rack first, then by name
 	remoteDCs  []rackRing   // one rack per remote datacenter
@@ -129,6 +131,7 @@ func New(cfg *topology.Config, log *slog.Logger) (*Node, error) {
 	n.noReadWriteBack = cfg.PlantedBug == topology.BugNoReadWriteBack
 	n.noHints = cfg.PlantedBug == topology.BugNoHintedHandoff
 	n.auth = newAuthenticator(cfg)
+	n.adminLimiter = newFailureLimiter(authFailureBurst, authFailureRefill, authLimiterHosts)
 	n.readLevel.Store(int32(cfg.ReadConsistency))
 	n.writeLevel.Store(int32(cfg.WriteConsistency))
 	if err := n.buildTopology(); err != nil {
@@ -261,6 +264,9 @@ func (n *Node) Serve(ctx context.Context) error {
 		"listen", front.Addr().String(), "dyn_listen", peers.Addr().String(), "stats_listen", adminLn.Addr().String(),
 		"redis", n.cfg.Servers[0].Addr, "racks", len(n.localRacks), "remote_dcs", len(n.remoteDCs),
 		"read_consistency", n.level(false).String(), "write_consistency", n.level(true).String())
+	if ip, ok := adminLn.Addr().(*net.TCPAddr); ok && !ip.IP.IsLoopback() && n.cfg.AdminToken == "" {
+		n.log.Warn("the admin API listens beyond loopback without troop_admin_token: whoever reaches it can change this node's state and consistency", "stats_listen", adminLn.Addr().String())
+	}
 	if n.cfg.PlantedBug != "" {
 		n.log.Warn("this node runs with a PLANTED BUG, a deliberate defect for testing testers: never use it for real data", "troop_planted_bug", n.cfg.PlantedBug)
 	}

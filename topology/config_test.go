@@ -30,7 +30,7 @@ func TestDefaults(t *testing.T) {
 	want := &Config{
 		Source: "x.yml", Pool: "dyn_o_mite", Name: "localdc-localrack-8102",
 		Datacenter: "localdc", Rack: "localrack",
-		Listen: "127.0.0.1:8102", DynListen: "127.0.0.1:8101", StatsListen: "0.0.0.0:22222",
+		Listen: "127.0.0.1:8102", DynListen: "127.0.0.1:8101", StatsListen: "127.0.0.1:22222",
 		Tokens:  []uint32{0},
 		Servers: []Server{{Addr: "127.0.0.1:6379", Weight: 1}},
 		Timeout: 5000 * time.Millisecond,
@@ -298,8 +298,8 @@ func TestErrors(t *testing.T) {
 			`x.yml:6: stats_listen: 0.0.0.0:8102 overlaps listen 127.0.0.1:8102`},
 		{"derived dyn_listen collides", strings.Replace(base, "127.0.0.1:8102", "127.0.0.1:8101", 1),
 			`x.yml:2: listen: 127.0.0.1:8101 overlaps dyn_listen, which defaults to 127.0.0.1:8101; set dyn_listen`},
-		{"server is listen", strings.Replace(base, "127.0.0.1:6379", "localhost:22222", 1),
-			`x.yml:4: servers: localhost:22222 is this node's own stats_listen address; it must be the redis-server's`},
+		{"server is listen", strings.Replace(base, "127.0.0.1:6379", "127.0.0.1:22222", 1),
+			`x.yml:4: servers: 127.0.0.1:22222 is this node's own stats_listen address; it must be the redis-server's`},
 
 		// Seeds and the ring.
 		{"bad seed", with("  dyn_listen: 127.0.0.1:8101\n  dyn_seeds:\n  - 127.0.0.2:8101:rack2:1\n"),
@@ -577,7 +577,7 @@ func TestMarshalLayout(t *testing.T) {
     - 127.0.0.1:22121:1
   tokens: '1383429731'
   data_store: 0
-  stats_listen: 0.0.0.0:22222
+  stats_listen: 127.0.0.1:22222
   read_consistency: DC_ONE
   write_consistency: DC_ONE
   timeout: 5000

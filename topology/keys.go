@@ -259,6 +259,14 @@ var keys = []keySpec{
 		}
 		return checkUserName(c.RedisUser)
 	}),
+	passwordKey("troop_admin_token", func(c *Config) *string { return &c.AdminToken }, true),
+	withCheck(boolKey("troop_admin_protect_reads", func(c *Config) *bool { return &c.AdminProtectReads }, false), func(c *Config) error {
+		if c.AdminProtectReads && c.AdminToken == "" {
+			return fmt.Errorf("true needs troop_admin_token, the token the read-only endpoints would then want")
+		}
+		return nil
+	}),
+	boolKey("troop_pprof", func(c *Config) *bool { return &c.Pprof }, false),
 	intKey("troop_max_inflight_per_conn", func(c *Config) *int { return &c.MaxInflightPerConn }, 1, DefaultMaxInflightPerConn),
 	intKey("troop_max_inflight", func(c *Config) *int { return &c.MaxInflight }, 1, DefaultMaxInflight),
 	intKey("troop_max_request_bytes", func(c *Config) *int { return &c.MaxRequestBytes }, 1, DefaultMaxRequestBytes),
