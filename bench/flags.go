@@ -59,7 +59,7 @@ func Inapplicable(cfg *Config, given func(flag string) bool, kind string) []stri
 			warn("conns", "with --tls: each worker has a connection of its own to each address")
 		}
 	case TargetTroop, TargetDynomite:
-		for _, f := range []string{"db", "user", "password", "tls"} {
+		for _, f := range []string{"db", "tls"} {
 			warn(f, "to --lab and --cluster: it is for --target (redis-server and the like)")
 		}
 		if kind == TargetDynomite {

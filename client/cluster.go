@@ -32,6 +32,9 @@ type Options struct {
 	// TROOP CONSISTENCY READ|WRITE <level>: DC_ONE, DC_QUORUM or
 	// DC_SAFE_QUORUM. Empty: the node's own levels.
 	ReadLevel, WriteLevel string
+	// Dial authenticates every new connection (AUTH [user] password), for
+	// nodes with requirepass or troop_users. Its DB must be 0.
+	Dial Dial
 }
 
 // Retry is the policy for requests that fail on the way: the node is down,
@@ -84,7 +87,9 @@ func NewCluster(nodes []Node, opts Options) (*Cluster, error) {
 		return nil, err
 	}
 	c := &Cluster{opts: opts, nodes: append([]Node(nil), nodes...)}
-	handshake := consistencyHandshake(opts.ReadLevel, opts.WriteLevel)
+	// Every connect and reconnect authenticates and sets the levels before
+	// any request, so none runs at the node's default level by mistake.
+	handshake := handshake(opts.Dial.setup(opts.ReadLevel, opts.WriteLevel))
 	for _, name := range rackOrder(nodes, opts.DC, opts.Rack) {
 		rk, err := newRackRing(name, inRack(nodes, opts.DC, name))
 		if err != nil {
@@ -109,6 +114,12 @@ func (o Options) withDefaults(nodes []Node) (Options, error) {
 	}
 	if err := connDefaults(&o.ConnsPerNode, &o.Timeout, "node"); err != nil {
 		return o, err
+	}
+	if o.Dial.DB != 0 {
+		return o, fmt.Errorf("client: database %d: a troop cluster has database 0 only", o.Dial.DB)
+	}
+	if o.Dial.TLS != nil {
+		return o, errors.New("client: a Cluster dials plain TCP; TLS to troop nodes is not supported yet")
 	}
 	if o.Retry.Attempts < 0 {
 		return o, fmt.Errorf("client: %d retry attempts: must not be negative", o.Retry.Attempts)
@@ -201,13 +212,6 @@ func minToken(n Node) uint32 {
 		m = min(m, t)
 	}
 	return m
-}
-
-// consistencyHandshake sets the connection's levels before any request,
-// on every connect and reconnect, so a new connection never runs a request
-// at the node's default level by mistake.
-func consistencyHandshake(read, write string) link.Handshake {
-	return handshake(Dial{}.setup(read, write))
 }
 
 // Send queues one command, routed by its key (see Route), and calls done

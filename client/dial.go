@@ -44,6 +44,11 @@ func (d Dial) setup(read, write string) [][]string {
 	return cmds
 }
 
+// Handshake is what a new connection sends first (AUTH, SELECT), for links
+// a program makes itself: the store node's to its redis-server. nil when
+// there is nothing to send.
+func (d Dial) Handshake() link.Handshake { return handshake(d.setup("", "")) }
+
 // handshake runs cmds on a new connection and fails on the first error
 // reply, naming the command (not its arguments: AUTH carries a password).
 func handshake(cmds [][]string) link.Handshake {

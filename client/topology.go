@@ -97,7 +97,7 @@ func FromClusterDescribe(ctx context.Context, adminAddr string) ([]Node, error) 
 // describeOnce asks once. missing lists the nodes without a client address.
 func describeOnce(ctx context.Context, adminAddr string) (nodes []Node, missing []string, err error) {
 	url := "http://" + adminAddr + "/cluster_describe"
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	req, err := NewAdminRequest(ctx, http.MethodGet, url)
 	if err != nil {
 		return nil, nil, fmt.Errorf("cluster_describe at %s: %w", adminAddr, err)
 	}

@@ -164,6 +164,7 @@ func NodeConfig(n Node, all []Node, readConsistency, writeConsistency string) []
 	fmt.Fprintf(&b, "  write_consistency: %s\n", writeConsistency)
 	fmt.Fprintf(&b, "  timeout: %d\n", NodeTimeout.Milliseconds())
 	fmt.Fprintf(&b, "  troop_node_name: %s\n", n.Name)
+	fmt.Fprintf(&b, "  troop_pprof: true\n") // a lab is for measuring: its nodes serve Go's profiler
 	return []byte(b.String())
 }
 

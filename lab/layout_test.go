@@ -115,6 +115,7 @@ func TestNodeConfig(t *testing.T) {
   write_consistency: DC_SAFE_QUORUM
   timeout: 5000
   troop_node_name: dc1-rack1-1
+  troop_pprof: true
 `
 	if got != want {
 		t.Errorf("config:\n%s\nwant:\n%s", got, want)

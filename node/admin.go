@@ -1,13 +1,17 @@
 package node
 
 import (
+	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
+	"net"
 	"net/http"
 	"net/http/pprof"
 	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -17,7 +21,7 @@ import (
 	"github.com/troop-lab/troop/node/consistency"
 )
 
-// adminHandler serves the admin API on stats_listen (docs/store.md):
+// adminHandler serves the admin API on stats_listen (docs/node.md):
 //
 //	GET  /info                          counters and latency, JSON
 //	GET  /metrics                       Prometheus metrics (metrics.go)
@@ -27,19 +31,24 @@ import (
 //	POST /state/{normal|standby|writes_only}, GET /state
 //	POST /repair                        an anti-entropy pass now; its report, JSON
 //	POST /clock/skew?offset=D&rate=R    skew the clock versions come from; 0 and 0 clear it
-//	GET  /ping
-//	GET  /debug/pprof/...               Go's profiler
+//	GET  /ping                          always open
+//	GET  /debug/pprof/...               Go's profiler, with troop_pprof only
 //
-// The setters also accept GET, as Dynomite's do.
+// State changes take POST or PUT only (Dynomite's GET setters would let a
+// crawler or a link change a node) and the bearer token of
+// troop_admin_token when one is set; reads take GET and the token when
+// troop_admin_protect_reads is set (docs/security.md).
 func (n *Node) adminHandler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("/info", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, n.Info()) })
-	mux.Handle("/metrics", n.metricsHandler())
-	mux.HandleFunc("/cluster_describe", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, n.Describe()) })
-	mux.HandleFunc("/get_consistency", func(w http.ResponseWriter, r *http.Request) {
+	read := func(pattern string, h http.HandlerFunc) { mux.Handle(pattern, n.adminGuard(adminRead, h)) }
+	change := func(pattern string, h http.HandlerFunc) { mux.Handle(pattern, n.adminGuard(adminChange, h)) }
+	read("/info", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, n.Info()) })
+	read("/metrics", n.metricsHandler().ServeHTTP)
+	read("/cluster_describe", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, n.Describe()) })
+	read("/get_consistency", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, map[string]string{"read": n.level(false).String(), "write": n.level(true).String()})
 	})
-	mux.HandleFunc("/set_consistency/{op}/{level}", func(w http.ResponseWriter, r *http.Request) {
+	change("/set_consistency/{op}/{level}", func(w http.ResponseWriter, r *http.Request) {
 		l, err := consistency.ParseLevel(r.PathValue("level"))
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
@@ -54,28 +63,24 @@ func (n *Node) adminHandler() http.Handler {
 			http.Error(w, fmt.Sprintf("want /set_consistency/read/LEVEL or /set_consistency/write/LEVEL, got %q", r.PathValue("op")), http.StatusBadRequest)
 			return
 		}
-		n.log.Info("consistency changed", r.PathValue("op"), l.String())
+		n.log.Info("consistency changed", r.PathValue("op"), l.String(), "remote", r.RemoteAddr)
 		writeJSON(w, map[string]string{"read": n.level(false).String(), "write": n.level(true).String()})
 	})
-	mux.HandleFunc("/state/{state}", func(w http.ResponseWriter, r *http.Request) {
+	change("/state/{state}", func(w http.ResponseWriter, r *http.Request) {
 		for i, name := range stateNames {
 			if name == r.PathValue("state") {
 				n.state.Store(int32(i))
-				n.log.Info("state changed", "state", name)
+				n.log.Info("state changed", "state", name, "remote", r.RemoteAddr)
 				writeJSON(w, map[string]string{"state": name})
 				return
 			}
 		}
 		http.Error(w, fmt.Sprintf("unknown state %q: want %s", r.PathValue("state"), strings.Join(stateNames, ", ")), http.StatusBadRequest)
 	})
-	mux.HandleFunc("/state", func(w http.ResponseWriter, r *http.Request) {
+	read("/state", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, map[string]string{"state": stateNames[n.state.Load()]})
 	})
-	mux.HandleFunc("/repair", func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodPost {
-			http.Error(w, "POST /repair runs an anti-entropy pass", http.StatusMethodNotAllowed)
-			return
-		}
+	change("/repair", func(w http.ResponseWriter, r *http.Request) {
 		rep, err := n.AntiEntropy(r.Context())
 		if err != nil {
 			http.Error(w, "anti-entropy pass failed: "+err.Error(), http.StatusInternalServerError)
@@ -84,26 +89,79 @@ func (n *Node) adminHandler() http.Handler {
 		n.log.Info("anti-entropy pass on request", "keys_compared", rep.KeysCompared, "differing", rep.Differing, "repaired", rep.Repaired, "bytes", rep.Bytes, "took", rep.Took)
 		writeJSON(w, rep)
 	})
-	mux.HandleFunc("/clock/skew", func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodPost {
-			w.Header().Set("Allow", http.MethodPost)
-			http.Error(w, "POST /clock/skew?offset=DURATION&rate=R skews the node's clock; offset=0&rate=0 clears it", http.StatusMethodNotAllowed)
-			return
-		}
+	change("/clock/skew", func(w http.ResponseWriter, r *http.Request) {
 		offset, rate, err := parseSkew(r.URL.Query())
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
 		n.clock.setSkew(offset, rate)
-		n.log.Warn("clock skew set", "offset", offset.String(), "rate", rate)
+		n.log.Warn("clock skew set", "offset", offset.String(), "rate", rate, "remote", r.RemoteAddr)
 		writeJSON(w, n.clockInfo())
 	})
 	mux.HandleFunc("/ping", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "pong") })
-	// Go's profiler, for finding where a node spends its time under load.
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	if n.cfg.Pprof {
+		// Go's profiler, for finding where a node spends its time under
+		// load: it costs CPU and shows the node's insides, so it wants the
+		// token whenever one is set.
+		mux.Handle("/debug/pprof/", n.adminGuard(adminProfile, pprof.Index))
+		mux.Handle("/debug/pprof/profile", n.adminGuard(adminProfile, pprof.Profile))
+	}
 	return mux
+}
+
+// What an admin endpoint does, for its guard.
+type adminAccess int
+
+const (
+	adminRead    adminAccess = iota // GET; the token with troop_admin_protect_reads
+	adminChange                     // POST or PUT; the token when one is set
+	adminProfile                    // GET; the token when one is set
+)
+
+// adminGuard lets a request through to h when its method fits what h does
+// and it carries the token h needs. Failed tokens are counted and limited
+// per address, as failed AUTHs are.
+func (n *Node) adminGuard(access adminAccess, h http.HandlerFunc) http.Handler {
+	methods := []string{http.MethodGet, http.MethodHead}
+	if access == adminChange {
+		methods = []string{http.MethodPost, http.MethodPut}
+	}
+	needToken := n.cfg.AdminToken != "" && (access != adminRead || n.cfg.AdminProtectReads)
+	want := passwordHash(n.cfg.AdminToken)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !slices.Contains(methods, r.Method) {
+			w.Header().Set("Allow", strings.Join(methods, ", "))
+			what := "reads the node"
+			if access == adminChange {
+				what = "changes the node"
+			}
+			http.Error(w, fmt.Sprintf("%s %s: method not allowed: %s answers %s only, as it %s", r.Method, r.URL.Path, r.URL.Path, strings.Join(methods, " or "), what), http.StatusMethodNotAllowed)
+			return
+		}
+		if needToken {
+			host, _, _ := net.SplitHostPort(r.RemoteAddr)
+			now := time.Now()
+			if wait := n.adminLimiter.wait(host, now); wait > 0 {
+				n.stats.authRateLimited.Add(1)
+				w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
+				http.Error(w, fmt.Sprintf("too many requests with a wrong token from %s: retry in %v", host, wait.Round(time.Millisecond)), http.StatusTooManyRequests)
+				return
+			}
+			token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+			got := sha256.Sum256([]byte(token))
+			if !ok || subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
+				n.stats.adminAuthFailures.Add(1)
+				if n.adminLimiter.fail(host, now) {
+					n.log.Warn("admin requests with a wrong token from a client address reached the limit; they are refused until it slows down", "remote", host)
+				}
+				w.Header().Set("WWW-Authenticate", `Bearer realm="troop admin"`)
+				http.Error(w, fmt.Sprintf("%s %s needs the admin token (troop_admin_token): send Authorization: Bearer TOKEN", r.Method, r.URL.Path), http.StatusUnauthorized)
+				return
+			}
+		}
+		h(w, r)
+	})
 }
 
 // parseSkew reads offset (a Go duration, signed) and rate (seconds of
@@ -161,27 +219,31 @@ func writeJSON(w http.ResponseWriter, v any) {
 
 // Info is the /info document.
 type Info struct {
-	Name             string                     `json:"name"`
-	Datacenter       string                     `json:"datacenter"`
-	Rack             string                     `json:"rack"`
-	State            string                     `json:"state"`
-	UptimeSeconds    int64                      `json:"uptime_seconds"`
-	ReadConsistency  string                     `json:"read_consistency"`
-	WriteConsistency string                     `json:"write_consistency"`
-	Requests         map[string]map[string]Rate `json:"requests"` // "read"/"write" -> level -> figures
-	Commands         map[string]int64           `json:"commands"`
-	Forwarded        int64                      `json:"forwarded"`
-	Busy             int64                      `json:"busy"`
-	QuorumFailures   int64                      `json:"quorum_failures"`
-	ReadFailovers    int64                      `json:"read_failovers"`
-	ScriptlessWrites int64                      `json:"scriptless_writes"`
-	Timeouts         int64                      `json:"timeouts"`
-	AsyncFailures    int64                      `json:"async_replication_failures"`
-	ProtocolErrors   int64                      `json:"protocol_errors"`
-	Connections      int64                      `json:"client_connections"`
-	Inflight         int64                      `json:"inflight"`
-	Links            []LinkInfo                 `json:"links"`
-	Clock            ClockInfo                  `json:"clock"`
+	Name              string                     `json:"name"`
+	Datacenter        string                     `json:"datacenter"`
+	Rack              string                     `json:"rack"`
+	State             string                     `json:"state"`
+	UptimeSeconds     int64                      `json:"uptime_seconds"`
+	ReadConsistency   string                     `json:"read_consistency"`
+	WriteConsistency  string                     `json:"write_consistency"`
+	Requests          map[string]map[string]Rate `json:"requests"` // "read"/"write" -> level -> figures
+	Commands          map[string]int64           `json:"commands"`
+	Forwarded         int64                      `json:"forwarded"`
+	Busy              int64                      `json:"busy"`
+	QuorumFailures    int64                      `json:"quorum_failures"`
+	ReadFailovers     int64                      `json:"read_failovers"`
+	ScriptlessWrites  int64                      `json:"scriptless_writes"`
+	Timeouts          int64                      `json:"timeouts"`
+	AsyncFailures     int64                      `json:"async_replication_failures"`
+	ProtocolErrors    int64                      `json:"protocol_errors"`
+	Connections       int64                      `json:"client_connections"`
+	Inflight          int64                      `json:"inflight"`
+	AuthFailures      int64                      `json:"auth_failures"`       // AUTH with a wrong user or password
+	AuthRateLimited   int64                      `json:"auth_rate_limited"`   // AUTH or admin requests refused unchecked after too many failures
+	AdminAuthFailures int64                      `json:"admin_auth_failures"` // admin requests with a missing or wrong token
+	ACLDenied         int64                      `json:"acl_denied"`          // commands refused to a read-only user
+	Links             []LinkInfo                 `json:"links"`
+	Clock             ClockInfo                  `json:"clock"`
 
 	// Failure detection and repair (docs/repair.md).
 	Peers           []PeerState `json:"peers"`
@@ -228,7 +290,9 @@ func (n *Node) Info() Info {
 		ScriptlessWrites: s.scriptlessWrites.Load(),
 		Timeouts:         s.timeouts.Load(), AsyncFailures: s.asyncFailures.Load(), ProtocolErrors: s.protocolErrors.Load(),
 		Connections: s.connections.Load(), Inflight: n.inflight.Load(),
-		Peers: n.peerStates(), PeersMarkedDown: s.peersMarkedDown.Load(),
+		AuthFailures: s.authFailures.Load(), AuthRateLimited: s.authRateLimited.Load(), ACLDenied: s.aclDenied.Load(),
+		AdminAuthFailures: s.adminAuthFailures.Load(),
+		Peers:             n.peerStates(), PeersMarkedDown: s.peersMarkedDown.Load(),
 		ReadRepairs: s.readRepairs.Load(), ReadRepairsLost: s.readRepairsLost.Load(), ReadWriteBacks: s.readWriteBacks.Load(), DataDir: n.dataDir,
 		PlantedBug: n.cfg.PlantedBug, Clock: n.clockInfo(),
 	}

@@ -64,7 +64,7 @@ func (n *Node) aeLinks() (store *link.Link, peers map[*member]*link.Link) {
 	n.aeMu.Lock()
 	defer n.aeMu.Unlock()
 	if n.aeStore == nil {
-		n.aeStore = link.New("redis-repair", n.cfg.Servers[0].Addr, aeTimeout, loadScripts)
+		n.aeStore = link.New("redis-repair", n.cfg.Servers[0].Addr, aeTimeout, n.storeHandshake(false))
 		n.aePeers = map[*member]*link.Link{}
 		for _, m := range n.members {
 			if !m.self {

@@ -19,6 +19,7 @@ func (n *Node) serveClient(c net.Conn) {
 	n.stats.connsAccepted.Add(1)
 	defer n.stats.connections.Add(-1)
 	sess := &session{readLevel: -1, writeLevel: -1, closed: make(chan struct{})}
+	sess.remote, _, _ = net.SplitHostPort(c.RemoteAddr().String())
 	n.serveConn(c, n.cfg.MaxInflightPerConn, sess, n.handleClient)
 }
 
@@ -37,6 +38,13 @@ func (n *Node) levelFor(sess *session, write bool) consistency.Level {
 func (n *Node) handleClient(cmd resp.Command, s *slot, sess *session, b *batch) {
 	args := cmd.Args
 	c := lookup(args[0])
+	if reply := n.authorize(c, args, sess); reply != nil {
+		if sess.tx != nil {
+			sess.tx.dirty = true // EXEC then aborts, as in Redis
+		}
+		s.complete(reply)
+		return
+	}
 	if sess.proto == 3 {
 		s.conv = func(reply []byte) []byte { return resp3Reply(c, args, reply) }
 	}
@@ -300,7 +308,7 @@ func (n *Node) local(c *command, args [][]byte, sess *session) []byte {
 		out = resp.AppendBulkString(out, strconv.FormatInt(now.Unix(), 10))
 		return resp.AppendBulkString(out, strconv.Itoa(now.Nanosecond()/1000))
 	case "AUTH":
-		return resp.AppendError(nil, "ERR AUTH <password> called without any password configured for the default user")
+		return n.authCommand(args, sess)
 	case "INFO":
 		return resp.AppendBulkString(nil, n.infoText())
 	case "HELLO":
@@ -497,5 +505,6 @@ func (n *Node) infoText() string {
 	fmt.Fprintf(&b, "\r\n# Stats\r\ntotal_connections_received:%d\r\ninflight_requests:%d\r\nforwarded_requests:%d\r\nbusy_replies:%d\r\nquorum_failures:%d\r\ntimeouts:%d\r\n",
 		n.stats.connsAccepted.Load(), n.inflight.Load(), n.stats.forwarded.Load(), n.stats.busy.Load(), n.stats.quorumFailures.Load(), n.stats.timeouts.Load())
 	b.WriteString(n.memoryInfo())
+	fmt.Fprintf(&b, "acl_access_denied_auth:%d\r\nacl_access_denied_cmd:%d\r\n", n.stats.authFailures.Load()+n.stats.authRateLimited.Load(), n.stats.aclDenied.Load())
 	return b.String()
 }

@@ -129,6 +129,8 @@ type session struct {
 	watches               []*watch      // since the last EXEC, DISCARD or UNWATCH
 	name                  string        // CLIENT SETNAME
 	proto                 int           // RESP version (HELLO); 0 is 2
+	user                  *authUser     // who the connection authenticated as; nil before AUTH (auth.go)
+	remote                string        // the client's address, without the port: failed AUTHs are limited by it
 	closed                chan struct{} // closed when the connection is: blocked commands stop waiting
 }
 

@@ -281,24 +281,21 @@ func TestAdminAPI(t *testing.T) {
 	c.must("SET", "a", "1")
 	c.must("GET", "a")
 	admin := "http://" + tc.nodes[0].cfg.StatsListen
-	get := func(path string, into any) string {
+	do := func(method, path string, into any) string {
 		t.Helper()
-		res, err := http.Get(admin + path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer res.Body.Close()
-		body, _ := io.ReadAll(res.Body)
-		if res.StatusCode != 200 {
-			t.Fatalf("%s: %d %s", path, res.StatusCode, body)
+		code, body := adminCall(t, method, admin+path, "")
+		if code != 200 {
+			t.Fatalf("%s %s: %d %s", method, path, code, body)
 		}
 		if into != nil {
-			if err := json.Unmarshal(body, into); err != nil {
+			if err := json.Unmarshal([]byte(body), into); err != nil {
 				t.Fatalf("%s: %v", path, err)
 			}
 		}
-		return string(body)
+		return body
 	}
+	get := func(path string, into any) string { t.Helper(); return do("GET", path, into) }
+	post := func(path string) { t.Helper(); do("POST", path, nil) }
 	var info Info
 	get("/info", &info)
 	if info.Requests["write"]["DC_ONE"].Count != 1 || info.Requests["read"]["DC_ONE"].Count != 1 || info.Commands["GET"] != 1 {
@@ -318,28 +315,98 @@ func TestAdminAPI(t *testing.T) {
 	if len(nodes) != 3 || nodes[1].Listen != tc.nodes[1].cfg.Listen || !nodes[0].Self {
 		t.Errorf("/cluster_describe: %+v", nodes)
 	}
-	get("/set_consistency/read/dc_safe_quorum", nil)
+	post("/set_consistency/read/dc_safe_quorum")
 	var levels map[string]string
 	get("/get_consistency", &levels)
 	if levels["read"] != "DC_SAFE_QUORUM" || levels["write"] != "DC_ONE" {
 		t.Errorf("/get_consistency after set: %v", levels)
 	}
-	res, _ := http.Get(admin + "/set_consistency/read/ALL")
-	if res.StatusCode != 400 {
-		t.Errorf("bad level: status %d", res.StatusCode)
+	if code, _ := adminCall(t, "POST", admin+"/set_consistency/read/ALL", ""); code != 400 {
+		t.Errorf("bad level: status %d", code)
 	}
-	get("/state/writes_only", nil)
+	post("/state/writes_only")
 	if v := c.do("GET", "a"); !v.IsError() || !contains(string(v.Str), "writes_only") {
 		t.Errorf("GET in writes_only: %s", v)
 	}
 	c.must("SET", "a", "2")
-	get("/state/standby", nil)
+	post("/state/standby")
 	if v := c.do("SET", "a", "3"); !v.IsError() || !contains(string(v.Str), "standby") {
 		t.Errorf("SET in standby: %s", v)
 	}
-	get("/state/normal", nil)
+	post("/state/normal")
 	if got := c.must("GET", "a"); got != "2" {
 		t.Errorf("GET after normal = %q", got)
+	}
+}
+
+// adminCall sends one admin request, with the bearer token when not "",
+// and answers its status and body.
+func adminCall(t *testing.T, method, url, token string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	body, _ := io.ReadAll(res.Body)
+	return res.StatusCode, string(body)
+}
+
+// The admin API changes state by POST or PUT only, with the configured
+// token; reads are open unless protected; pprof is off unless enabled; a
+// wrong token is counted and, repeated, refused unchecked.
+func TestAdminAPISecured(t *testing.T) {
+	const token = "t0ken-for-admin"
+	tc := startCluster(t, clusterOpts{racks: 2, configure: func(c *topology.Config) {
+		c.AdminToken = token
+		if c.Rack == "rack2" {
+			c.AdminProtectReads, c.Pprof = true, true
+		}
+	}})
+	open, closed := "http://"+tc.nodes[0].cfg.StatsListen, "http://"+tc.nodes[1].cfg.StatsListen
+	for _, tt := range []struct {
+		method, url, token string
+		code               int
+		body               string
+	}{
+		{"GET", open + "/state/standby", token, 405, "GET /state/standby: method not allowed: /state/standby answers POST or PUT only"},
+		{"GET", open + "/set_consistency/read/DC_QUORUM", token, 405, "GET /set_consistency/read/DC_QUORUM: method not allowed"},
+		{"DELETE", open + "/repair", token, 405, "DELETE /repair: method not allowed"},
+		{"POST", open + "/state/standby", "", 401, "POST /state/standby needs the admin token (troop_admin_token)"},
+		{"POST", open + "/state/standby", "wrong", 401, "needs the admin token"},
+		{"POST", open + "/state/standby", token, 200, `"standby"`},
+		{"PUT", open + "/state/normal", token, 200, `"normal"`},
+		{"GET", open + "/state", "", 200, `"normal"`},
+		{"GET", open + "/cluster_describe", "", 200, `"dc1-rack1-1"`},
+		{"GET", open + "/debug/pprof/", token, 404, ""},
+		{"POST", open + "/info", token, 405, "POST /info: method not allowed: /info answers GET or HEAD only"},
+		{"GET", closed + "/info", "", 401, "GET /info needs the admin token"},
+		{"GET", closed + "/info", token, 200, `"dc1-rack2-1"`},
+		{"GET", closed + "/ping", "", 200, "pong"},
+		{"GET", closed + "/debug/pprof/", token, 200, "goroutine"},
+		{"GET", closed + "/debug/pprof/", "", 401, ""},
+	} {
+		code, body := adminCall(t, tt.method, tt.url, tt.token)
+		if code != tt.code || !strings.Contains(body, tt.body) {
+			t.Errorf("%s %s (token %q): %d %q, want %d %q", tt.method, tt.url, tt.token, code, body, tt.code, tt.body)
+		}
+	}
+	if got := tc.nodes[0].node.Info().AdminAuthFailures; got != 2 {
+		t.Errorf("admin_auth_failures = %d, want 2", got)
+	}
+	// Past a burst of wrong tokens, even the right one waits.
+	for i := 0; i < authFailureBurst; i++ {
+		adminCall(t, "GET", closed+"/info", "guess")
+	}
+	if code, body := adminCall(t, "GET", closed+"/info", token); code != 429 || !strings.Contains(body, "too many requests with a wrong token from 127.0.0.1") {
+		t.Errorf("after %d wrong tokens: %d %q, want 429", authFailureBurst, code, body)
 	}
 }
 

@@ -61,6 +61,8 @@ type clusterOpts struct {
 	maxInflightPerConn  int
 	maxRequestBytes     int
 	configure           func(*topology.Config) // last word on each node's config
+	redisArgs           []string               // more arguments for each redis-server (--requirepass ...)
+	logTo               io.Writer              // where the nodes log at debug level; nil: nowhere (stderr at warn with -v)
 }
 
 func startCluster(t testing.TB, o clusterOpts) *testCluster {
@@ -96,7 +98,7 @@ func startCluster(t testing.TB, o clusterOpts) *testCluster {
 				if o.configure != nil {
 					o.configure(c)
 				}
-				tn := &testNode{t: t, cfg: c, redis: startRedis(t)}
+				tn := &testNode{t: t, cfg: c, redis: testredis.StartArgs(t, o.redisArgs...)}
 				c.Servers = []topology.Server{{Addr: tn.redis.Addr, Weight: 1}}
 				tc.nodes = append(tc.nodes, tn)
 			}
@@ -112,6 +114,9 @@ func startCluster(t testing.TB, o clusterOpts) *testCluster {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if testing.Verbose() {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	if o.logTo != nil {
+		log = slog.New(slog.NewTextHandler(o.logTo, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	for _, tn := range tc.nodes {
 		tn.log = log

@@ -21,6 +21,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	troopclient "github.com/troop-lab/troop/client" // aliased: the tests have a client type
 	"github.com/troop-lab/troop/link"
 	"github.com/troop-lab/troop/node/consistency"
 	"github.com/troop-lab/troop/resp"
@@ -73,6 +74,9 @@ type Node struct {
 	versions *versionCache // nil when writes are unversioned or troop_version_cache_keys is 0
 	blockers blockers      // clients waiting in a blocking pop, by key (blocking.go)
 	limits   resp.Limits
+	auth     *authenticator // nil when clients need no password (auth.go)
+
+	adminLimiter *failureLimiter // admin requests with a wrong token, per address
 
 	members    []*member
 	localRacks []rackRing    // own rack first, then by name
@@ -129,6 +133,8 @@ func New(cfg *topology.Config, log *slog.Logger) (*Node, error) {
 	n.noVersionQuery = cfg.PlantedBug == topology.BugNoVersionQuery
 	n.noReadWriteBack = cfg.PlantedBug == topology.BugNoReadWriteBack
 	n.noHints = cfg.PlantedBug == topology.BugNoHintedHandoff
+	n.auth = newAuthenticator(cfg)
+	n.adminLimiter = newFailureLimiter(authFailureBurst, authFailureRefill, authLimiterHosts)
 	n.readLevel.Store(int32(cfg.ReadConsistency))
 	n.writeLevel.Store(int32(cfg.WriteConsistency))
 	if err := n.buildTopology(); err != nil {
@@ -142,18 +148,12 @@ func New(cfg *topology.Config, log *slog.Logger) (*Node, error) {
 	if cfg.Versions && cfg.VersionCacheKeys > 0 {
 		n.versions = newVersionCache(cfg.VersionCacheKeys)
 	}
-	// A new connection may reach a redis-server that restarted with other
-	// data: what the version cache knows of its versions no longer holds.
-	storeHandshake := func(conn net.Conn, rd *resp.Reader) error {
-		n.versions.forget()
-		return loadScripts(conn, rd)
-	}
 	// One line when the redis-server becomes unreachable and one when it is
 	// back, whichever of the node's connections to it finds out.
 	n.datastore = newReachability(log.With("redis", cfg.Servers[0].Addr), "datastore unreachable", "datastore reachable")
 	conns := max(cfg.DatastoreConnections, 1)
 	for i := 0; i < conns; i++ {
-		l := link.New("redis", cfg.Servers[0].Addr, cfg.Timeout, storeHandshake)
+		l := link.New("redis", cfg.Servers[0].Addr, cfg.Timeout, n.storeHandshake(true))
 		l.Watch(func(reachable bool, err error) { n.datastore.set(reachable, err) })
 		n.store = append(n.store, l)
 	}
@@ -169,6 +169,25 @@ func New(cfg *topology.Config, log *slog.Logger) (*Node, error) {
 		return nil, err
 	}
 	return n, nil
+}
+
+// storeHandshake is what a new connection to the redis-server sends first:
+// AUTH when redis_requirepass is set, then troop's scripts. A connection of
+// the request path (forget) may reach a redis-server that restarted with
+// other data: what the version cache knows of its versions no longer holds.
+func (n *Node) storeHandshake(forget bool) link.Handshake {
+	auth := troopclient.Dial{User: n.cfg.RedisUser, Password: n.cfg.RedisPassword}.Handshake()
+	return func(conn net.Conn, rd *resp.Reader) error {
+		if auth != nil {
+			if err := auth(conn, rd); err != nil {
+				return err
+			}
+		}
+		if forget {
+			n.versions.forget()
+		}
+		return loadScripts(conn, rd)
+	}
 }
 
 // buildTopology places this node and its seeds on rings: one per rack of the
@@ -253,6 +272,9 @@ func (n *Node) Serve(ctx context.Context) error {
 		"listen", front.Addr().String(), "dyn_listen", peers.Addr().String(), "stats_listen", adminLn.Addr().String(),
 		"redis", n.cfg.Servers[0].Addr, "racks", len(n.localRacks), "remote_dcs", len(n.remoteDCs),
 		"read_consistency", n.level(false).String(), "write_consistency", n.level(true).String())
+	if ip, ok := adminLn.Addr().(*net.TCPAddr); ok && !ip.IP.IsLoopback() && n.cfg.AdminToken == "" {
+		n.log.Warn("the admin API listens beyond loopback without troop_admin_token: whoever reaches it can change this node's state and consistency", "stats_listen", adminLn.Addr().String())
+	}
 	if n.cfg.PlantedBug != "" {
 		n.log.Warn("this node runs with a PLANTED BUG, a deliberate defect for testing testers: never use it for real data", "troop_planted_bug", n.cfg.PlantedBug)
 	}

@@ -143,14 +143,11 @@ func (n *Node) hello(args [][]byte, sess *session) []byte {
 		}
 	}
 	name := sess.name
+	var auth [][]byte // user and password
 	for i := 2; i < len(args); i++ {
 		switch {
 		case strings.EqualFold(string(args[i]), "AUTH") && i+2 < len(args):
-			// No password is configured: the default user, as redis-server's
-			// with nopass, is let in with any password.
-			if string(args[i+1]) != "default" {
-				return resp.AppendError(nil, "WRONGPASS invalid username-password pair or user is disabled.")
-			}
+			auth = args[i+1 : i+3]
 			i += 2
 		case strings.EqualFold(string(args[i]), "SETNAME") && i+1 < len(args):
 			if r := clientCommand([][]byte{[]byte("CLIENT"), []byte("SETNAME"), args[i+1]}, &session{}); r[0] == '-' {
@@ -161,6 +158,15 @@ func (n *Node) hello(args [][]byte, sess *session) []byte {
 		default:
 			return resp.AppendError(nil, "ERR Syntax error in HELLO option '"+printableArg(args[i])+"'")
 		}
+	}
+	// As Redis: options first, then authentication, then the rest.
+	if auth != nil {
+		if reply := n.login(sess, string(auth[0]), string(auth[1])); reply != nil {
+			return reply
+		}
+	}
+	if n.auth != nil && sess.user == nil {
+		return resp.AppendError(nil, helloAuthReply)
 	}
 	sess.proto, sess.name = proto, name
 	var out []byte

@@ -31,6 +31,12 @@ type stats struct {
 	blocked          atomic.Int64 // clients waiting in a blocking pop (INFO's blocked_clients)
 	connsAccepted    atomic.Int64
 
+	authFailures    atomic.Int64 // AUTH and HELLO AUTH with a wrong user or password
+	authRateLimited atomic.Int64 // AUTH refused unchecked: too many failures from the address
+	aclDenied       atomic.Int64 // commands a read-only user may not run (NOPERM)
+
+	adminAuthFailures atomic.Int64 // admin requests without the right token
+
 	peersMarkedDown atomic.Int64 // times the failure detector marked a peer down
 	readRepairs     atomic.Int64 // stale replicas a quorum read wrote its answer to, before or after answering
 	readWriteBacks  atomic.Int64 // quorum reads that wrote their answer back to a quorum before giving it

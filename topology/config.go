@@ -36,7 +36,7 @@ type Config struct {
 
 	Listen      string // host:port of the client (RESP) listener; required
 	DynListen   string // host:port of the peer listener; required with dyn_seeds, else "<listen host>:8101"
-	StatsListen string // host:port of the admin HTTP listener; default "0.0.0.0:22222"
+	StatsListen string // host:port of the admin HTTP listener; default "127.0.0.1:22222"
 
 	Seeds   []Seed   // dyn_seeds: the other nodes of the cluster
 	Tokens  []uint32 // this node's tokens on the 32-bit ring; required
@@ -51,6 +51,18 @@ type Config struct {
 
 	ReadConsistency, WriteConsistency consistency.Level // default DC_ONE
 	Timeout                           time.Duration     // datastore and peer request timeout; default 5000 ms
+
+	// Client authentication, and how the node authenticates to its
+	// redis-server (docs/security.md).
+	RequirePass   string // requirepass: the default user's password; "" = none
+	Users         []User // troop_users: named users, full or read-only
+	RedisUser     string // troop_redis_user: the ACL user for AUTH to redis-server; "" = AUTH with the password alone
+	RedisPassword string // redis_requirepass: the password for AUTH to redis-server; "" = no AUTH
+
+	// The admin API (docs/security.md).
+	AdminToken        string // troop_admin_token: the bearer token that state changes need; "" = none
+	AdminProtectReads bool   // troop_admin_protect_reads: the read-only endpoints need the token too
+	Pprof             bool   // troop_pprof: serve Go's profiler under /debug/pprof/
 
 	// troop's own keys.
 	MaxInflightPerConn int           // troop_max_inflight_per_conn, default 1024
@@ -164,7 +176,7 @@ const (
 	DefaultDatacenter         = "localdc"
 	DefaultRack               = "localrack"
 	DefaultDynPort            = "8101"
-	DefaultStatsListen        = "0.0.0.0:22222"
+	DefaultStatsListen        = "127.0.0.1:22222" // loopback: Dynomite's 0.0.0.0 opened the admin API to the network
 	DefaultTimeout            = 5000 * time.Millisecond
 	DefaultMaxInflightPerConn = 1024
 	DefaultMaxInflight        = 65536

@@ -30,7 +30,7 @@ func TestDefaults(t *testing.T) {
 	want := &Config{
 		Source: "x.yml", Pool: "dyn_o_mite", Name: "localdc-localrack-8102",
 		Datacenter: "localdc", Rack: "localrack",
-		Listen: "127.0.0.1:8102", DynListen: "127.0.0.1:8101", StatsListen: "0.0.0.0:22222",
+		Listen: "127.0.0.1:8102", DynListen: "127.0.0.1:8101", StatsListen: "127.0.0.1:22222",
 		Tokens:  []uint32{0},
 		Servers: []Server{{Addr: "127.0.0.1:6379", Weight: 1}},
 		Timeout: 5000 * time.Millisecond,
@@ -167,10 +167,25 @@ func TestErrors(t *testing.T) {
 			`x.yml:6: redis: false (Memcached) is not supported by troop yet (only true, Redis)`},
 		{"gossip", with("  enable_gossip: true\n"),
 			`x.yml:6: enable_gossip: true is not supported by troop yet (troop has no gossip: list every other node in dyn_seeds)`},
-		{"password not echoed", with("  redis_requirepass: hunter2\n"),
-			`x.yml:6: redis_requirepass: not supported by troop yet (troop connects to redis-server without AUTH)`},
-		{"old password key", with("  requirepass: hunter2\n"),
-			`x.yml:6: requirepass: not supported by troop yet (troop connects to redis-server without AUTH)`},
+		// Passwords are never echoed.
+		{"password with a space", with("  requirepass: 'hunter 2'\n"),
+			`x.yml:6: requirepass: has an unprintable or space character (at byte 6)`},
+		{"bad hash", with("  requirepass: '#abc'\n"),
+			`x.yml:6: requirepass: starts with '#' but is not '#' and the 64 hex digits of a SHA-256 (sha256sum of the password)`},
+		{"user entry", with("  troop_users: [alice-hunter2]\n"),
+			`x.yml:6: troop_users: an entry is not NAME:ACCESS:PASSWORD (ACCESS is full or readonly)`},
+		{"user access", with("  troop_users: ['alice:admin:hunter2']\n"),
+			`x.yml:6: troop_users: user alice: access "admin": want full or readonly`},
+		{"user password", with("  troop_users: ['alice:full:']\n"),
+			`x.yml:6: troop_users: user alice: password is empty`},
+		{"user name", with("  troop_users: [' :full:hunter2']\n"),
+			`x.yml:6: troop_users: user name " " has ' '; use printable ASCII without spaces or ':'`},
+		{"user twice", with("  troop_users: ['a:full:x1', 'a:readonly:x2']\n"),
+			`x.yml:6: troop_users: user a is listed twice`},
+		{"default twice", with("  requirepass: x1\n  troop_users: ['default:readonly:x2']\n"),
+			`x.yml:7: troop_users: user default is listed and requirepass is set: set the default user's password in one place`},
+		{"redis user alone", with("  troop_redis_user: node\n"),
+			`x.yml:6: troop_redis_user: node is set without redis_requirepass, the password to give with it`},
 		{"hash tag of one character", with("  hash_tag: \"{\"\n"),
 			`x.yml:6: hash_tag: "{" is not two printable ASCII characters, the start and the end of a key's tag (for example "{}")`},
 		{"hash tag of three", with("  hash_tag: \"{}}\"\n"),
@@ -283,8 +298,8 @@ func TestErrors(t *testing.T) {
 			`x.yml:6: stats_listen: 0.0.0.0:8102 overlaps listen 127.0.0.1:8102`},
 		{"derived dyn_listen collides", strings.Replace(base, "127.0.0.1:8102", "127.0.0.1:8101", 1),
 			`x.yml:2: listen: 127.0.0.1:8101 overlaps dyn_listen, which defaults to 127.0.0.1:8101; set dyn_listen`},
-		{"server is listen", strings.Replace(base, "127.0.0.1:6379", "localhost:22222", 1),
-			`x.yml:4: servers: localhost:22222 is this node's own stats_listen address; it must be the redis-server's`},
+		{"server is listen", strings.Replace(base, "127.0.0.1:6379", "127.0.0.1:22222", 1),
+			`x.yml:4: servers: 127.0.0.1:22222 is this node's own stats_listen address; it must be the redis-server's`},
 
 		// Seeds and the ring.
 		{"bad seed", with("  dyn_listen: 127.0.0.1:8101\n  dyn_seeds:\n  - 127.0.0.2:8101:rack2:1\n"),
@@ -448,6 +463,14 @@ func TestAccepted(t *testing.T) {
 		{"no planted bug", with("  troop_planted_bug: none\n"), func(t *testing.T, c *Config) {
 			eq(t, "PlantedBug", c.PlantedBug, "")
 		}},
+		{"passwords and users", with("  requirepass: 'p:w'\n  redis_requirepass: rp\n  troop_redis_user: troop\n  troop_users:\n  - 'alice:full:a:b'\n  - 'bob:readonly:#5e884898da28047151d0e56f8dc6292773603d0d6aabbdd62a11ef721d1542d8'\n"), func(t *testing.T, c *Config) {
+			eq(t, "RequirePass", c.RequirePass, "p:w")
+			eq(t, "RedisPassword", c.RedisPassword, "rp")
+			eq(t, "RedisUser", c.RedisUser, "troop")
+			eq(t, "Users", c.Users, []User{{Name: "alice", Access: AccessFull, Password: "a:b"},
+				{Name: "bob", Access: AccessReadOnly, Password: "#5e884898da28047151d0e56f8dc6292773603d0d6aabbdd62a11ef721d1542d8"}})
+			eq(t, "AuthRequired", c.AuthRequired(), true)
+		}},
 		{"server_connections", with("  server_connections: 4\n  server_failure_limit: 2\n  auto_eject_hosts: false\n"), func(t *testing.T, c *Config) {
 			eq(t, "ServerConnections", c.ServerConnections, 4)
 			eq(t, "ServerFailureLimit", c.ServerFailureLimit, 2)
@@ -554,7 +577,7 @@ func TestMarshalLayout(t *testing.T) {
     - 127.0.0.1:22121:1
   tokens: '1383429731'
   data_store: 0
-  stats_listen: 0.0.0.0:22222
+  stats_listen: 127.0.0.1:22222
   read_consistency: DC_ONE
   write_consistency: DC_ONE
   timeout: 5000

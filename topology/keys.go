@@ -200,10 +200,14 @@ var keys = []keySpec{
 	textKey("recon_iv_file", func(c *Config) *string { return &c.ReconIVFile }),
 
 	// Dynomite keys whose every value changes behaviour troop lacks.
-	rejectKey("conn_msg_rate", true, "troop does not rate-limit connections"),
-	rejectKey("dyn_secure_listen", true, "troop does not encrypt peer traffic"),
-	rejectKey("redis_requirepass", false, "troop connects to redis-server without AUTH"),
-	rejectKey("requirepass", false, "troop connects to redis-server without AUTH"),
+	rejectKey("conn_msg_rate", "troop does not rate-limit connections"),
+	rejectKey("dyn_secure_listen", "troop does not encrypt peer traffic"),
+
+	// Passwords (docs/security.md): requirepass is the default user's, as
+	// in Redis; redis_requirepass is the one the node gives its own
+	// redis-server, as in Dynomite.
+	passwordKey("requirepass", func(c *Config) *string { return &c.RequirePass }, true),
+	passwordKey("redis_requirepass", func(c *Config) *string { return &c.RedisPassword }, false),
 
 	// troop's own keys.
 	{
@@ -222,6 +226,47 @@ var keys = []keySpec{
 			return strNode(c.Name)
 		},
 	},
+	{
+		name: "troop_users", list: true,
+		set: func(c *Config, v value) error {
+			for _, it := range v.items {
+				u, err := parseUser(it.text)
+				if err != nil {
+					return atLine(it.line, err.Error())
+				}
+				c.Users = append(c.Users, u)
+			}
+			return nil
+		},
+		check: checkUsers,
+		emit: func(c *Config) *yaml.Node {
+			if len(c.Users) == 0 {
+				return nil
+			}
+			ss := make([]string, len(c.Users))
+			for i, u := range c.Users {
+				ss[i] = u.String()
+			}
+			return seqNode(ss)
+		},
+	},
+	withCheck(textKey("troop_redis_user", func(c *Config) *string { return &c.RedisUser }), func(c *Config) error {
+		switch {
+		case c.RedisUser == "":
+			return nil
+		case c.RedisPassword == "":
+			return fmt.Errorf("%s is set without redis_requirepass, the password to give with it", c.RedisUser)
+		}
+		return checkUserName(c.RedisUser)
+	}),
+	passwordKey("troop_admin_token", func(c *Config) *string { return &c.AdminToken }, true),
+	withCheck(boolKey("troop_admin_protect_reads", func(c *Config) *bool { return &c.AdminProtectReads }, false), func(c *Config) error {
+		if c.AdminProtectReads && c.AdminToken == "" {
+			return fmt.Errorf("true needs troop_admin_token, the token the read-only endpoints would then want")
+		}
+		return nil
+	}),
+	boolKey("troop_pprof", func(c *Config) *bool { return &c.Pprof }, false),
 	intKey("troop_max_inflight_per_conn", func(c *Config) *int { return &c.MaxInflightPerConn }, 1, DefaultMaxInflightPerConn),
 	intKey("troop_max_inflight", func(c *Config) *int { return &c.MaxInflight }, 1, DefaultMaxInflight),
 	intKey("troop_max_request_bytes", func(c *Config) *int { return &c.MaxRequestBytes }, 1, DefaultMaxRequestBytes),
@@ -461,16 +506,35 @@ func onlyKey(name, only string) keySpec {
 	}
 }
 
-// rejectKey is a Dynomite key troop refuses whatever its value. Secrets are
-// not echoed back.
-func rejectKey(name string, echo bool, why string) keySpec {
+// rejectKey is a Dynomite key troop refuses whatever its value.
+func rejectKey(name string, why string) keySpec {
 	return keySpec{
 		name: name,
 		set: func(c *Config, v value) error {
-			if echo {
-				return fmt.Errorf("%q is not supported by troop yet (%s)", v.text, why)
+			return fmt.Errorf("%q is not supported by troop yet (%s)", v.text, why)
+		},
+	}
+}
+
+// passwordKey is a password; "" is none. Its errors never quote it. hashOK
+// accepts a "#"-prefixed SHA-256 in its place, for a password troop checks
+// rather than sends.
+func passwordKey(name string, field func(*Config) *string, hashOK bool) keySpec {
+	check := func(c *Config) error {
+		if *field(c) == "" {
+			return nil
+		}
+		return checkPassword(*field(c), hashOK)
+	}
+	return keySpec{
+		name:  name,
+		set:   func(c *Config, v value) error { *field(c) = v.text; return check(c) },
+		check: check,
+		emit: func(c *Config) *yaml.Node {
+			if *field(c) == "" {
+				return nil
 			}
-			return fmt.Errorf("not supported by troop yet (%s)", why)
+			return strNode(*field(c))
 		},
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/troop-lab/troop/chaos"
+	"github.com/troop-lab/troop/client"
 )
 
 // clockSkew sets the skew of the troop node's clock, the one its versions
@@ -70,7 +71,7 @@ func SetSkew(ctx context.Context, n Node, offset time.Duration, rate float64) er
 	ctx, cancel := context.WithTimeout(ctx, skewTimeout)
 	defer cancel()
 	q := url.Values{"offset": {offset.String()}, "rate": {strconv.FormatFloat(rate, 'g', -1, 64)}}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+n.Admin+"/clock/skew?"+q.Encode(), nil)
+	req, err := client.NewAdminRequest(ctx, http.MethodPost, "http://"+n.Admin+"/clock/skew?"+q.Encode())
 	if err != nil {
 		return fmt.Errorf("clock-skew: %s: %w", n.ID, err)
 	}

@@ -214,15 +214,16 @@ func benchTarget(ctx context.Context, targets, labDir, clusterAddr string, clien
 		kind, level = bench.TargetDynomite, ""
 		client.SetDynomitePort(nodes, clientPort)
 	}
+	auth := client.Dial{User: cfg.User, Password: cfg.Password}
 	t, err := bench.NewClusterTarget(nodes, "", client.Options{ConnsPerNode: cfg.Conns, Timeout: cfg.Timeout,
-		ReadLevel: level, WriteLevel: level})
+		ReadLevel: level, WriteLevel: level, Dial: auth})
 	if err != nil {
 		return nil, "", err
 	}
 	// Reach every node once, so a dead cluster fails here, naming the node.
 	ping := [][]byte{[]byte("PING")}
 	for _, n := range nodes {
-		c, err := client.NewPlain([]string{n.Addr}, client.PlainOptions{Timeout: cfg.Timeout})
+		c, err := client.NewPlain([]string{n.Addr}, client.PlainOptions{Timeout: cfg.Timeout, Dial: auth})
 		if err == nil {
 			_, err = c.Do(ctx, ping...)
 			c.Close()

@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/troop-lab/troop/client"
 	"github.com/troop-lab/troop/lab"
 	"github.com/troop-lab/troop/node"
 )
@@ -118,7 +119,7 @@ func repairTargets(nodes []lab.NodeStatus) []string {
 
 func runRepair(ctx context.Context, admin string) (node.RepairReport, error) {
 	var rep node.RepairReport
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+admin+"/repair", nil)
+	req, err := client.NewAdminRequest(ctx, http.MethodPost, "http://"+admin+"/repair")
 	if err != nil {
 		return rep, fmt.Errorf("repair: --node %q: %w", admin, err)
 	}

@@ -229,6 +229,7 @@ func nodeConfig(name, rack, redisAddr string) (*topology.Config, error) {
 	c.Servers = []topology.Server{{Addr: redisAddr, Weight: 1}}
 	c.Tokens = []uint32{0}
 	c.ReadConsistency, c.WriteConsistency = consistency.DCOne, consistency.DCOne
+	c.Pprof = true // --pprof profiles the nodes
 	return c, nil
 }
 
