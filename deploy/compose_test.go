@@ -82,6 +82,7 @@ func composeMembers(t *testing.T, path string) []member {
 // The image runs the Compose file's 3-rack cluster, which passes the
 // quorum checks.
 func TestComposeClusterServesQuorum(t *testing.T) {
+	t.Parallel() // the two clusters start at once: most of the time is the engine's
 	image := testImage(t)
 	members := composeMembers(t, "compose/docker-compose.yml")
 	if len(members) != 3 {

@@ -369,6 +369,7 @@ func podMembers(t *testing.T, dir string) []member {
 // network that names them as the cluster's DNS would, pass the quorum
 // checks: the configs, args and environment the manifests give a pod run.
 func TestKubernetesPodsServeQuorumInDocker(t *testing.T) {
+	t.Parallel() // the two clusters start at once: most of the time is the engine's
 	image := testImage(t)
 	checkQuorum(t, startCluster(t, image, podMembers(t, "k8s")))
 }
