@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -60,6 +62,42 @@ var blockingSpecs = map[string]blockingSpec{
 	"BZMPOP":     {pop: "ZMPOP", probe: "ZCARD", timeoutAt: 1},
 }
 
+// badOptions is Redis's error for the options of a blocking command that
+// Redis refuses before it blocks (a wrong direction, a count), or "": the
+// node waits before it runs the pop that would refuse them.
+func (s blockingSpec) badOptions(args [][]byte, keys int) string {
+	var where [][]byte
+	var ends []string
+	switch s.pop {
+	case "LMOVE": // BLMOVE src dst LEFT|RIGHT LEFT|RIGHT timeout
+		where, ends = args[3:5], []string{"LEFT", "RIGHT"}
+	case "LMPOP", "ZMPOP": // timeout numkeys key... LEFT|RIGHT|MIN|MAX [COUNT n]
+		rest := args[3+keys:]
+		if len(rest) == 0 {
+			return "ERR syntax error"
+		}
+		where, ends = rest[:1], []string{"LEFT", "RIGHT"}
+		if s.pop == "ZMPOP" {
+			ends = []string{"MIN", "MAX"}
+		}
+		switch {
+		case len(rest) == 1:
+		case len(rest) == 3 && strings.EqualFold(string(rest[1]), "COUNT"):
+			if n, err := strconv.ParseInt(string(rest[2]), 10, 64); err != nil || n <= 0 {
+				return "ERR count should be greater than 0"
+			}
+		default:
+			return "ERR syntax error"
+		}
+	}
+	for _, w := range where {
+		if !slices.ContainsFunc(ends, func(e string) bool { return strings.EqualFold(e, string(w)) }) {
+			return "ERR syntax error"
+		}
+	}
+	return ""
+}
+
 // timeoutIndex is the index of the timeout in args.
 func (s blockingSpec) timeoutIndex(args [][]byte) int {
 	if s.timeoutAt < 0 {
@@ -102,6 +140,9 @@ func parseBlockingTimeout(a []byte) (time.Duration, string) {
 func (n *Node) blocking(tr *trace, level consistency.Level, c *command, keys, args [][]byte, sess *session, h *hold, done replyFunc) {
 	spec := blockingSpecs[c.name]
 	timeout, bad := parseBlockingTimeout(args[spec.timeoutIndex(args)])
+	if bad == "" {
+		bad = spec.badOptions(args, len(keys))
+	}
 	if bad != "" {
 		done(resp.AppendError(nil, bad))
 		return
@@ -139,6 +180,7 @@ type blockedWait struct {
 	done     replyFunc
 	deadline time.Time // zero: none
 	interval time.Duration
+	looked   bool          // a look ended with nothing to pop: the client blocks
 	wake     chan struct{} // a write through this node touched one of the keys
 	// turns are the writes waiting for this wait to look again (guarded
 	// by the blockers' lock); looking, those the look under way answers.
@@ -163,7 +205,13 @@ func (w *blockedWait) lookFrom(i int) {
 	w.n.read(nil, consistency.DCOne, [][]byte{key}, [][]byte{[]byte(w.spec.probe), key}, nil, func(reply []byte) {
 		v, err := resp.Parse(reply)
 		if err != nil || v.IsError() {
-			w.finish(reply) // WRONGTYPE, say: Redis answers it at once too
+			if w.looked && v.IsError() && strings.HasPrefix(string(v.Str), "WRONGTYPE") {
+				// A key that became another type while the client waited:
+				// Redis only wakes its clients for a list (or sorted set).
+				w.lookFrom(i + 1)
+				return
+			}
+			w.finish(reply) // WRONGTYPE at the start, say: Redis answers it at once too
 			return
 		}
 		if v.Int == 0 || !w.n.blockers.first(key, w) {
@@ -212,6 +260,7 @@ func (w *blockedWait) pop(key []byte) {
 // wait looks again after the interval, at a wake-up, or not at all once
 // the deadline passed or the connection closed.
 func (w *blockedWait) wait() {
+	w.looked = true
 	w.n.blockers.endLook(w)
 	d := w.interval
 	w.interval = min(2*w.interval, blockingPollMax)

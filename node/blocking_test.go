@@ -249,3 +249,41 @@ func TestBlockingPopsInsideMulti(t *testing.T) {
 		t.Errorf("EXEC after a bad timeout: %s", v)
 	}
 }
+
+// As Redis: options a blocking pop would refuse are refused before it
+// blocks, and a key that becomes another type while a client waits on it
+// leaves the client waiting.
+func TestBlockingPopsAsRedisDoes(t *testing.T) {
+	tc := startCluster(t, clusterOpts{racks: 3, configure: func(c *topology.Config) { c.HashTag = "{}" }})
+	c := tc.client(0, "DC_QUORUM")
+	for _, bad := range [][]string{
+		{"BZMPOP", "1", "1", "{r}z", "bad_where"},
+		{"BLMPOP", "1", "1", "{r}l", "LEFT", "COUNT", "0"},
+		{"BLMPOP", "1", "1", "{r}l", "LEFT", "COUNT"},
+		{"BLMOVE", "{r}a", "{r}b", "UP", "LEFT", "1"},
+	} {
+		if v := c.do(bad...); !v.IsError() || !strings.HasPrefix(string(v.Str), "ERR") {
+			t.Errorf("%v: %s, want an error at once", bad, v)
+		}
+	}
+	got := make(chan resp.Value, 1)
+	blocked := tc.client(0, "DC_QUORUM")
+	go func() { got <- blocked.do("BLPOP", "{r}k", "5") }()
+	eventually(t, 5*time.Second, func() string {
+		if n := tc.nodes[0].node.stats.blocked.Load(); n != 1 {
+			return fmt.Sprintf("%d clients blocked, want 1", n)
+		}
+		return ""
+	})
+	c.must("MULTI")
+	c.must("LPUSH", "{r}k", "a")
+	c.must("DEL", "{r}k")
+	c.must("SET", "{r}k", "string")
+	c.do("EXEC")
+	time.Sleep(100 * time.Millisecond) // looks at the key, a string now
+	c.must("DEL", "{r}k")
+	c.must("LPUSH", "{r}k", "b")
+	if v := <-got; v.String() != `["{r}k" "b"]` {
+		t.Errorf("BLPOP on a key that was a string for a while: %s, want [{r}k b]", v)
+	}
+}
