@@ -18,7 +18,7 @@ import (
 	"github.com/troop-lab/troop/resp"
 )
 
-// The node's memory is bounded three ways (docs/node.md#memory):
+// The node's memory is bounded three ways (docs/store.md#limits-and-backpressure):
 //
 //   - requests in flight and replies not yet written are counted in bytes
 //     against a share of troop_max_memory_mb, and a request that would pass
@@ -149,7 +149,7 @@ func (w *replyWriter) release() error {
 func (n *Node) memoryInfo() string {
 	var b strings.Builder
 	b.WriteString("\r\n# Memory\r\nused_memory:" + strconv.FormatInt(runtimeHeld(), 10))
-	if rss := procmem.RSS(0); rss > 0 {
+	if rss := procmem.Read(0).Total; rss > 0 {
 		b.WriteString("\r\nused_memory_rss:" + strconv.FormatInt(rss, 10))
 	}
 	b.WriteString("\r\nmaxmemory:" + strconv.FormatInt(int64(n.cfg.MaxMemoryMB)<<20, 10))
@@ -190,7 +190,7 @@ func ManageProcessMemory(ctx context.Context, budgetMB int, log *slog.Logger) {
 	budget := int64(budgetMB) << 20
 	var outside int64 // the most seen: it only grows as more code runs
 	setLimit := func() int64 {
-		outside = max(outside, procmem.RSS(0)-runtimeHeld())
+		outside = max(outside, procmem.Read(0).Total-runtimeHeld())
 		limit := max(budget-outside-budget/limitMargin, budget/2)
 		debug.SetMemoryLimit(limit)
 		return limit

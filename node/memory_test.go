@@ -154,7 +154,7 @@ func TestMemoryBudgetRefusesABurst(t *testing.T) {
 	go func() {
 		defer close(sampled)
 		for {
-			peak = max(peak, procmem.RSS(cmd.Process.Pid))
+			peak = max(peak, procmem.Read(cmd.Process.Pid).Total)
 			select {
 			case <-stop:
 				return

@@ -30,10 +30,16 @@ type burstRun struct {
 	Target  string `json:"target"` // "troop-node" or "nutcracker"
 	Command string `json:"command"`
 	// Bytes: before the load, the most during the load and after, and at
-	// the end of the after window.
-	StartRSS int64 `json:"start_rss"`
-	PeakRSS  int64 `json:"peak_rss"`
-	EndRSS   int64 `json:"end_rss"`
+	// the end of the after window; at the start and the end also split
+	// into the process's own memory (anon) and the pages of files it maps
+	// (file: its executable's, shared page cache).
+	StartRSS  int64 `json:"start_rss"`
+	StartAnon int64 `json:"start_rss_anon"`
+	StartFile int64 `json:"start_rss_file"`
+	PeakRSS   int64 `json:"peak_rss"`
+	EndRSS    int64 `json:"end_rss"`
+	EndAnon   int64 `json:"end_rss_anon"`
+	EndFile   int64 `json:"end_rss_file"`
 	// SettledAfter is how long after the load the RSS first fell under
 	// settledRSS, in seconds; -1 when it did not within the window.
 	SettledAfter float64 `json:"settled_after_s"`
@@ -120,8 +126,9 @@ func memoryExperiment(ctx context.Context, cfg config, ps *procSet, bins binarie
 			r.BusyReplies, r.BusyMemoryReplies = infoField(string(info.Str), "busy_replies"), infoField(string(info.Str), "busy_memory_replies")
 		}
 		res.Memory.Bursts = append(res.Memory.Bursts, r)
-		fmt.Fprintf(log, "memory  %-10s  RSS %s at start, peak %s, %s after %v (under %s after %s)  busy %d\n", t.name,
-			mib(r.StartRSS), mib(r.PeakRSS), mib(r.EndRSS), time.Duration(cfg.MemoryAfter), mib(settledRSS), settled(r.SettledAfter), r.BusyReplies)
+		fmt.Fprintf(log, "memory  %-10s  RSS %s at start (anon %s, file %s), peak %s, %s after %v (anon %s, file %s; under %s after %s)  busy %d\n", t.name,
+			mib(r.StartRSS), mib(r.StartAnon), mib(r.StartFile), mib(r.PeakRSS), mib(r.EndRSS), time.Duration(cfg.MemoryAfter),
+			mib(r.EndAnon), mib(r.EndFile), mib(settledRSS), settled(r.SettledAfter), r.BusyReplies)
 	}
 	ps.stopAll()
 	if cfg.MemoryKeys == 0 {
@@ -142,7 +149,9 @@ func burst(ctx context.Context, cfg config, redisBenchmark, addr string, pid int
 	host, port, _ := net.SplitHostPort(addr)
 	args := []string{"-c", strconv.Itoa(burstConns), "-P", strconv.Itoa(burstDepth),
 		"-t", "set,get", "-d", strconv.Itoa(burstValue), "-n", "100000000", "-q"}
-	r := burstRun{Command: "redis-benchmark " + strings.Join(args, " "), StartRSS: procmem.RSS(pid), SettledAfter: -1}
+	start := procmem.Read(pid)
+	r := burstRun{Command: "redis-benchmark " + strings.Join(args, " "), SettledAfter: -1,
+		StartRSS: start.Total, StartAnon: start.Anon, StartFile: start.File}
 	loadCtx, cancel := context.WithTimeout(ctx, time.Duration(cfg.MemoryLoad))
 	defer cancel()
 	cmd := exec.CommandContext(loadCtx, redisBenchmark, append([]string{"-h", host, "-p", port}, args...)...)
@@ -151,7 +160,7 @@ func burst(ctx context.Context, cfg config, redisBenchmark, addr string, pid int
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
-	start := time.Now()
+	began := time.Now()
 	var loadEnd time.Time
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
@@ -161,12 +170,13 @@ func burst(ctx context.Context, cfg config, redisBenchmark, addr string, pid int
 			return r, ctx.Err()
 		case err := <-done:
 			if loadCtx.Err() == nil { // it ended before its time: it failed
-				return r, fmt.Errorf("redis-benchmark ended after %v: %v", time.Since(start).Round(time.Millisecond), err)
+				return r, fmt.Errorf("redis-benchmark ended after %v: %v", time.Since(began).Round(time.Millisecond), err)
 			}
 			loadEnd, done = time.Now(), nil
 		case <-tick.C:
 		}
-		rss := procmem.RSS(pid)
+		now := procmem.Read(pid)
+		rss := now.Total
 		r.PeakRSS = max(r.PeakRSS, rss)
 		if n%10 == 0 {
 			r.PerSecond = append(r.PerSecond, rss)
@@ -177,7 +187,7 @@ func burst(ctx context.Context, cfg config, redisBenchmark, addr string, pid int
 				r.SettledAfter = after.Seconds()
 			}
 			if after >= time.Duration(cfg.MemoryAfter) {
-				r.EndRSS = rss
+				r.EndRSS, r.EndAnon, r.EndFile = rss, now.Anon, now.File
 				return r, nil
 			}
 		}
@@ -244,7 +254,7 @@ func keysMemory(ctx context.Context, cfg config, ps *procSet, bins binaries) (*k
 		return nil, ctx.Err()
 	case <-time.After(3 * time.Second):
 	}
-	k.NodeRSS = procmem.RSS(node.pid())
+	k.NodeRSS = procmem.Read(node.pid()).Total
 	return k, nil
 }
 
@@ -304,7 +314,8 @@ func memoryCheck(m *memoryResult, after time.Duration) []check {
 					mib(b.PeakRSS), mib(b.StartRSS), b.BusyReplies, b.BusyMemoryReplies, anchor)},
 			check{Name: fmt.Sprintf("node RSS back under %s within %v after", mib(settledRSS), after), Kind: "target",
 				Measured: b.SettledAfter, Limit: after.Seconds(), Pass: b.SettledAfter >= 0,
-				Text: fmt.Sprintf("under it %s after; %s at the end of the window", settled(b.SettledAfter), mib(b.EndRSS))})
+				Text: fmt.Sprintf("under it %s after; %s at the end of the window: %s of its own (anon; %s before the burst) and %s of the troop binary's pages (file; %s before)",
+					settled(b.SettledAfter), mib(b.EndRSS), mib(b.EndAnon), mib(b.StartAnon), mib(b.EndFile), mib(b.StartFile))})
 	}
 	if k := m.Keys; k != nil {
 		out = append(out, check{Name: fmt.Sprintf("redis-server used_memory, %d keys of %d B, through troop / direct <= %.2f", k.Keys, k.ValueBytes, keysRatioLimit),

@@ -138,6 +138,20 @@ func TestHarness(t *testing.T) {
 	if len(ran) != 2*len(commandTests) {
 		t.Errorf("commands experiment ran %d of %d tests and targets: %v", len(ran), 2*len(commandTests), ran)
 	}
+	// The memory experiment sampled both targets' RSS and read both
+	// redis-servers' used_memory.
+	if m := res.Memory; m == nil || len(m.Bursts) != 2 || m.Keys == nil {
+		t.Errorf("memory experiment: %+v", m)
+	} else {
+		for _, b := range m.Bursts {
+			if b.StartRSS <= 0 || b.PeakRSS < b.StartRSS || len(b.PerSecond) == 0 {
+				t.Errorf("memory burst through %s: %+v", b.Target, b)
+			}
+		}
+		if k := m.Keys; k.DirectUsed <= k.DirectEmpty || k.TroopUsed <= k.TroopEmpty || k.Ratio <= 0 || k.NodeRSS <= 0 {
+			t.Errorf("memory of %d keys: %+v", cfg.MemoryKeys, k)
+		}
+	}
 	if len(res.Checks) == 0 {
 		t.Error("no checks evaluated")
 	}
