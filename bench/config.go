@@ -1,17 +1,13 @@
 package bench
 
 import (
-	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/troop-lab/troop/client"
 	"github.com/troop-lab/troop/internal/jsondur"
 )
 
@@ -49,20 +45,12 @@ type Config struct {
 	Timeout      time.Duration `json:"timeout"`      // --timeout per request (and connect)
 	Conns        int           `json:"conns"`        // --conns: links per target address
 
-	// How a plain RESP target is reached (--target only): database,
-	// credentials and TLS. The password is never written to the result.
-	DB            int    `json:"db"`                 // --db: SELECT this database on every connection
-	User          string `json:"user,omitempty"`     // --user: AUTH user password (an ACL user)
-	Password      string `json:"-"`                  // --password, or $REDISCLI_AUTH
-	TLS           bool   `json:"tls"`                // --tls
-	TLSCA         string `json:"cacert,omitempty"`   // --cacert: PEM file of the CAs to trust; "" = the system's
-	TLSCert       string `json:"cert,omitempty"`     // --cert: client certificate (PEM)
-	TLSKey        string `json:"key,omitempty"`      // --key: its private key (PEM)
-	TLSServerName string `json:"sni,omitempty"`      // --sni: the name to check the server's certificate against
-	TLSInsecure   bool   `json:"insecure,omitempty"` // --insecure: do not check the server's certificate
-	Cleanup       bool   `json:"cleanup"`            // --cleanup: delete the keys the run wrote, at its end
-	CSV           string `json:"csv,omitempty"`      // --csv: the table as CSV, to this file
-	HdrOut        string `json:"hdr-out,omitempty"`  // --hdr-out: per-second latency histograms, HdrHistogram log format
+	// How a plain RESP target is reached (--target; the credentials for
+	// --cluster too).
+	Access  Access `json:"access"`
+	Cleanup bool   `json:"cleanup"`           // --cleanup: delete the keys the run wrote, at its end
+	CSV     string `json:"csv,omitempty"`     // --csv: the table as CSV, to this file
+	HdrOut  string `json:"hdr-out,omitempty"` // --hdr-out: per-second latency histograms, HdrHistogram log format
 
 	Version  string    `json:"troop_version"` // set by the CLI from the build
 	Progress io.Writer `json:"-"`             // progress line; nil = quiet (not a TTY)
@@ -180,12 +168,9 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("--timeout must be positive")
 	case c.Conns < 1:
 		return fmt.Errorf("--conns must be at least 1")
-	case c.DB < 0:
-		return fmt.Errorf("--db %d must not be negative", c.DB)
-	case c.User != "" && c.Password == "":
-		return fmt.Errorf("--user %s needs a password: --password, or $REDISCLI_AUTH", c.User)
-	case (c.TLSCert == "") != (c.TLSKey == ""):
-		return fmt.Errorf("--cert and --key go together: a client certificate and its key")
+	}
+	if err := c.Access.Check(); err != nil {
+		return err
 	}
 	if c.Consistency != "" && !slices.Contains(consistencyLevels, c.Consistency) { // "": the target's own
 		return fmt.Errorf("--consistency %q: use DC_ONE, DC_QUORUM or DC_SAFE_QUORUM", c.Consistency)
@@ -201,34 +186,6 @@ func (c *Config) Validate() error {
 		}
 	}
 	return nil
-}
-
-// Dial is how a plain RESP target is reached: database, credentials, and
-// TLS with the certificates the files hold.
-func (c *Config) Dial() (client.Dial, error) {
-	d := client.Dial{User: c.User, Password: c.Password, DB: c.DB}
-	if !c.TLS {
-		return d, nil
-	}
-	d.TLS = &tls.Config{ServerName: c.TLSServerName, InsecureSkipVerify: c.TLSInsecure}
-	if c.TLSCA != "" {
-		pem, err := os.ReadFile(c.TLSCA)
-		if err != nil {
-			return d, fmt.Errorf("--cacert: %w", err)
-		}
-		d.TLS.RootCAs = x509.NewCertPool()
-		if !d.TLS.RootCAs.AppendCertsFromPEM(pem) {
-			return d, fmt.Errorf("--cacert %s holds no PEM certificate", c.TLSCA)
-		}
-	}
-	if c.TLSCert != "" {
-		cert, err := tls.LoadX509KeyPair(c.TLSCert, c.TLSKey)
-		if err != nil {
-			return d, fmt.Errorf("--cert %s and --key %s: %w", c.TLSCert, c.TLSKey, err)
-		}
-		d.TLS.Certificates = []tls.Certificate{cert}
-	}
-	return d, nil
 }
 
 // MarshalJSON writes durations as text ("1m0s"), as the flags take them.

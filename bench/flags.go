@@ -55,7 +55,7 @@ func Inapplicable(cfg *Config, given func(flag string) bool, kind string) []stri
 	switch kind {
 	case TargetRESP:
 		warn("consistency", "to plain RESP servers, which have no consistency levels: it is only recorded")
-		if cfg.TLS {
+		if cfg.Access.TLS {
 			warn("conns", "with --tls: each worker has a connection of its own to each address")
 		}
 	case TargetTroop, TargetDynomite:
@@ -69,7 +69,7 @@ func Inapplicable(cfg *Config, given func(flag string) bool, kind string) []stri
 	if kind != TargetDynomite {
 		warn("client-port", "but to a --cluster of Dynomite nodes")
 	}
-	if !cfg.TLS {
+	if !cfg.Access.TLS {
 		for _, f := range []string{"cacert", "cert", "key", "sni", "insecure"} {
 			warn(f, "without --tls")
 		}

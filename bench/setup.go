@@ -41,7 +41,7 @@ type Connector interface {
 
 func newSetup(cfg *Config, p plan, target Target, nodes int) Setup {
 	s := Setup{Job: cfg.Job, Nodes: nodes, Pipeline: cfg.Pipeline.String(), ValueSize: cfg.ValueSize.String() + " B",
-		Keys: cfg.Keys, FirstKey: string(cfg.Key(nil, 0)), DB: cfg.DB, Seed: cfg.Seed}
+		Keys: cfg.Keys, FirstKey: string(cfg.Key(nil, 0)), DB: cfg.Access.DB, Seed: cfg.Seed}
 	if d, ok := target.(Describer); ok {
 		s.Target = d.Describe()
 	}

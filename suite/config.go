@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/troop-lab/troop/bench"
 	"github.com/troop-lab/troop/internal/jsondur"
 	"github.com/troop-lab/troop/internal/suggest"
 	"gopkg.in/yaml.v3"
@@ -189,6 +190,15 @@ var levels = []string{"DC_ONE", "DC_QUORUM", "DC_SAFE_QUORUM"}
 // Validate says, in one sentence, what is wrong with the configuration.
 func (c *Config) Validate() error {
 	r := c.Register
+	if err := c.Access.Check(); err != nil {
+		return err
+	}
+	if c.Access != (bench.Access{}) && len(c.Target) == 0 && c.Cluster == "" {
+		return errors.New("--db, --user, --password and --tls are for a cluster troop did not start (--target, --cluster): a lab troop starts needs none")
+	}
+	if c.Cluster != "" && (c.Access.TLS || c.Access.DB != 0) {
+		return errors.New("--tls and --db are for --target endpoints; troop and Dynomite clusters (--cluster) take --user and --password")
+	}
 	switch {
 	case c.Keys == 0:
 		return fieldErr("keys", "keys must be at least 1")

@@ -46,9 +46,13 @@ func openExisting(ctx context.Context, cfg Config) (*cluster, error) {
 	default:
 		return nil, nil
 	}
+	var err error
+	if c.dial, err = cfg.Access.Dial(); err != nil {
+		return nil, err
+	}
 	ping := [][]byte{[]byte("PING")}
 	for _, n := range c.nodes {
-		p, err := client.NewPlain([]string{n.Addr}, client.PlainOptions{Timeout: 5 * time.Second})
+		p, err := client.NewPlain([]string{n.Addr}, client.PlainOptions{Timeout: 5 * time.Second, Dial: c.dial})
 		if err == nil {
 			_, err = p.Do(ctx, ping...)
 			p.Close()
@@ -102,7 +106,7 @@ func (c *cluster) benchConfig(cfg Config, level string, d time.Duration, rate fl
 // the first.
 func (c *cluster) registers(cfg Config, level string, i int) (RegisterConfig, []client.Node) {
 	rc := cfg.Register
-	rc.Level, rc.Seed = level, cfg.Seed+uint64(i)
+	rc.Level, rc.Seed, rc.Dial = level, cfg.Seed+uint64(i), c.dial
 	rc.Prefix = fmt.Sprintf("troop:register:%d:%s", time.Now().UnixNano(), strings.ReplaceAll(level, " ", "-"))
 	nodes := c.nodes
 	switch c.kind {

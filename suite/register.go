@@ -38,6 +38,7 @@ type RegisterConfig struct {
 	OpsPerKey int           `json:"ops_per_key" yaml:"ops_per_key"`
 	Duration  time.Duration `json:"duration" yaml:"duration"` // at most
 	Level     string        `json:"level" yaml:"-"`           // read and write consistency level
+	Dial      client.Dial   `json:"-" yaml:"-"`               // credentials and TLS of a cluster that asks for them
 	Writes    float64       `json:"writes" yaml:"writes"`     // share of writes, 0..1
 	Timeout   time.Duration `json:"timeout" yaml:"timeout"`   // per request
 	// Delay, if set, slows some requests between nodes, as a slow network
@@ -107,7 +108,7 @@ func RunRegisters(ctx context.Context, nodes []client.Node, cfg RegisterConfig) 
 	clients := make([]*client.Plain, cfg.Clients)
 	for i := range clients {
 		c, err := client.NewPlain([]string{coordinators[i%len(coordinators)].Addr}, client.PlainOptions{
-			Timeout: cfg.Timeout, ReadLevel: cfg.Level, WriteLevel: cfg.Level,
+			Timeout: cfg.Timeout, ReadLevel: cfg.Level, WriteLevel: cfg.Level, Dial: cfg.Dial,
 		})
 		if err != nil {
 			return nil, err

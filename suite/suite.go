@@ -53,6 +53,9 @@ type Config struct {
 	Target     []string `json:"target,omitempty" yaml:"-"`
 	Cluster    string   `json:"cluster,omitempty" yaml:"-"`
 	ClientPort int      `json:"client_port,omitempty" yaml:"-"`
+	// Access is how the run reaches a cluster troop did not start that
+	// guards itself: credentials and, for Target, a database and TLS.
+	Access bench.Access `json:"access" yaml:"-"`
 	// Troop is the binary the lab's nodes run; "" for this executable.
 	Troop string `json:"-" yaml:"-"`
 	// Loopback starts the lab on loopback even as root, where it would give
@@ -374,7 +377,8 @@ type cluster struct {
 	kind       string // kindLab, kindTroop, kindDynomite or kindRESP
 	source     string // where its topology came from, for the report
 	nodes      []client.Node
-	lab        *lab.Lab // the lab this run started, or nil
+	dial       client.Dial // how its clients connect: credentials, TLS
+	lab        *lab.Lab    // the lab this run started, or nil
 	labDir     string
 	terminator *labchaos.Terminator
 
@@ -451,13 +455,13 @@ const requestTimeout = 2*lab.NodeTimeout + time.Second
 // over them by hash, as troop bench --target does. OwnLevel sets no level.
 func (c *cluster) target(level string, timeout time.Duration) (bench.Target, error) {
 	if c.kind == kindRESP {
-		return bench.NewRESPTarget(c.addrs(), 2, timeout, client.Dial{})
+		return bench.NewRESPTarget(c.addrs(), 2, timeout, c.dial)
 	}
 	if level == OwnLevel {
 		level = ""
 	}
 	return bench.NewClusterTarget(c.nodes, "", client.Options{ConnsPerNode: 2, Timeout: timeout,
-		ReadLevel: level, WriteLevel: level, Retry: client.Retry{Attempts: 1, CrossRack: true}})
+		ReadLevel: level, WriteLevel: level, Retry: client.Retry{Attempts: 1, CrossRack: true}, Dial: c.dial})
 }
 
 // benchConfig is the mixed job at level for d; rate 0 is closed loop.

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"github.com/troop-lab/troop/bench"
 	"github.com/troop-lab/troop/client"
 	"github.com/troop-lab/troop/internal/outfile"
@@ -40,8 +41,8 @@ See docs/bench.md.`,
 			if err := parseBenchFlags(cmd, &cfg, valueSize, pipeline, ratio, hotspot); err != nil {
 				return err
 			}
-			if cfg.Password == "" {
-				cfg.Password = os.Getenv("REDISCLI_AUTH") // as redis-cli: out of the process list
+			if cfg.Access.Password == "" {
+				cfg.Access.Password = os.Getenv("REDISCLI_AUTH") // as redis-cli: out of the process list
 			}
 			if err := cfg.Validate(); err != nil {
 				return fmt.Errorf("bench: %w", err)
@@ -154,15 +155,7 @@ See docs/bench.md.`,
 	f.IntVar(&cfg.Staleness, "staleness", 0, "how many acknowledged writes older than the latest a read may return")
 	f.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "per request and per connect")
 	f.IntVar(&cfg.Conns, "conns", cfg.Conns, "connections per target address")
-	f.IntVar(&cfg.DB, "db", 0, "--target: the database to SELECT on every connection")
-	f.StringVar(&cfg.User, "user", "", "--target: AUTH as this ACL user (with --password)")
-	f.StringVar(&cfg.Password, "password", "", "--target: AUTH with this password (requirepass, or --user's); $REDISCLI_AUTH keeps it out of the process list")
-	f.BoolVar(&cfg.TLS, "tls", false, "--target: connect with TLS (a connection per worker)")
-	f.StringVar(&cfg.TLSCA, "cacert", "", "with --tls: PEM file of the CA certificates to trust (default: the system's)")
-	f.StringVar(&cfg.TLSCert, "cert", "", "with --tls: the client certificate (PEM), for servers that ask for one (tls-auth-clients)")
-	f.StringVar(&cfg.TLSKey, "key", "", "with --tls: the client certificate's private key (PEM)")
-	f.StringVar(&cfg.TLSServerName, "sni", "", "with --tls: the server name to ask for and check (default: the target's host)")
-	f.BoolVar(&cfg.TLSInsecure, "insecure", false, "with --tls: do not check the server's certificate")
+	addAccessFlags(f, &cfg.Access)
 	f.BoolVar(&cfg.Cleanup, "cleanup", false, "at the end, delete the keys the run wrote (and no other), also after an interrupt")
 	f.StringVar(&out, "out", "", "write the JSON result to this file")
 	f.StringVar(&cfg.CSV, "csv", "", "write the table's rows as CSV to this file")
@@ -184,7 +177,7 @@ func benchTarget(ctx context.Context, targets, labDir, clusterAddr string, clien
 		return nil, "", errors.New("give exactly one of --target HOST:PORT[,...], --lab DIR and --cluster ADMIN_ADDR")
 	}
 	if targets != "" {
-		d, err := cfg.Dial()
+		d, err := cfg.Access.Dial()
 		if err != nil {
 			return nil, "", err
 		}
@@ -214,7 +207,7 @@ func benchTarget(ctx context.Context, targets, labDir, clusterAddr string, clien
 		kind, level = bench.TargetDynomite, ""
 		client.SetDynomitePort(nodes, clientPort)
 	}
-	auth := client.Dial{User: cfg.User, Password: cfg.Password}
+	auth := client.Dial{User: cfg.Access.User, Password: cfg.Access.Password}
 	t, err := bench.NewClusterTarget(nodes, "", client.Options{ConnsPerNode: cfg.Conns, Timeout: cfg.Timeout,
 		ReadLevel: level, WriteLevel: level, Dial: auth})
 	if err != nil {
@@ -295,4 +288,18 @@ func checkOutputs(flagsAndPaths ...string) error {
 func isTerminal(f *os.File) bool {
 	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
 	return err == nil
+}
+
+// addAccessFlags registers how a verb reaches servers that guard
+// themselves: database, credentials and TLS.
+func addAccessFlags(f *pflag.FlagSet, a *bench.Access) {
+	f.IntVar(&a.DB, "db", 0, "--target: the database to SELECT on every connection")
+	f.StringVar(&a.User, "user", "", "AUTH as this ACL user (with --password)")
+	f.StringVar(&a.Password, "password", "", "AUTH with this password (requirepass, or --user's); $REDISCLI_AUTH keeps it out of the process list")
+	f.BoolVar(&a.TLS, "tls", false, "--target: connect with TLS (a connection per worker)")
+	f.StringVar(&a.TLSCA, "cacert", "", "with --tls: PEM file of the CA certificates to trust (default: the system's)")
+	f.StringVar(&a.TLSCert, "cert", "", "with --tls: the client certificate (PEM), for servers that ask for one (tls-auth-clients)")
+	f.StringVar(&a.TLSKey, "key", "", "with --tls: the client certificate's private key (PEM)")
+	f.StringVar(&a.TLSServerName, "sni", "", "with --tls: the server name to ask for and check (default: the target's host)")
+	f.BoolVar(&a.TLSInsecure, "insecure", false, "with --tls: do not check the server's certificate")
 }

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"io"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/troop-lab/troop/bench"
 	"github.com/troop-lab/troop/internal/testlab"
 	"github.com/troop-lab/troop/internal/testredis"
 	"github.com/troop-lab/troop/lab"
@@ -74,6 +77,39 @@ func TestRunTargetRedis(t *testing.T) {
 	}
 	if n := redisCLI(t, r.Addr, "DBSIZE"); n != "1" || redisCLI(t, r.Addr, "GET", "user:mine") != "keep" {
 		t.Errorf("after the run the server holds %s keys, want the user's one: %s", n, redisCLI(t, r.Addr, "--scan"))
+	}
+}
+
+// troop run --target reaches a redis-server that wants a password and a
+// client certificate over TLS, in the database given: the run holds, its
+// report keeps no password, and it deletes only what it wrote there. Access
+// flags without a cluster troop did not start are refused.
+func TestRunTargetAuthTLS(t *testing.T) {
+	srv := testredis.StartTLS(t, "--requirepass", "s3cret")
+	f := srv.Files
+	redisCLI(t, srv.Addr, "-a", "s3cret", "-n", "2", "SET", "user:mine", "keep")
+	cfg := shortRun(t)
+	cfg.Target = []string{srv.TLSAddr}
+	cfg.Access = bench.Access{DB: 2, Password: "s3cret", TLS: true, TLSCA: f.CA, TLSCert: f.ClientCert, TLSKey: f.ClientKey}
+	rep := runExisting(t, cfg)
+	if !rep.Verdict.OK || len(rep.Baseline) != 1 || rep.Baseline[0].Result.Totals[0].Count == 0 {
+		t.Errorf("verdict %+v, baseline %+v", rep.Verdict, rep.Baseline)
+	}
+	if js, _ := json.Marshal(rep); strings.Contains(string(js), "s3cret") {
+		t.Error("the report holds the password")
+	}
+	if n := redisCLI(t, srv.Addr, "-a", "s3cret", "-n", "2", "DBSIZE"); n != "1" {
+		t.Errorf("after the run database 2 holds %s keys, want the user's one", n)
+	}
+
+	for _, args := range [][]string{{"--password", "x"}, {"--cluster", "127.0.0.1:1", "--tls"}} {
+		cmd := newRunCmd()
+		cmd.SetArgs(append(args, "--out", t.TempDir()))
+		cmd.SetOut(io.Discard)
+		cmd.SetErr(io.Discard)
+		if err := cmd.Execute(); err == nil || !strings.Contains(err.Error(), "--tls") {
+			t.Errorf("troop run %v: %v, want a refusal naming the flags", args, err)
+		}
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/troop-lab/troop/bench"
 	"io"
 	"io/fs"
 	"os"
@@ -28,6 +29,7 @@ func newRunCmd() *cobra.Command {
 		loopback      bool
 		out, labDir   string
 		targets       string
+		access        bench.Access
 		clusterAddr   string
 		clientPort    int
 		configFile    string
@@ -66,7 +68,10 @@ docs/run.md.`,
 				cfg.Seed = seed
 			}
 			cfg.Lab, cfg.Version, cfg.Loopback = labDir, version, loopback
-			cfg.Cluster, cfg.ClientPort = clusterAddr, clientPort
+			cfg.Cluster, cfg.ClientPort, cfg.Access = clusterAddr, clientPort, access
+			if cfg.Access.Password == "" && (targets != "" || clusterAddr != "") {
+				cfg.Access.Password = os.Getenv("REDISCLI_AUTH") // as redis-cli: out of the process list
+			}
 			if targets != "" {
 				cfg.Target = strings.Split(targets, ",")
 			}
@@ -96,6 +101,7 @@ docs/run.md.`,
 	f.StringVar(&labDir, "lab", "", "use the lab running in this directory (troop lab up) instead of starting one")
 	f.StringVar(&targets, "target", "", "run against these Redis-protocol endpoints (redis-server, nutcracker ...) instead of a lab: load and checks, no faults")
 	f.StringVar(&clusterAddr, "cluster", "", "run against a troop or Dynomite cluster troop did not start: a file holding a node's /cluster_describe answer, or its admin address")
+	addAccessFlags(f, &access)
 	f.IntVar(&clientPort, "client-port", 0, "with --cluster of Dynomite nodes: their client port (default: each server's peer port plus one)")
 	f.Uint64Var(&seed, "seed", 1, "seed of the workloads and of the chaos monkey's choice")
 	f.BoolVar(&strict, "strict", false, "exit with status 1 when the verdict says something broke")
