@@ -241,6 +241,7 @@ type Info struct {
 	AuthFailures      int64                      `json:"auth_failures"`       // AUTH with a wrong user or password
 	AuthRateLimited   int64                      `json:"auth_rate_limited"`   // AUTH or admin requests refused unchecked after too many failures
 	AdminAuthFailures int64                      `json:"admin_auth_failures"` // admin requests with a missing or wrong token
+	PeerTLSRefused    int64                      `json:"peer_tls_refused"`    // peer connections refused: failed TLS handshake, or plain where TLS is due
 	ACLDenied         int64                      `json:"acl_denied"`          // commands refused to a read-only user
 	Links             []LinkInfo                 `json:"links"`
 	Clock             ClockInfo                  `json:"clock"`
@@ -291,8 +292,8 @@ func (n *Node) Info() Info {
 		Timeouts:         s.timeouts.Load(), AsyncFailures: s.asyncFailures.Load(), ProtocolErrors: s.protocolErrors.Load(),
 		Connections: s.connections.Load(), Inflight: n.inflight.Load(),
 		AuthFailures: s.authFailures.Load(), AuthRateLimited: s.authRateLimited.Load(), ACLDenied: s.aclDenied.Load(),
-		AdminAuthFailures: s.adminAuthFailures.Load(),
-		Peers:             n.peerStates(), PeersMarkedDown: s.peersMarkedDown.Load(),
+		AdminAuthFailures: s.adminAuthFailures.Load(), PeerTLSRefused: s.peerTLSRefused.Load(),
+		Peers: n.peerStates(), PeersMarkedDown: s.peersMarkedDown.Load(),
 		ReadRepairs: s.readRepairs.Load(), ReadRepairsLost: s.readRepairsLost.Load(), ReadWriteBacks: s.readWriteBacks.Load(), DataDir: n.dataDir,
 		PlantedBug: n.cfg.PlantedBug, Clock: n.clockInfo(),
 	}
@@ -421,6 +422,7 @@ func (n *Node) serveMetrics(w http.ResponseWriter, r *http.Request) {
 		{"troop_auth_failures_total", "AUTH attempts with a wrong user or password.", "counter", info.AuthFailures},
 		{"troop_auth_rate_limited_total", "AUTH attempts refused unchecked after too many failures from the address.", "counter", info.AuthRateLimited},
 		{"troop_admin_auth_failures_total", "Admin API requests with a missing or wrong token.", "counter", info.AdminAuthFailures},
+		{"troop_peer_tls_refused_total", "Peer connections refused: a failed TLS handshake (a certificate of another CA, or none), or plain where TLS is due.", "counter", info.PeerTLSRefused},
 		{"troop_acl_denied_total", "Commands refused to a read-only user (NOPERM).", "counter", info.ACLDenied},
 		{"troop_peers_marked_down_total", "Times the failure detector marked a peer down.", "counter", info.PeersMarkedDown},
 		{"troop_hints_pending", "Hinted writes waiting for their peer.", "gauge", info.HintsPending},

@@ -214,7 +214,11 @@ func benchTarget(ctx context.Context, targets, labDir, clusterAddr string, clien
 		kind, level = bench.TargetDynomite, ""
 		client.SetDynomitePort(nodes, clientPort)
 	}
-	auth := client.Dial{User: cfg.User, Password: cfg.Password}
+	auth, err := cfg.Dial()
+	if err != nil {
+		return nil, "", err
+	}
+	auth.DB = 0 // --db does not apply to a cluster: a warning says so
 	t, err := bench.NewClusterTarget(nodes, "", client.Options{ConnsPerNode: cfg.Conns, Timeout: cfg.Timeout,
 		ReadLevel: level, WriteLevel: level, Dial: auth})
 	if err != nil {
