@@ -59,9 +59,7 @@ func Inapplicable(cfg *Config, given func(flag string) bool, kind string) []stri
 			warn("conns", "with --tls: each worker has a connection of its own to each address")
 		}
 	case TargetTroop, TargetDynomite:
-		for _, f := range []string{"db", "tls"} {
-			warn(f, "to --lab and --cluster: it is for --target (redis-server and the like)")
-		}
+		warn("db", "to --lab and --cluster: a troop cluster has database 0 only")
 		if kind == TargetDynomite {
 			warn("consistency", "to a Dynomite cluster, whose levels are its own setting (its /set_consistency): it is only recorded")
 		}

@@ -33,7 +33,8 @@ type Options struct {
 	// DC_SAFE_QUORUM. Empty: the node's own levels.
 	ReadLevel, WriteLevel string
 	// Dial authenticates every new connection (AUTH [user] password), for
-	// nodes with requirepass or troop_users. Its DB must be 0.
+	// nodes with requirepass or troop_users, and dials TLS when its TLS is
+	// set, for nodes with troop_tls_client. Its DB must be 0.
 	Dial Dial
 }
 
@@ -97,7 +98,7 @@ func NewCluster(nodes []Node, opts Options) (*Cluster, error) {
 		}
 		for _, m := range rk.members {
 			for range opts.ConnsPerNode {
-				cn := &conn{l: link.New(m.node.String(), m.node.Addr, opts.Timeout, handshake)}
+				cn := &conn{l: link.NewDial(m.node.String(), m.node.Addr, opts.Timeout, opts.Dial.Dialer(), handshake)}
 				m.conns = append(m.conns, cn)
 				c.conns = append(c.conns, cn)
 			}
@@ -117,9 +118,6 @@ func (o Options) withDefaults(nodes []Node) (Options, error) {
 	}
 	if o.Dial.DB != 0 {
 		return o, fmt.Errorf("client: database %d: a troop cluster has database 0 only", o.Dial.DB)
-	}
-	if o.Dial.TLS != nil {
-		return o, errors.New("client: a Cluster dials plain TCP; TLS to troop nodes is not supported yet")
 	}
 	if o.Retry.Attempts < 0 {
 		return o, fmt.Errorf("client: %d retry attempts: must not be negative", o.Retry.Attempts)

@@ -49,6 +49,15 @@ func (d Dial) setup(read, write string) [][]string {
 // there is nothing to send.
 func (d Dial) Handshake() link.Handshake { return handshake(d.setup("", "")) }
 
+// Dialer opens a link's connections as d says: TLS when d.TLS is set,
+// plain TCP otherwise (nil, the link's default).
+func (d Dial) Dialer() link.Dialer {
+	if d.TLS == nil {
+		return nil
+	}
+	return d.dialConn
+}
+
 // handshake runs cmds on a new connection and fails on the first error
 // reply, naming the command (not its arguments: AUTH carries a password).
 func handshake(cmds [][]string) link.Handshake {

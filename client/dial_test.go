@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"crypto/tls"
 	"strings"
 	"testing"
 	"time"
@@ -58,8 +57,8 @@ func TestDialAuthAndDB(t *testing.T) {
 }
 
 // A Pipe speaks TLS to redis-server, with the CA and the client
-// certificate it asks for; a server its CA did not sign is refused, and a
-// Plain client refuses TLS rather than dialling plain TCP.
+// certificate it asks for; a server its CA did not sign is refused. A
+// Plain client's shared links speak TLS too.
 func TestDialTLS(t *testing.T) {
 	srv := testredis.StartTLS(t)
 	cfg := srv.Files.ClientConfig(t)
@@ -77,7 +76,14 @@ func TestDialTLS(t *testing.T) {
 	if err := q.Ping(); err == nil || !strings.Contains(err.Error(), "certificate") {
 		t.Errorf("a server of another CA: %v", err)
 	}
-	if _, err := NewPlain([]string{srv.TLSAddr}, PlainOptions{Dial: Dial{TLS: &tls.Config{}}}); err == nil {
-		t.Error("Plain accepted TLS")
+	pl, err := NewPlain([]string{srv.TLSAddr}, PlainOptions{Dial: Dial{TLS: cfg}, Timeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if raw, err := pl.Do(ctx, bs("PING")...); err != nil || string(raw) != "+PONG\r\n" {
+		t.Errorf("Plain over TLS: PING = %q, %v", raw, err)
 	}
 }

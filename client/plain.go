@@ -26,8 +26,8 @@ type PlainOptions struct {
 	// ReadLevel and WriteLevel, if set, are sent to troop nodes on every
 	// new connection, as Options' are.
 	ReadLevel, WriteLevel string
-	// Dial authenticates and selects a database on every new connection.
-	// Its TLS is for Pipes only: Plain's shared links dial plain TCP.
+	// Dial authenticates and selects a database on every new connection,
+	// and dials TLS when its TLS is set.
 	Dial Dial
 }
 
@@ -70,9 +70,6 @@ func NewPlain(addrs []string, opts PlainOptions) (*Plain, error) {
 	if err := connDefaults(&opts.ConnsPerAddr, &opts.Timeout, "address"); err != nil {
 		return nil, err
 	}
-	if opts.Dial.TLS != nil {
-		return nil, errors.New("client: a Plain client dials plain TCP; use a Pipe for TLS")
-	}
 	p := &Plain{roundRobin: opts.RoundRobin, perAddr: opts.ConnsPerAddr}
 	handshake := handshake(opts.Dial.setup(opts.ReadLevel, opts.WriteLevel))
 	for _, a := range addrs {
@@ -80,7 +77,7 @@ func NewPlain(addrs []string, opts PlainOptions) (*Plain, error) {
 			return nil, errors.New("client: empty address")
 		}
 		for range opts.ConnsPerAddr {
-			p.conns = append(p.conns, &conn{l: link.New("server", a, opts.Timeout, handshake)})
+			p.conns = append(p.conns, &conn{l: link.NewDial("server", a, opts.Timeout, opts.Dial.Dialer(), handshake)})
 		}
 	}
 	return p, nil

@@ -29,6 +29,7 @@ type Link struct {
 	addr      string
 	timeout   time.Duration
 	handshake Handshake // optional, runs after dial
+	dialer    Dialer    // nil: plain TCP
 
 	mu        sync.Mutex
 	conn      net.Conn
@@ -49,6 +50,9 @@ type Link struct {
 
 	stats *linkStats
 }
+
+// A Dialer opens a new connection to addr within timeout: TLS, say.
+type Dialer func(addr string, timeout time.Duration) (net.Conn, error)
 
 // Handshake runs on every new connection before any request, with the
 // connection's reader: a peer's greeting, loading scripts into redis-server.
@@ -83,7 +87,12 @@ const (
 var ErrDown = errors.New("unreachable")
 
 func New(name, addr string, timeout time.Duration, handshake Handshake) *Link {
-	l := &Link{name: name, addr: addr, timeout: timeout, handshake: handshake, stats: &linkStats{},
+	return NewDial(name, addr, timeout, nil, handshake)
+}
+
+// NewDial is New with connections opened by dial (nil: plain TCP).
+func NewDial(name, addr string, timeout time.Duration, dial Dialer, handshake Handshake) *Link {
+	l := &Link{name: name, addr: addr, timeout: timeout, handshake: handshake, dialer: dial, stats: &linkStats{},
 		kick: make(chan struct{}, 1), done: make(chan struct{})}
 	go l.watchdog()
 	go l.flusher()
@@ -243,7 +252,13 @@ func (l *Link) connectLocked() error {
 
 func (l *Link) dial() {
 	dialTimeout := min(l.timeout, 2*time.Second)
-	conn, err := net.DialTimeout("tcp", l.addr, dialTimeout)
+	dial := l.dialer
+	if dial == nil {
+		dial = func(addr string, timeout time.Duration) (net.Conn, error) {
+			return net.DialTimeout("tcp", addr, timeout)
+		}
+	}
+	conn, err := dial(l.addr, dialTimeout)
 	var rd *resp.Reader
 	if err == nil {
 		rd = resp.NewReader(conn, resp.DefaultLimits)

@@ -241,6 +241,7 @@ type Info struct {
 	AuthFailures      int64                      `json:"auth_failures"`       // AUTH with a wrong user or password
 	AuthRateLimited   int64                      `json:"auth_rate_limited"`   // AUTH or admin requests refused unchecked after too many failures
 	AdminAuthFailures int64                      `json:"admin_auth_failures"` // admin requests with a missing or wrong token
+	PeerTLSRefused    int64                      `json:"peer_tls_refused"`    // peer connections refused: failed TLS handshake, or plain where TLS is due
 	ACLDenied         int64                      `json:"acl_denied"`          // commands refused to a read-only user
 	Links             []LinkInfo                 `json:"links"`
 	Clock             ClockInfo                  `json:"clock"`
@@ -291,8 +292,8 @@ func (n *Node) Info() Info {
 		Timeouts:         s.timeouts.Load(), AsyncFailures: s.asyncFailures.Load(), ProtocolErrors: s.protocolErrors.Load(),
 		Connections: s.connections.Load(), Inflight: n.inflight.Load(),
 		AuthFailures: s.authFailures.Load(), AuthRateLimited: s.authRateLimited.Load(), ACLDenied: s.aclDenied.Load(),
-		AdminAuthFailures: s.adminAuthFailures.Load(),
-		Peers:             n.peerStates(), PeersMarkedDown: s.peersMarkedDown.Load(),
+		AdminAuthFailures: s.adminAuthFailures.Load(), PeerTLSRefused: s.peerTLSRefused.Load(),
+		Peers: n.peerStates(), PeersMarkedDown: s.peersMarkedDown.Load(),
 		ReadRepairs: s.readRepairs.Load(), ReadRepairsLost: s.readRepairsLost.Load(), ReadWriteBacks: s.readWriteBacks.Load(), DataDir: n.dataDir,
 		PlantedBug: n.cfg.PlantedBug, Clock: n.clockInfo(),
 	}

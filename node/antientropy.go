@@ -68,7 +68,7 @@ func (n *Node) aeLinks() (store *link.Link, peers map[*member]*link.Link) {
 		n.aePeers = map[*member]*link.Link{}
 		for _, m := range n.members {
 			if !m.self {
-				n.aePeers[m] = link.New("peer-repair", m.peerAddr, aeTimeout, n.peerHandshake(m))
+				n.aePeers[m] = n.peerLink("peer-repair", m, aeTimeout)
 			}
 		}
 	}

@@ -124,7 +124,18 @@ func startCluster(t testing.TB, o clusterOpts) *testCluster {
 		t.Cleanup(tn.stop)
 	}
 	for _, tn := range tc.nodes {
-		waitPing(t, tn.cfg.Listen)
+		if !tn.cfg.TLSClient {
+			waitPing(t, tn.cfg.Listen)
+			continue
+		}
+		eventually(t, 10*time.Second, func() string { // a TLS listener: up once it accepts
+			c, err := net.DialTimeout("tcp", tn.cfg.Listen, time.Second)
+			if err != nil {
+				return err.Error()
+			}
+			c.Close()
+			return ""
+		})
 	}
 	// Wait for the peer links, so tests start from a connected cluster.
 	eventually(t, 10*time.Second, func() string {

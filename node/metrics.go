@@ -94,7 +94,8 @@ var scalars = []scalar{
 	{desc("troop_read_write_backs_total", "Quorum reads that wrote their answer back to a quorum of replicas before giving it."), prometheus.CounterValue, func(n *Node) int64 { return n.stats.readWriteBacks.Load() }},
 	{desc("troop_auth_failures_total", "AUTH attempts with a wrong user or password."), prometheus.CounterValue, func(n *Node) int64 { return n.stats.authFailures.Load() }},
 	{desc("troop_auth_rate_limited_total", "AUTH attempts refused unchecked after too many failures from the address."), prometheus.CounterValue, func(n *Node) int64 { return n.stats.authRateLimited.Load() }},
-	{desc("troop_acl_denied_total", "Commands a read-only user may not run."), prometheus.CounterValue, func(n *Node) int64 { return n.stats.aclDenied.Load() }},
+	{desc("troop_acl_denied_total", "Commands refused to a read-only user (NOPERM)."), prometheus.CounterValue, func(n *Node) int64 { return n.stats.aclDenied.Load() }},
+	{desc("troop_peer_tls_refused_total", "Peer connections refused: a failed TLS handshake (a certificate of another CA, or none), or plain where TLS is due."), prometheus.CounterValue, func(n *Node) int64 { return n.stats.peerTLSRefused.Load() }},
 	{desc("troop_admin_auth_failures_total", "Admin API requests with a missing or wrong token."), prometheus.CounterValue, func(n *Node) int64 { return n.stats.adminAuthFailures.Load() }},
 }
 

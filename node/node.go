@@ -11,6 +11,7 @@ package node
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -77,6 +78,8 @@ type Node struct {
 	auth     *authenticator // nil when clients need no password (auth.go)
 
 	adminLimiter *failureLimiter // admin requests with a wrong token, per address
+	tls          *tlsFiles       // the node's certificate and CA; nil without troop_tls_cert (tls.go)
+	peerTLS      *tls.Config     // the peer listener's TLS: mutual, against troop_tls_ca
 
 	members    []*member
 	localRacks []rackRing    // own rack first, then by name
@@ -135,6 +138,13 @@ func New(cfg *topology.Config, log *slog.Logger) (*Node, error) {
 	n.noHints = cfg.PlantedBug == topology.BugNoHintedHandoff
 	n.auth = newAuthenticator(cfg)
 	n.adminLimiter = newFailureLimiter(authFailureBurst, authFailureRefill, authLimiterHosts)
+	var err error
+	if n.tls, err = loadTLS(cfg, log); err != nil {
+		return nil, err
+	}
+	if n.tls != nil {
+		n.peerTLS = n.tls.serverConfig(tls.RequireAndVerifyClientCert)
+	}
 	n.readLevel.Store(int32(cfg.ReadConsistency))
 	n.writeLevel.Store(int32(cfg.WriteConsistency))
 	if err := n.buildTopology(); err != nil {
@@ -159,7 +169,7 @@ func New(cfg *topology.Config, log *slog.Logger) (*Node, error) {
 	}
 	for _, m := range n.members {
 		if !m.self {
-			m.link = link.New("peer", m.peerAddr, cfg.Timeout, n.peerHandshake(m))
+			m.link = n.peerLink("peer", m, cfg.Timeout)
 		}
 	}
 	n.initHealth(time.Now())
@@ -263,6 +273,12 @@ func (n *Node) Serve(ctx context.Context) error {
 		peers.Close()
 		return fmt.Errorf("stats_listen (admin): %w", err)
 	}
+	if n.cfg.TLSClient {
+		front = tls.NewListener(front, n.tls.serverConfig(tls.VerifyClientCertIfGiven))
+	}
+	if n.cfg.TLSAdmin {
+		adminLn = tls.NewListener(adminLn, n.tls.serverConfig(tls.VerifyClientCertIfGiven))
+	}
 	n.mu.Lock()
 	n.listeners = []net.Listener{front, peers, adminLn}
 	n.admin = &http.Server{Handler: n.adminHandler(), ReadHeaderTimeout: 5 * time.Second}
@@ -281,7 +297,7 @@ func (n *Node) Serve(ctx context.Context) error {
 
 	n.wg.Add(5)
 	go func() { defer n.wg.Done(); n.acceptLoop(front, n.serveClient) }()
-	go func() { defer n.wg.Done(); n.acceptLoop(peers, n.servePeer) }()
+	go func() { defer n.wg.Done(); n.acceptLoop(peers, n.acceptPeer) }()
 	go func() { defer n.wg.Done(); n.admin.Serve(adminLn) }()
 	go func() { defer n.wg.Done(); n.heartbeatLoop(ctx) }()
 	go func() { defer n.wg.Done(); n.repair.antiEntropyLoop(ctx) }()

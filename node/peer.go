@@ -59,8 +59,9 @@ func (n *Node) peerHandshake(m *member) func(net.Conn, *resp.Reader) error {
 	}
 }
 
-// servePeer serves one connection from a peer node.
-func (n *Node) servePeer(c net.Conn) {
+// servePeer serves one connection from a peer node; secure says whether it
+// came over TLS.
+func (n *Node) servePeer(c net.Conn, secure bool) {
 	sess := &session{readLevel: -1, writeLevel: -1}
 	greeted := false
 	n.serveConn(c, n.cfg.MaxInflight, sess, func(cmd resp.Command, s *slot, sess *session, b *batch) {
@@ -75,6 +76,12 @@ func (n *Node) servePeer(c net.Conn) {
 			if string(args[1]) != peerProtocol {
 				sess.quit = true
 				s.complete(resp.AppendError(nil, "ERR troop peer protocol: version "+peerProtocol+" only"))
+				return
+			}
+			if dc, rack := string(args[3]), string(args[4]); !secure && n.cfg.PeerTLS(dc, rack) {
+				n.refusePeer(c, fmt.Sprintf("plain connection from a peer in %s/%s, and secure_server_option %s encrypts that link", dc, rack, n.cfg.SecureServerOption))
+				sess.quit = true
+				s.complete(resp.AppendError(nil, fmt.Sprintf("ERR troop peer protocol: secure_server_option is %s here: a peer in %s/%s connects with TLS", n.cfg.SecureServerOption, dc, rack)))
 				return
 			}
 			greeted = true

@@ -36,6 +36,7 @@ type stats struct {
 	aclDenied       atomic.Int64 // commands a read-only user may not run (NOPERM)
 
 	adminAuthFailures atomic.Int64 // admin requests without the right token
+	peerTLSRefused    atomic.Int64 // peer connections refused: a failed TLS handshake, or plain where TLS is due
 
 	peersMarkedDown atomic.Int64 // times the failure detector marked a peer down
 	readRepairs     atomic.Int64 // stale replicas a quorum read wrote its answer to, before or after answering

@@ -196,8 +196,8 @@ func (c *Config) Validate() error {
 	if c.Access != (bench.Access{}) && len(c.Target) == 0 && c.Cluster == "" {
 		return errors.New("--db, --user, --password and --tls are for a cluster troop did not start (--target, --cluster): a lab troop starts needs none")
 	}
-	if c.Cluster != "" && (c.Access.TLS || c.Access.DB != 0) {
-		return errors.New("--tls and --db are for --target endpoints; troop and Dynomite clusters (--cluster) take --user and --password")
+	if c.Cluster != "" && c.Access.DB != 0 {
+		return errors.New("--db is for --target endpoints: a troop or Dynomite cluster (--cluster) has database 0 only")
 	}
 	switch {
 	case c.Keys == 0:

@@ -3,6 +3,7 @@ package topology
 import (
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"strings"
 	"unicode"
 )
@@ -118,3 +119,68 @@ func checkUsers(c *Config) error {
 // default user, or users listed without a default one (the default user is
 // then off, so every connection names a user).
 func (c *Config) AuthRequired() bool { return c.RequirePass != "" || len(c.Users) > 0 }
+
+// Dynomite's secure_server_option values: which peers talk encrypted.
+const (
+	SecureNone       = "none"       // no peer
+	SecureRack       = "rack"       // peers in other racks (and so other datacenters)
+	SecureDatacenter = "datacenter" // peers in other datacenters
+	SecureAll        = "all"        // every peer
+)
+
+var secureOptions = []string{SecureNone, SecureRack, SecureDatacenter, SecureAll}
+
+func checkSecureOption(s string) error {
+	if slices.Contains(secureOptions, s) {
+		return nil
+	}
+	return fmt.Errorf("%q is not a secure_server_option (want none, rack, datacenter or all)", s)
+}
+
+// PeerTLS says whether this node's link to a peer in dc and rack is
+// encrypted, as secure_server_option asks.
+func (c *Config) PeerTLS(dc, rack string) bool {
+	switch c.SecureServerOption {
+	case SecureAll:
+		return true
+	case SecureDatacenter:
+		return dc != c.Datacenter
+	case SecureRack:
+		return dc != c.Datacenter || rack != c.Rack
+	}
+	return false
+}
+
+// checkTLS checks secure_server_option with the TLS files: certificate,
+// key and CA go together, and are needed as soon as one link or listener
+// is encrypted. A single-datacenter config with "datacenter", as Dynomite's
+// samples have, encrypts nothing and needs none.
+// It answers the key to report the problem at.
+func checkTLS(c *Config) (key string, err error) {
+	var set []string
+	for _, f := range [][2]string{{"troop_tls_cert", c.TLSCert}, {"troop_tls_key", c.TLSKey}, {"troop_tls_ca", c.TLSCA}} {
+		if f[1] != "" {
+			set = append(set, f[0])
+		}
+	}
+	if len(set) != 0 && len(set) != 3 {
+		return set[0], fmt.Errorf("troop_tls_cert, troop_tls_key and troop_tls_ca go together: set all three or none")
+	}
+	var why string
+	for _, s := range c.Seeds {
+		if c.PeerTLS(s.DC, s.Rack) {
+			key, why = "secure_server_option", fmt.Sprintf("%s encrypts the link to %s (%s/%s)", c.SecureServerOption, s.Addr, s.DC, s.Rack)
+			break
+		}
+	}
+	switch {
+	case why == "" && c.TLSClient:
+		key, why = "troop_tls_client", "true encrypts the client listener"
+	case why == "" && c.TLSAdmin:
+		key, why = "troop_tls_admin", "true encrypts the admin API"
+	}
+	if why != "" && len(set) == 0 {
+		return key, fmt.Errorf("%s: it needs troop_tls_cert, troop_tls_key and troop_tls_ca (PEM files: this node's certificate and key, and the CA its peers' certificates chain to)", why)
+	}
+	return "", nil
+}

@@ -59,6 +59,15 @@ type Config struct {
 	RedisUser     string // troop_redis_user: the ACL user for AUTH to redis-server; "" = AUTH with the password alone
 	RedisPassword string // redis_requirepass: the password for AUTH to redis-server; "" = no AUTH
 
+	// TLS (docs/security.md). SecureServerOption is Dynomite's
+	// secure_server_option: which peer links are encrypted (PeerTLS); troop
+	// encrypts them with TLS, both ends showing certificates of one CA.
+	SecureServerOption string // none (default), rack, datacenter or all
+	TLSCert, TLSKey    string // troop_tls_cert, troop_tls_key: this node's certificate and key (PEM)
+	TLSCA              string // troop_tls_ca: the CA certificates peers' (and clients') certificates must chain to (PEM)
+	TLSClient          bool   // troop_tls_client: the client listener speaks TLS only
+	TLSAdmin           bool   // troop_tls_admin: the admin API is served over HTTPS
+
 	// The admin API (docs/security.md).
 	AdminToken        string // troop_admin_token: the bearer token that state changes need; "" = none
 	AdminProtectReads bool   // troop_admin_protect_reads: the read-only endpoints need the token too

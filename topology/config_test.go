@@ -31,9 +31,10 @@ func TestDefaults(t *testing.T) {
 		Source: "x.yml", Pool: "dyn_o_mite", Name: "localdc-localrack-8102",
 		Datacenter: "localdc", Rack: "localrack",
 		Listen: "127.0.0.1:8102", DynListen: "127.0.0.1:8101", StatsListen: "127.0.0.1:22222",
-		Tokens:  []uint32{0},
-		Servers: []Server{{Addr: "127.0.0.1:6379", Weight: 1}},
-		Timeout: 5000 * time.Millisecond,
+		SecureServerOption: SecureNone,
+		Tokens:             []uint32{0},
+		Servers:            []Server{{Addr: "127.0.0.1:6379", Weight: 1}},
+		Timeout:            5000 * time.Millisecond,
 
 		MaxInflightPerConn: 1024, MaxInflight: 65536, MaxRequestBytes: 67108864, MaxMemoryMB: 256,
 		TombstoneGrace: 10 * time.Minute,
@@ -124,11 +125,21 @@ func TestFixtures(t *testing.T) {
 	}
 }
 
-// The layout of Dynomite's conf/redis_rack1_node.yml loads except for its
-// encryption line, which is reported with its line number and nothing else.
+// The layout of Dynomite's conf/redis_rack1_node.yml loads, encryption
+// line included: with every seed in its own datacenter, "datacenter"
+// encrypts no link and needs no certificate. Given a seed in another
+// datacenter, it needs troop's TLS files, and says so at its line.
 func TestDynomiteSecureExample(t *testing.T) {
-	_, err := Load("testdata/rack1_secure.yml")
-	want := `testdata/rack1_secure.yml:12: secure_server_option: "datacenter" is not supported by troop yet (only "none")`
+	c, err := Load("testdata/rack1_secure.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.SecureServerOption != SecureDatacenter || c.PeerTLS("dc", "rack2") || !c.PeerTLS("dc2", "rack1") {
+		t.Errorf("secure_server_option %q: PeerTLS same dc %v, other dc %v", c.SecureServerOption, c.PeerTLS("dc", "rack2"), c.PeerTLS("dc2", "rack1"))
+	}
+	data, _ := os.ReadFile("testdata/rack1_secure.yml")
+	_, err = Parse([]byte(strings.Replace(string(data), "127.0.0.3:8101:rack3:dc:", "127.0.0.3:8101:rack3:dc2:", 1)), "x.yml")
+	want := `x.yml:12: secure_server_option: datacenter encrypts the link to 127.0.0.3:8101 (dc2/rack3): it needs troop_tls_cert, troop_tls_key and troop_tls_ca (PEM files: this node's certificate and key, and the CA its peers' certificates chain to)`
 	if err == nil || err.Error() != want {
 		t.Fatalf("got  %v\nwant %s", err, want)
 	}
@@ -151,8 +162,12 @@ func TestErrors(t *testing.T) {
 		want     string // the whole error text, source "x.yml"
 	}{
 		// Values troop does not implement.
-		{"secure rack", with("  secure_server_option: rack\n"),
-			`x.yml:6: secure_server_option: "rack" is not supported by troop yet (only "none")`},
+		{"secure unknown", with("  secure_server_option: dc\n"),
+			`x.yml:6: secure_server_option: "dc" is not a secure_server_option (want none, rack, datacenter or all)`},
+		{"tls files apart", with("  troop_tls_cert: a.crt\n"),
+			`x.yml:6: troop_tls_cert: troop_tls_cert, troop_tls_key and troop_tls_ca go together: set all three or none`},
+		{"tls client without files", with("  troop_tls_client: true\n"),
+			`x.yml:6: troop_tls_client: true encrypts the client listener: it needs troop_tls_cert, troop_tls_key and troop_tls_ca (PEM files: this node's certificate and key, and the CA its peers' certificates chain to)`},
 		{"hash", with("  hash: md5\n"),
 			`x.yml:6: hash: "md5" is not supported by troop yet (only "murmur")`},
 		{"distribution", with("  distribution: ketama\n"),
@@ -470,6 +485,12 @@ func TestAccepted(t *testing.T) {
 			eq(t, "Users", c.Users, []User{{Name: "alice", Access: AccessFull, Password: "a:b"},
 				{Name: "bob", Access: AccessReadOnly, Password: "#5e884898da28047151d0e56f8dc6292773603d0d6aabbdd62a11ef721d1542d8"}})
 			eq(t, "AuthRequired", c.AuthRequired(), true)
+		}},
+		{"tls", with("  secure_server_option: ALL\n  troop_tls_cert: n.crt\n  troop_tls_key: n.key\n  troop_tls_ca: ca.crt\n  troop_tls_client: true\n  troop_tls_admin: true\n"), func(t *testing.T, c *Config) {
+			eq(t, "SecureServerOption", c.SecureServerOption, SecureAll)
+			eq(t, "TLS", [3]string{c.TLSCert, c.TLSKey, c.TLSCA}, [3]string{"n.crt", "n.key", "ca.crt"})
+			eq(t, "TLSClient", c.TLSClient, true)
+			eq(t, "TLSAdmin", c.TLSAdmin, true)
 		}},
 		{"server_connections", with("  server_connections: 4\n  server_failure_limit: 2\n  auto_eject_hosts: false\n"), func(t *testing.T, c *Config) {
 			eq(t, "ServerConnections", c.ServerConnections, 4)

@@ -23,6 +23,7 @@ func FuzzParse(f *testing.F) {
 		base,
 		with("  dyn_listen: '[::1]:8101'\n  dyn_seeds:\n  - ::2:8101:r:d:1,2 name\n"),
 		with("  troop_node_name: n1\n  timeout: 1\n  env: \"a b\"\n"),
+		with("  secure_server_option: all\n  troop_tls_cert: a\n  troop_tls_key: b\n  troop_tls_ca: c\n  troop_tls_client: true\n  troop_tls_admin: true\n  dyn_seeds:\n  - 127.0.0.9:8101:r2:localdc:0\n"),
 		with("  requirepass: x\n  redis_requirepass: y\n  troop_redis_user: u\n  troop_users: ['a:full:b:c', 'r:readonly:#5e884898da28047151d0e56f8dc6292773603d0d6aabbdd62a11ef721d1542d8']\n"),
 		"'~':\n  listen: 127.0.0.1:1\n  servers: [127.0.0.1:2:0]\n  tokens: 0\n",
 		"dyn_o_mite: {listen: a:1, tokens: 1}\n",

@@ -146,7 +146,21 @@ var keys = []keySpec{
 	msKey("timeout", func(c *Config) *time.Duration { return &c.Timeout }, 1, DefaultTimeout, true),
 	onlyKey("hash", "murmur"),
 	onlyKey("distribution", "vnode"),
-	onlyKey("secure_server_option", "none"),
+	{
+		name: "secure_server_option",
+		set: func(c *Config, v value) error {
+			c.SecureServerOption = strings.ToLower(v.text)
+			return checkSecureOption(c.SecureServerOption)
+		},
+		reset: func(c *Config) { c.SecureServerOption = SecureNone },
+		check: func(c *Config) error { return checkSecureOption(c.SecureServerOption) },
+		emit: func(c *Config) *yaml.Node {
+			if c.SecureServerOption == SecureNone {
+				return nil
+			}
+			return strNode(c.SecureServerOption)
+		},
+	},
 	{
 		name: "enable_gossip",
 		set: func(c *Config, v value) error {
@@ -259,6 +273,11 @@ var keys = []keySpec{
 		}
 		return checkUserName(c.RedisUser)
 	}),
+	textKey("troop_tls_cert", func(c *Config) *string { return &c.TLSCert }),
+	textKey("troop_tls_key", func(c *Config) *string { return &c.TLSKey }),
+	textKey("troop_tls_ca", func(c *Config) *string { return &c.TLSCA }),
+	boolKey("troop_tls_client", func(c *Config) *bool { return &c.TLSClient }, false),
+	boolKey("troop_tls_admin", func(c *Config) *bool { return &c.TLSAdmin }, false),
 	passwordKey("troop_admin_token", func(c *Config) *string { return &c.AdminToken }, true),
 	withCheck(boolKey("troop_admin_protect_reads", func(c *Config) *bool { return &c.AdminProtectReads }, false), func(c *Config) error {
 		if c.AdminProtectReads && c.AdminToken == "" {

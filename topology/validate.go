@@ -25,6 +25,9 @@ func (p *parser) validate(c *Config) {
 	p.listeners(c)
 	p.seeds(c)
 	p.ring(c)
+	if key, err := checkTLS(c); err != nil {
+		p.add(p.line(key), key, err.Error())
+	}
 	if !c.Versions && (c.HintedHandoff || c.ReadRepair || c.AntiEntropyInterval > 0) {
 		p.add(p.line("troop_versions"), "troop_versions",
 			"false needs troop_hinted_handoff: false, troop_read_repair: false and no troop_anti_entropy_interval_ms: they order replicas by version")

@@ -207,7 +207,11 @@ func benchTarget(ctx context.Context, targets, labDir, clusterAddr string, clien
 		kind, level = bench.TargetDynomite, ""
 		client.SetDynomitePort(nodes, clientPort)
 	}
-	auth := client.Dial{User: cfg.Access.User, Password: cfg.Access.Password}
+	auth, err := cfg.Access.Dial()
+	if err != nil {
+		return nil, "", err
+	}
+	auth.DB = 0 // --db does not apply to a cluster: a warning says so
 	t, err := bench.NewClusterTarget(nodes, "", client.Options{ConnsPerNode: cfg.Conns, Timeout: cfg.Timeout,
 		ReadLevel: level, WriteLevel: level, Dial: auth})
 	if err != nil {
@@ -296,7 +300,7 @@ func addAccessFlags(f *pflag.FlagSet, a *bench.Access) {
 	f.IntVar(&a.DB, "db", 0, "--target: the database to SELECT on every connection")
 	f.StringVar(&a.User, "user", "", "AUTH as this ACL user (with --password)")
 	f.StringVar(&a.Password, "password", "", "AUTH with this password (requirepass, or --user's); $REDISCLI_AUTH keeps it out of the process list")
-	f.BoolVar(&a.TLS, "tls", false, "--target: connect with TLS (a connection per worker)")
+	f.BoolVar(&a.TLS, "tls", false, "connect with TLS (with --target, a connection per worker)")
 	f.StringVar(&a.TLSCA, "cacert", "", "with --tls: PEM file of the CA certificates to trust (default: the system's)")
 	f.StringVar(&a.TLSCert, "cert", "", "with --tls: the client certificate (PEM), for servers that ask for one (tls-auth-clients)")
 	f.StringVar(&a.TLSKey, "key", "", "with --tls: the client certificate's private key (PEM)")

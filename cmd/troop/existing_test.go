@@ -102,12 +102,12 @@ func TestRunTargetAuthTLS(t *testing.T) {
 		t.Errorf("after the run database 2 holds %s keys, want the user's one", n)
 	}
 
-	for _, args := range [][]string{{"--password", "x"}, {"--cluster", "127.0.0.1:1", "--tls"}} {
+	for _, args := range [][]string{{"--password", "x"}, {"--cluster", "127.0.0.1:1", "--db", "1"}} {
 		cmd := newRunCmd()
 		cmd.SetArgs(append(args, "--out", t.TempDir()))
 		cmd.SetOut(io.Discard)
 		cmd.SetErr(io.Discard)
-		if err := cmd.Execute(); err == nil || !strings.Contains(err.Error(), "--tls") {
+		if err := cmd.Execute(); err == nil || !strings.Contains(err.Error(), "--db") {
 			t.Errorf("troop run %v: %v, want a refusal naming the flags", args, err)
 		}
 	}

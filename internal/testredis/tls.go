@@ -1,20 +1,15 @@
 package testredis
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
 	"net"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/troop-lab/troop/internal/certs"
 	"github.com/troop-lab/troop/internal/freeport"
 )
 
@@ -31,18 +26,26 @@ type TLSFiles struct {
 func MakeTLS(t testing.TB) TLSFiles {
 	t.Helper()
 	dir := t.TempDir()
-	caKey, caCert, caDER := newCert(t, "troop test CA", nil, nil, true)
-	_, _, serverDER, serverKey := issue(t, "127.0.0.1", caCert, caKey, x509.ExtKeyUsageServerAuth)
-	_, _, clientDER, clientKey := issue(t, "troop client", caCert, caKey, x509.ExtKeyUsageClientAuth)
 	f := TLSFiles{
 		CA: filepath.Join(dir, "ca.crt"), ServerCert: filepath.Join(dir, "server.crt"), ServerKey: filepath.Join(dir, "server.key"),
 		ClientCert: filepath.Join(dir, "client.crt"), ClientKey: filepath.Join(dir, "client.key"),
 	}
-	writePEM(t, f.CA, "CERTIFICATE", caDER)
-	writePEM(t, f.ServerCert, "CERTIFICATE", serverDER)
-	writePEM(t, f.ServerKey, "EC PRIVATE KEY", serverKey)
-	writePEM(t, f.ClientCert, "CERTIFICATE", clientDER)
-	writePEM(t, f.ClientKey, "EC PRIVATE KEY", clientKey)
+	ca, err := certs.NewCA("troop test CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(f.CA, ca.CertPEM(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, leaf := range [][3]string{{"127.0.0.1", f.ServerCert, f.ServerKey}, {"troop client", f.ClientCert, f.ClientKey}} {
+		l, err := ca.Issue(leaf[0], "127.0.0.1", "localhost")
+		if err == nil {
+			err = l.Write(leaf[1], leaf[2])
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
 	return f
 }
 
@@ -95,63 +98,4 @@ func (f TLSFiles) ClientConfig(t testing.TB) *tls.Config {
 		t.Fatal(err)
 	}
 	return &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}}
-}
-
-func newCert(t testing.TB, cn string, parent *x509.Certificate, parentKey *ecdsa.PrivateKey, isCA bool) (*ecdsa.PrivateKey, *x509.Certificate, []byte) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	serial, _ := rand.Int(rand.Reader, big.NewInt(1<<62))
-	tmpl := &x509.Certificate{
-		SerialNumber: serial, Subject: pkix.Name{CommonName: cn},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign, BasicConstraintsValid: true, IsCA: isCA,
-	}
-	if parent == nil {
-		parent, parentKey = tmpl, key
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, parentKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return key, cert, der
-}
-
-// issue signs a leaf certificate for cn (an IP address or a name) with usage.
-func issue(t testing.TB, cn string, ca *x509.Certificate, caKey *ecdsa.PrivateKey, usage x509.ExtKeyUsage) (*ecdsa.PrivateKey, *x509.Certificate, []byte, []byte) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	serial, _ := rand.Int(rand.Reader, big.NewInt(1<<62))
-	tmpl := &x509.Certificate{
-		SerialNumber: serial, Subject: pkix.Name{CommonName: cn},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage},
-		DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return key, cert, der, keyDER
-}
-
-func writePEM(t testing.TB, path, kind string, der []byte) {
-	t.Helper()
-	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: kind, Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
 }
