@@ -27,6 +27,7 @@ type specJSON struct {
 	ReadConsistency  string `json:"read_consistency"`
 	WriteConsistency string `json:"write_consistency"`
 	Netns            bool   `json:"netns,omitempty"`
+	TLS              bool   `json:"tls,omitempty"`
 	Troop            string `json:"troop"`
 	RedisServer      string `json:"redis_server"`
 	ReadyTimeout     string `json:"ready_timeout"`
@@ -83,7 +84,7 @@ func Up(ctx context.Context, spec Spec) (st *Status, already bool, err error) {
 
 	sj := specJSON{
 		Shape: spec.Shape, ReplaceAfter: spec.ReplaceAfter.String(),
-		ReadConsistency: spec.ReadConsistency, WriteConsistency: spec.WriteConsistency, Netns: spec.Netns,
+		ReadConsistency: spec.ReadConsistency, WriteConsistency: spec.WriteConsistency, Netns: spec.Netns, TLS: spec.TLS,
 		Troop: spec.Troop, RedisServer: spec.RedisServer,
 		ReadyTimeout: spec.ReadyTimeout.String(), StopGrace: spec.StopGrace.String(), LogFormat: spec.LogFormat,
 	}
@@ -211,7 +212,7 @@ func readSpec(dir string) (Spec, error) {
 	if err := json.Unmarshal(b, &sj); err != nil {
 		return Spec{}, fmt.Errorf("lab spec %s: %w", specFile(dir), err)
 	}
-	spec := Spec{Dir: dir, Shape: sj.Shape, ReadConsistency: sj.ReadConsistency, WriteConsistency: sj.WriteConsistency, Netns: sj.Netns,
+	spec := Spec{Dir: dir, Shape: sj.Shape, ReadConsistency: sj.ReadConsistency, WriteConsistency: sj.WriteConsistency, Netns: sj.Netns, TLS: sj.TLS,
 		Troop: sj.Troop, RedisServer: sj.RedisServer, LogFormat: sj.LogFormat, ServeSocket: true}
 	for _, d := range []struct {
 		s   string

@@ -90,6 +90,8 @@ type Node struct {
 func (n Node) NodeLog() string  { return filepath.Join(n.Dir, "node.log") }
 func (n Node) RedisLog() string { return filepath.Join(n.Dir, "redis.log") }
 func (n Node) RedisDir() string { return filepath.Join(n.Dir, "redis") }
+func (n Node) TLSCert() string  { return filepath.Join(n.Dir, "tls.crt") }
+func (n Node) TLSKey() string   { return filepath.Join(n.Dir, "tls.key") }
 
 // Names of datacenters, racks and nodes, all counted from 1.
 func DCName(d int) string                    { return fmt.Sprintf("dc%d", d) }
@@ -141,7 +143,9 @@ func assignPorts(nodes []Node) error {
 // NodeConfig renders a node's config in Dynomite's YAML format. Every other
 // node of the lab, in every datacenter, is a seed. It is written as text so
 // that the lab does not depend on the config parser it is used to test.
-func NodeConfig(n Node, all []Node, readConsistency, writeConsistency string) []byte {
+// With caFile (not ""), every peer link is mutual TLS, with the node's
+// certificate in its directory (makeCerts).
+func NodeConfig(n Node, all []Node, readConsistency, writeConsistency, caFile string) []byte {
 	var b strings.Builder
 	fmt.Fprintf(&b, "dyn_o_mite:\n")
 	fmt.Fprintf(&b, "  datacenter: %s\n", n.DC)
@@ -165,6 +169,12 @@ func NodeConfig(n Node, all []Node, readConsistency, writeConsistency string) []
 	fmt.Fprintf(&b, "  timeout: %d\n", NodeTimeout.Milliseconds())
 	fmt.Fprintf(&b, "  troop_node_name: %s\n", n.Name)
 	fmt.Fprintf(&b, "  troop_pprof: true\n") // a lab is for measuring: its nodes serve Go's profiler
+	if caFile != "" {
+		fmt.Fprintf(&b, "  secure_server_option: all\n")
+		fmt.Fprintf(&b, "  troop_tls_cert: %s\n", n.TLSCert())
+		fmt.Fprintf(&b, "  troop_tls_key: %s\n", n.TLSKey())
+		fmt.Fprintf(&b, "  troop_tls_ca: %s\n", caFile)
+	}
 	return []byte(b.String())
 }
 

@@ -96,7 +96,7 @@ func TestNodeConfig(t *testing.T) {
 		nodes[i].Redis = addr(p + 3)
 	}
 	nodes[1].Token = 7 // to see that seeds carry the peer's token
-	got := string(NodeConfig(nodes[0], nodes, "DC_QUORUM", "DC_SAFE_QUORUM"))
+	got := string(NodeConfig(nodes[0], nodes, "DC_QUORUM", "DC_SAFE_QUORUM", ""))
 	want := `dyn_o_mite:
   datacenter: dc1
   rack: rack1

@@ -96,6 +96,7 @@ type Status struct {
 	Socket            string         `json:"socket,omitempty"`
 	Troop             string         `json:"troop"`
 	RedisServer       string         `json:"redis_server"`
+	TLS               bool           `json:"tls,omitempty"`     // peer links over mutual TLS, with the CA in DIR/tls/ca.crt
 	Network           *NetworkStatus `json:"network,omitempty"` // address mode only
 	Started           time.Time      `json:"started"`
 	Updated           time.Time      `json:"updated"`
@@ -200,6 +201,9 @@ func (s *Status) WriteTable(w io.Writer) error {
 	}
 	fmt.Fprintf(w, "lab %s: %s, replace after %s, read %s, write %s, supervisor %s\n",
 		s.Dir, s.Shape, s.ReplaceAfter, s.ReadConsistency, s.WriteConsistency, sup)
+	if s.TLS {
+		fmt.Fprintf(w, "peer links over mutual TLS, certificates of %s\n", filepath.Join(s.Dir, "tls", "ca.crt"))
+	}
 	if nw := s.Network; nw != nil {
 		fmt.Fprintf(w, "address mode: each node in its own network namespace, on %s; the host is %s on %s\n", nw.Subnet, nw.Host, nw.Interface)
 	}

@@ -30,6 +30,10 @@ type Spec struct {
 	// with its own address on a bridge of the lab's (see NetworkStatus).
 	// It needs root.
 	Netns bool
+	// TLS encrypts the peer links: the lab makes a CA (DIR/tls/ca.crt) and
+	// a certificate per node (DIR/<node>/tls.crt), and its nodes run with
+	// secure_server_option: all, verifying each other against the CA.
+	TLS bool
 
 	// Troop is the troop binary nodes run as `Troop node --config FILE`.
 	// Default os.Executable(), which is wrong inside a test binary: tests of
@@ -291,11 +295,20 @@ func (l *Lab) layout() error {
 		return err
 	}
 	for i := range l.nodes {
-		n := &l.nodes[i]
-		if err := os.MkdirAll(n.RedisDir(), 0o755); err != nil {
-			return fmt.Errorf("create %s: %w", n.RedisDir(), err)
+		if err := os.MkdirAll(l.nodes[i].RedisDir(), 0o755); err != nil {
+			return fmt.Errorf("create %s: %w", l.nodes[i].RedisDir(), err)
 		}
-		cfg := NodeConfig(*n, l.nodes, l.spec.ReadConsistency, l.spec.WriteConsistency)
+	}
+	caFile := ""
+	if l.spec.TLS {
+		var err error
+		if caFile, err = makeCerts(l.spec.Dir, l.nodes); err != nil {
+			return fmt.Errorf("TLS certificates: %w", err)
+		}
+	}
+	for i := range l.nodes {
+		n := &l.nodes[i]
+		cfg := NodeConfig(*n, l.nodes, l.spec.ReadConsistency, l.spec.WriteConsistency, caFile)
 		if err := os.WriteFile(n.Config, cfg, 0o644); err != nil {
 			return fmt.Errorf("write %s: %w", n.Config, err)
 		}
@@ -705,7 +718,7 @@ func (l *Lab) Status() *Status {
 func (l *Lab) status() *Status {
 	s := &Status{
 		Dir: l.spec.Dir, Shape: l.spec.Shape, ReplaceAfter: l.spec.ReplaceAfter.String(),
-		ReadConsistency: l.spec.ReadConsistency, WriteConsistency: l.spec.WriteConsistency,
+		ReadConsistency: l.spec.ReadConsistency, WriteConsistency: l.spec.WriteConsistency, TLS: l.spec.TLS,
 		Troop: l.spec.Troop, RedisServer: l.spec.RedisServer, Started: l.started, Updated: time.Now(),
 	}
 	if l.net != nil {

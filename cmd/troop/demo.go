@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -20,7 +21,10 @@ import (
 func init() { subcommands = append(subcommands, newDemoCmd) }
 
 func newDemoCmd() *cobra.Command {
-	var dir string
+	var (
+		dir     string
+		encrypt bool
+	)
 	cmd := &cobra.Command{
 		Use:   "demo",
 		Short: "Show a lab cluster serving reads and writes at each consistency level, and under failure",
@@ -30,21 +34,23 @@ DC_ONE, DC_QUORUM and DC_SAFE_QUORUM, stop one and then two redis-servers to
 show what each level does under failure, and bring the cluster down.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runDemo(cmd.Context(), os.Stdout, dir, "")
+			return runDemo(cmd.Context(), os.Stdout, dir, "", encrypt)
 		},
 	}
 	cmd.Flags().StringVar(&dir, "dir", ".troop/demo", "directory for the demo cluster's configs, data and logs")
+	cmd.Flags().BoolVar(&encrypt, "tls", false, "run the nodes' peer links over mutual TLS, with a CA and certificates made for the demo (as troop lab up --tls)")
 	return cmd
 }
 
-// runDemo runs the demo; troop is the binary the nodes run ("" for this one).
-func runDemo(ctx context.Context, out io.Writer, dir, troop string) error {
+// runDemo runs the demo; troop is the binary the nodes run ("" for this
+// one); encrypt runs the peer links over TLS.
+func runDemo(ctx context.Context, out io.Writer, dir, troop string, encrypt bool) error {
 	say := func(format string, args ...any) { fmt.Fprintf(out, format+"\n", args...) }
 	say("== Starting a lab cluster: 1 datacenter x 3 racks x 1 node (a redis-server and a troop node per rack)")
 	if err := os.RemoveAll(dir); err != nil {
 		return err
 	}
-	l, err := lab.Start(ctx, lab.Spec{Dir: dir, Troop: troop, ReplaceAfter: time.Hour}) // the demo replaces nothing by itself
+	l, err := lab.Start(ctx, lab.Spec{Dir: dir, Troop: troop, ReplaceAfter: time.Hour, TLS: encrypt}) // the demo replaces nothing by itself
 	if err != nil {
 		return err
 	}
@@ -55,6 +61,9 @@ func runDemo(ctx context.Context, out io.Writer, dir, troop string) error {
 	nodes := l.Nodes()
 	if err := lab.WaitMeshed(ctx, nodes, 10*time.Second); err != nil {
 		return err
+	}
+	if encrypt {
+		say("   peer links over mutual TLS (secure_server_option: all), certificates of %s", filepath.Join(dir, "tls", "ca.crt"))
 	}
 	for _, n := range nodes {
 		say("   %-12s rack %-6s token %-10d client %s  admin %s  redis %s", n.Name, n.Rack, n.Token, n.Listen, n.StatsListen, n.Redis)

@@ -22,15 +22,17 @@ import (
 )
 
 // The demo runs to the end and shows each level working, then failing as
-// documented.
+// documented, with its peer links over TLS (the plain lab runs in every
+// other test).
 func TestDemo(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var out strings.Builder
-	if err := runDemo(ctx, &out, t.TempDir(), testlab.Troop(t)); err != nil {
+	if err := runDemo(ctx, &out, t.TempDir(), testlab.Troop(t), true); err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
 	for _, want := range []string{
+		`peer links over mutual TLS (secure_server_option: all)`,
 		`DC_SAFE_QUORUM  GET demo:dc_safe_quorum via dc1-rack3-1 -> "hello"`,
 		`DC_QUORUM       SET demo:failure one-down -> "OK"`,
 		`DC_QUORUM       SET demo:failure two-down -> (error) ERR troop: DC_QUORUM write (SET) failed`,

@@ -85,6 +85,7 @@ func newLabUpCmd() *cobra.Command {
 	f.StringVar(&spec.ReadConsistency, "read-consistency", "DC_ONE", "nodes' read consistency: DC_ONE, DC_QUORUM or DC_SAFE_QUORUM")
 	f.StringVar(&spec.WriteConsistency, "write-consistency", "DC_ONE", "nodes' write consistency: DC_ONE, DC_QUORUM or DC_SAFE_QUORUM")
 	f.StringVar(&spec.LogFormat, "log-format", "text", "format of the supervisor's and the nodes' logs: text (logfmt) or json")
+	f.BoolVar(&spec.TLS, "tls", false, "encrypt the peer links: make a CA (DIR/tls/ca.crt) and a certificate per node, and run the nodes with secure_server_option: all (mutual TLS)")
 	f.BoolVar(&spec.Netns, "netns", false, "address mode: each node and its redis-server in its own network namespace, with its own address on a bridge of the lab's (root only; network faults need it)")
 	return cmd
 }
