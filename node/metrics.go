@@ -15,8 +15,8 @@ import (
 )
 
 // latencyBuckets are the upper bounds, in seconds, of the request latency
-// histogram: 1-2-5 steps from 50 µs, where a loopback request through a
-// node starts, to 1 s, past the default timeout of a replica call's share.
+// histogram: 1-2-5 steps from 50 µs, below the fastest request through a
+// node on loopback, to 1 s; slower requests count in +Inf only.
 var latencyBuckets = []float64{
 	50e-6, 100e-6, 200e-6, 500e-6,
 	1e-3, 2e-3, 5e-3,

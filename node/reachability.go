@@ -2,6 +2,7 @@ package node
 
 import (
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 )
@@ -26,6 +27,7 @@ type reachability struct {
 	loggedAt time.Time // when the last line was written
 	changes  int       // changes since the last line
 	err      error     // why it became unreachable, when known
+	attrs    []any     // what the last change said besides, for a line put off
 	timer    *time.Timer
 	stopped  bool
 }
@@ -51,7 +53,7 @@ func (r *reachability) set(up bool, err error, attrs ...any) {
 	}
 	now := time.Now()
 	held := now.Sub(r.since)
-	r.isUp, r.since, r.err = up, now, err
+	r.isUp, r.since, r.err, r.attrs = up, now, err, attrs
 	r.changes++
 	if wait := r.gap - now.Sub(r.loggedAt); wait > 0 {
 		if r.timer == nil && !r.stopped {
@@ -72,7 +74,7 @@ func (r *reachability) flush() {
 	defer r.mu.Unlock()
 	r.timer = nil
 	if r.changes > 0 && !r.stopped {
-		r.lineLocked(time.Now(), []any{"changes", r.changes})
+		r.lineLocked(time.Now(), append(slices.Clip(r.attrs), "changes", r.changes))
 	}
 }
 
@@ -97,7 +99,7 @@ func (r *reachability) stop() {
 		r.timer = nil
 	}
 	if r.changes > 0 && !r.stopped {
-		r.lineLocked(time.Now(), []any{"changes", r.changes})
+		r.lineLocked(time.Now(), append(slices.Clip(r.attrs), "changes", r.changes))
 	}
 	r.stopped = true
 }

@@ -95,7 +95,7 @@ func TestReachabilityRateLimited(t *testing.T) {
 		r.set(true, nil)
 		r.set(false, errors.New("connection refused"))
 	}
-	r.set(true, nil)
+	r.set(true, nil, "name", "dc1-rack2-1")
 	if n := len(logs.with("down")) + len(logs.with("up")); n != 1 {
 		t.Fatalf("%d lines within the gap, want 1", n)
 	}
@@ -105,8 +105,8 @@ func TestReachabilityRateLimited(t *testing.T) {
 		}
 		return ""
 	})
-	if up := logs.with("up")[0]; up["changes"] != float64(11) {
-		t.Errorf("line after the gap %v: want changes 11", up)
+	if up := logs.with("up")[0]; up["changes"] != float64(11) || up["name"] != "dc1-rack2-1" {
+		t.Errorf("line after the gap %v: want changes 11 and the last change's name", up)
 	}
 	r.stop()
 }
