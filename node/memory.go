@@ -167,25 +167,36 @@ func runtimeHeld() int64 {
 	return int64(s[0].Value.Uint64() - s[1].Value.Uint64())
 }
 
-// ManageProcessMemory keeps the process's resident memory within budgetMB
-// until ctx ends. Once a second it sets the Go runtime's soft memory limit
-// to the budget less what the process holds outside the runtime (its code,
-// mostly, which grows as more of it runs) and a margin, and never less than
-// half the budget; GOMEMLIMIT in the environment wins. And it hands the runtime's
-// free memory back to the system once the process is idle (it allocated
-// less than idleAllocBytes in a second), again after 2, 4, 8... idle
-// seconds, since what a burst leaves behind becomes garbage over a while
-// (its connections close one by one); without this the free pages stay
-// until the runtime's background scavenger gets to them, minutes later. It
-// sets process-wide values, so the troop binary calls it, not New: a test
-// process runs many nodes.
 // limitMargin: the runtime's limit is a further 1/limitMargin of the budget
 // below it, since the limit is soft and the part outside the runtime is
 // measured only once a second.
 const limitMargin = 16
 
+// ManageProcessMemory keeps the process's resident memory within budgetMB
+// until ctx ends. Once a second it sets the Go runtime's soft memory limit
+// to the budget less what the process holds outside the runtime (its code,
+// mostly, which grows as more of it runs) and a margin, and never less than
+// half the budget; GOMEMLIMIT in the environment wins.
+//
+// And after a burst, one that made the runtime hold more than half the
+// budget, it hands the runtime's free memory back to the system once the
+// process is idle (it allocated less than idleAllocBytes in a second), and
+// again after 2, 4, 8 and 16 idle seconds, since what a burst leaves
+// behind becomes garbage over a while (its connections close one by one).
+// Without this the free pages stay until the runtime's background
+// scavenger gets to them, minutes later. Below half the budget it keeps
+// them: a node whose load pauses for a few seconds would otherwise fault
+// its heap back in when it resumes, which cost the next 5 s of load 1.3 to
+// 1.7 times the node CPU per request in a three-rack cluster at DC_ONE
+// (docs/performance.md#memory).
+//
+// It sets process-wide values, so the troop binary calls it, not New: a
+// test process runs many nodes.
 func ManageProcessMemory(ctx context.Context, budgetMB int, log *slog.Logger) {
-	const idleAllocBytes = 1 << 20
+	const (
+		idleAllocBytes = 1 << 20
+		lastRelease    = 16 // idle seconds
+	)
 	limited := os.Getenv("GOMEMLIMIT") == ""
 	budget := int64(budgetMB) << 20
 	var outside int64 // the most seen: it only grows as more code runs
@@ -204,6 +215,7 @@ func ManageProcessMemory(ctx context.Context, budgetMB int, log *slog.Logger) {
 	metrics.Read(s)
 	last := s[0].Value.Uint64()
 	idleFor, nextRelease := 0, 1
+	burst := false // the runtime held more than half the budget since the last releases
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	for {
@@ -219,9 +231,11 @@ func ManageProcessMemory(ctx context.Context, budgetMB int, log *slog.Logger) {
 		now := s[0].Value.Uint64()
 		if now-last >= idleAllocBytes {
 			idleFor, nextRelease = 0, 1
-		} else if idleFor++; idleFor == nextRelease {
+			burst = burst || runtimeHeld() > budget/2
+		} else if idleFor++; burst && idleFor == nextRelease {
 			debug.FreeOSMemory()
 			nextRelease *= 2
+			burst = nextRelease <= lastRelease
 		}
 		last = now
 	}
