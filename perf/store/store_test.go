@@ -46,11 +46,14 @@ func TestHarness(t *testing.T) {
 	cfg.Keys = 500
 	cfg.Warmup = seconds(100 * time.Millisecond)
 	cfg.Duration = seconds(500 * time.Millisecond)
+	cfg.MemoryKeys, cfg.MemoryLoad, cfg.MemoryAfter = 2000, seconds(time.Second), seconds(time.Second)
 	cfg.Out = filepath.Join(t.TempDir(), "perf-store.json")
 	if err := cfg.validate(); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	// Every experiment, each briefly: about a minute on a quiet machine,
+	// more than two on a loaded one.
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	var out bytes.Buffer
 	start := time.Now()
