@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	troopclient "github.com/troop-lab/troop/client"
 	"github.com/troop-lab/troop/internal/testredis"
 	"github.com/troop-lab/troop/node/consistency"
@@ -68,11 +70,11 @@ func TestAuth(t *testing.T) {
 		}})
 
 	// The same conversation with a redis-server configured alike.
-	redis := testredis.StartArgs(t, "--requirepass", clientPass)
-	admin := dial(t, redis.Addr)
+	same := testredis.StartArgs(t, "--requirepass", clientPass)
+	admin := dial(t, same.Addr)
 	admin.must("AUTH", clientPass)
 	admin.must("ACL", "SETUSER", "reader", "on", ">"+readerPass, "~*", "+@all", "-@write", "-@dangerous")
-	node, plain := dial(t, tc.nodes[0].cfg.Listen), dial(t, redis.Addr)
+	node, plain := dial(t, tc.nodes[0].cfg.Listen), dial(t, same.Addr)
 	for _, cmd := range [][]string{
 		{"GET", "k"},
 		{"PING"},
@@ -123,6 +125,18 @@ func TestAuth(t *testing.T) {
 		if wrong := d.Password == "wrong"; (err != nil) != wrong || wrong && !strings.Contains(err.Error(), "AUTH refused: WRONGPASS") {
 			t.Errorf("client as %q: SET: %v", d.User, err)
 		}
+	}
+
+	// go-redis authenticates with HELLO 3 AUTH, as it does with redis-server.
+	rdb := redis.NewClient(&redis.Options{Addr: tc.nodes[1].cfg.Listen, Username: "reader", Password: readerPass})
+	defer rdb.Close()
+	rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer rcancel()
+	if got, err := rdb.Get(rctx, "ck").Result(); err != nil || got != "cv" {
+		t.Errorf("go-redis as reader: GET ck = %q, %v", got, err)
+	}
+	if err := rdb.Set(rctx, "ck", "x", 0).Err(); err == nil || !strings.HasPrefix(err.Error(), "NOPERM") {
+		t.Errorf("go-redis as reader: SET = %v, want NOPERM", err)
 	}
 
 	// A read-only user reads, and may not write, pop, flush or configure,

@@ -50,7 +50,7 @@ func bulkExperiment(ctx context.Context, cfg config, ps *procSet, bins binaries,
 	if err != nil {
 		return err
 	}
-	cluster, err := startCluster(ctx, cfg, ps, bins.redisServer, bins.troop, "bulk_")
+	cluster, err := startCluster(ctx, cfg, ps, bins.redisServer, bins.troop, "bulk_", false)
 	if err != nil {
 		return err
 	}

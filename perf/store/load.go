@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -105,8 +106,9 @@ type workload struct {
 	pipeline int
 	keys     int
 	seed     uint64
-	setup    [][]string // commands sent once per connection; each must answer +OK
-	reads    int        // percent of GETs; the rest are SETs
+	setup    [][]string  // commands sent once per connection; each must answer +OK
+	tls      *tls.Config // nil: plain TCP
+	reads    int         // percent of GETs; the rest are SETs
 }
 
 // counts are what a load has done so far.
@@ -151,7 +153,7 @@ type load struct {
 func startLoad(ctx context.Context, w workload) (*load, error) {
 	l := &load{w: w, ctrs: make([]connCounters, w.conns)}
 	for i := 0; i < w.conns; i++ {
-		c, err := dialSetup(ctx, w.addrs[i%len(w.addrs)], w.setup)
+		c, err := dialSetup(ctx, w.addrs[i%len(w.addrs)], w.tls, w.setup)
 		if err != nil {
 			l.closeConns()
 			return nil, err
@@ -168,11 +170,19 @@ func startLoad(ctx context.Context, w workload) (*load, error) {
 	return l, nil
 }
 
-func dialSetup(ctx context.Context, addr string, setup [][]string) (net.Conn, error) {
+func dialSetup(ctx context.Context, addr string, tlsCfg *tls.Config, setup [][]string) (net.Conn, error) {
 	d := net.Dialer{Timeout: 5 * time.Second}
 	c, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return nil, err
+	}
+	if tlsCfg != nil {
+		tc := tls.Client(c, tlsCfg)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			c.Close()
+			return nil, fmt.Errorf("%s: TLS: %w", addr, err)
+		}
+		c = tc
 	}
 	if len(setup) == 0 {
 		return c, nil
@@ -326,7 +336,7 @@ func (l *load) firstErrorReply() string {
 // preload writes every key once, so reads in the measured window find
 // values. Keys are spread over conns connections (and over addrs); each
 // connection pipelines its SETs.
-func preload(ctx context.Context, addrs []string, keys int, setup [][]string) error {
+func preload(ctx context.Context, addrs []string, tlsCfg *tls.Config, keys int, setup [][]string) error {
 	const conns, depth = 8, 100
 	var wg sync.WaitGroup
 	errs := make([]error, conns)
@@ -334,7 +344,7 @@ func preload(ctx context.Context, addrs []string, keys int, setup [][]string) er
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = preloadConn(ctx, addrs[i%len(addrs)], setup, i, conns, keys, depth)
+			errs[i] = preloadConn(ctx, addrs[i%len(addrs)], tlsCfg, setup, i, conns, keys, depth)
 		}()
 	}
 	wg.Wait()
@@ -342,8 +352,8 @@ func preload(ctx context.Context, addrs []string, keys int, setup [][]string) er
 }
 
 // preloadConn writes keys first, first+step, ... below keys.
-func preloadConn(ctx context.Context, addr string, setup [][]string, first, step, keys, depth int) error {
-	c, err := dialSetup(ctx, addr, setup)
+func preloadConn(ctx context.Context, addr string, tlsCfg *tls.Config, setup [][]string, first, step, keys, depth int) error {
+	c, err := dialSetup(ctx, addr, tlsCfg, setup)
 	if err != nil {
 		return err
 	}

@@ -43,6 +43,7 @@ type config struct {
 	Anchor    bool    `json:"anchor"`   // also run redis-benchmark against redis-server
 	Proxy     bool    `json:"proxy"`    // run the proxy-overhead experiment
 	Cluster   bool    `json:"cluster"`  // also run the three-rack experiment
+	TLS       bool    `json:"tls"`      // also run the TLS experiment: DC_QUORUM, plain vs TLS client and peer links
 	Repair    bool    `json:"repair"`   // also run the repair experiments
 	Bulk      int     `json:"bulk"`     // SETs of the bulk-load experiment; 0 skips it
 	Commands  int     `json:"commands"` // requests per redis-benchmark test of the commands experiment; 0 skips it
@@ -86,6 +87,7 @@ func defaultConfig() config {
 		Anchor:      true,
 		Proxy:       true,
 		Cluster:     true,
+		TLS:         true,
 		Repair:      true,
 		Bulk:        1_000_000,
 		Commands:    200_000,
@@ -242,6 +244,7 @@ Flags:
 	fs.BoolVar(&c.Anchor, "anchor", c.Anchor, "also run redis-benchmark (GET) against redis-server: the load generator's anchor")
 	fs.BoolVar(&c.Proxy, "proxy", c.Proxy, "run the proxy-overhead experiment (direct, nutcracker, one troop node)")
 	fs.BoolVar(&c.Cluster, "cluster", c.Cluster, "also run the three-rack DC_ONE vs DC_QUORUM experiment")
+	fs.BoolVar(&c.TLS, "tls", c.TLS, "also run the TLS experiment: the three-rack cluster at DC_QUORUM, plain vs with its client and peer links over TLS")
 	fs.BoolVar(&c.Repair, "repair", c.Repair, "also run the repair experiments: DC_QUORUM writes with hints, read repair and versions on vs off (all up, one node down), and an anti-entropy pass")
 	fs.IntVar(&c.AEKeys, "ae-keys", c.AEKeys, "anti-entropy experiment: keys preloaded on three racks")
 	fs.IntVar(&c.Bulk, "bulk", c.Bulk, "bulk-load experiment: new SETs piped by redis-cli --pipe through nutcracker and through a troop node, interleaved; 0 skips it")

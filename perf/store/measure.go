@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -23,11 +24,12 @@ type target struct {
 	name       string
 	addrs      []string
 	setup      [][]string
-	proxies    []*proc  // nutcracker or troop nodes; none for direct
-	redis      []*proc  // the redis-servers behind them
-	redisAddrs []string // and their addresses
-	admin      []string // troop nodes' admin addresses, for profiles
-	writes     bool     // SETs only, instead of the 80:20 mix
+	proxies    []*proc     // nutcracker or troop nodes; none for direct
+	redis      []*proc     // the redis-servers behind them
+	redisAddrs []string    // and their addresses
+	admin      []string    // troop nodes' admin addresses, for profiles
+	writes     bool        // SETs only, instead of the 80:20 mix
+	tls        *tls.Config // the client links' TLS; nil: plain TCP
 }
 
 // round is one measured window of one target: the JSON file holds every one.
@@ -162,7 +164,7 @@ func measure(ctx context.Context, cfg config, exp string, t *target, pipeline, n
 	if t.writes {
 		reads = 0
 	}
-	l, err := startLoad(ctx, workload{addrs: t.addrs, conns: cfg.Conns, pipeline: pipeline, keys: cfg.Keys, seed: cfg.Seed, setup: t.setup, reads: reads})
+	l, err := startLoad(ctx, workload{addrs: t.addrs, conns: cfg.Conns, pipeline: pipeline, keys: cfg.Keys, seed: cfg.Seed, setup: t.setup, reads: reads, tls: t.tls})
 	if err != nil {
 		r.Error = err.Error()
 		return r
@@ -302,7 +304,7 @@ func port(addr string) string {
 // profile takes a CPU profile of a troop node over an extra window that is
 // not recorded: profiling costs the node some CPU.
 func profile(ctx context.Context, cfg config, t *target, pipeline int, file string) error {
-	l, err := startLoad(ctx, workload{addrs: t.addrs, conns: cfg.Conns, pipeline: pipeline, keys: cfg.Keys, seed: cfg.Seed, setup: t.setup})
+	l, err := startLoad(ctx, workload{addrs: t.addrs, conns: cfg.Conns, pipeline: pipeline, keys: cfg.Keys, seed: cfg.Seed, setup: t.setup, tls: t.tls})
 	if err != nil {
 		return err
 	}

@@ -148,12 +148,18 @@ func freeAddr() (string, error) { return freeport.Pick() }
 // waitPing waits until addr answers PING, or fails early when the process
 // behind it exits.
 func waitPing(ctx context.Context, addr string, p *proc) error {
+	return waitUp(ctx, addr, "PING", ping, p)
+}
+
+// waitUp waits until probe(addr) succeeds, or fails early when the process
+// behind it exits.
+func waitUp(ctx context.Context, addr, what string, probe func(string) error, p *proc) error {
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		if err := ping(addr); err == nil {
+		if err := probe(addr); err == nil {
 			return nil
 		} else if time.Now().After(deadline) {
-			return fmt.Errorf("%s at %s does not answer PING within 15s: %v\n%s", p.name, addr, err, p.logTail())
+			return fmt.Errorf("%s at %s does not answer %s within 15s: %v\n%s", p.name, addr, what, err, p.logTail())
 		}
 		select {
 		case <-p.exited:

@@ -87,7 +87,7 @@ func writePathExperiment(ctx context.Context, cfg config, ps *procSet, bins bina
 	clusters := []*repairCluster{on, versioned, off}
 	quorum := [][]string{{"TROOP", "CONSISTENCY", "DC_QUORUM"}}
 	for _, rc := range clusters {
-		if err := preload(ctx, rc.addrs, cfg.Keys, quorum); err != nil {
+		if err := preload(ctx, rc.addrs, nil, cfg.Keys, quorum); err != nil {
 			return err
 		}
 	}
@@ -191,7 +191,7 @@ func antiEntropyExperiment(ctx context.Context, cfg config, ps *procSet, bins bi
 	}
 	fmt.Fprintf(log, "anti-entropy: preloading %d keys at DC_QUORUM ...\n", cfg.AEKeys)
 	start := time.Now()
-	if err := preload(ctx, rc.addrs, cfg.AEKeys, [][]string{{"TROOP", "CONSISTENCY", "DC_QUORUM"}}); err != nil {
+	if err := preload(ctx, rc.addrs, nil, cfg.AEKeys, [][]string{{"TROOP", "CONSISTENCY", "DC_QUORUM"}}); err != nil {
 		return err
 	}
 	ae := &aeResult{Keys: cfg.AEKeys, Differing: cfg.AEDiff, PreloadSeconds: time.Since(start).Seconds()}

@@ -128,7 +128,7 @@ func (r *result) failedRounds() int {
 // baselines: the target each experiment's ratios are taken against. The
 // load generator anchors (redis-benchmark, troop bench) run GET only, so a
 // ratio would compare different workloads; they have none.
-var baselines = map[string]string{"proxy": "direct", "cluster": "dc_one", "writes": "off", "writes_one_down": "off"}
+var baselines = map[string]string{"proxy": "direct", "cluster": "dc_one", "tls": "dc_quorum", "writes": "off", "writes_one_down": "off"}
 
 func hasBaseline(target string) bool { return target != "redis-benchmark" && target != "troop-bench" }
 
@@ -278,6 +278,14 @@ func evaluate(ss []summary) []check {
 				})
 			}
 		}
+		if plain, enc := find(ss, "tls", p, "dc_quorum"), find(ss, "tls", p, "tls_dc_quorum"); p == 10 && plain != nil && enc != nil && plain.ProxyUsPerOp > 0 {
+			r := enc.ProxyUsPerOp / plain.ProxyUsPerOp
+			out = append(out, check{
+				Name: fmt.Sprintf("tls: nodes' CPU per operation with TLS client and peer links <= 1.3 x plain, DC_QUORUM, P=%d", p), Kind: "target",
+				Measured: r, Limit: 1.3, Pass: r <= 1.3,
+				Text: fmt.Sprintf("TLS at %.2f of plain (nodes %.1f vs %.1f µs/op)", r, enc.ProxyUsPerOp, plain.ProxyUsPerOp),
+			})
+		}
 		if q := find(ss, "cluster", p, "dc_quorum"); q != nil {
 			out = append(out, check{
 				Name: fmt.Sprintf("cluster DC_QUORUM/DC_ONE >= 0.7, P=%d", p), Kind: "target",
@@ -326,14 +334,17 @@ func printHeader(w io.Writer, r *result) {
 
 func printSummary(w io.Writer, r *result) {
 	fmt.Fprintf(w, "\nMedians over %d rounds. µs/op: CPU time per operation of each process (/proc/PID/stat);\n", r.Config.Rounds)
-	fmt.Fprintf(w, "calls/op: its read and write system calls per operation (/proc/PID/io); ratio: to %s in the same round.\n", "direct, dc_one or off")
-	for _, exp := range []string{"proxy", "cluster", "writes", "writes_one_down"} {
+	fmt.Fprintf(w, "calls/op: its read and write system calls per operation (/proc/PID/io); ratio: to %s in the same round.\n", "direct, dc_one, dc_quorum or off")
+	for _, exp := range []string{"proxy", "cluster", "tls", "writes", "writes_one_down"} {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 		title := "Proxy overhead: one redis-server; direct, nutcracker, troop node (one rack)"
 		proxyCol := "proxy"
 		switch exp {
 		case "cluster":
 			title = "Three-rack troop cluster, load spread over the 3 nodes; nodes and redis summed over all 3; base_: the same of the --base build, ratios to this build's dc_one"
+			proxyCol = "nodes"
+		case "tls":
+			title = "TLS: the three-rack cluster at DC_QUORUM, plain (dc_quorum) vs client and peer links over TLS (tls_dc_quorum); nodes and redis summed over all 3"
 			proxyCol = "nodes"
 		case "writes":
 			title = "DC_QUORUM SETs only, three racks: hints, read repair and versions on vs off (troop_hinted_handoff, troop_read_repair, troop_versions); versioned: versions only"

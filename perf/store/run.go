@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -9,6 +11,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/troop-lab/troop/internal/certs"
 	"github.com/troop-lab/troop/topology"
 )
 
@@ -32,7 +35,7 @@ func proxyExperiment(ctx context.Context, cfg config, ps *procSet, bins binaries
 		return err
 	}
 	// Preload straight into redis-server: the three targets share it.
-	if err := preload(ctx, []string{redisAddr}, cfg.Keys, nil); err != nil {
+	if err := preload(ctx, []string{redisAddr}, nil, cfg.Keys, nil); err != nil {
 		return err
 	}
 	if cfg.Anchor {
@@ -78,12 +81,12 @@ func proxyExperiment(ctx context.Context, cfg config, ps *procSet, bins binaries
 // DC_QUORUM, interleaved. With a base build, the same cluster of it runs
 // beside, its targets (base_dc_one, base_dc_quorum) interleaved with these.
 func clusterExperiment(ctx context.Context, cfg config, ps *procSet, bins binaries, res *result, log io.Writer) error {
-	targets, err := startCluster(ctx, cfg, ps, bins.redisServer, bins.troop, "")
+	targets, err := startCluster(ctx, cfg, ps, bins.redisServer, bins.troop, "", false)
 	if err != nil {
 		return err
 	}
 	if bins.base != "" {
-		base, err := startCluster(ctx, cfg, ps, bins.redisServer, bins.base, "base_")
+		base, err := startCluster(ctx, cfg, ps, bins.redisServer, bins.base, "base_", false)
 		if err != nil {
 			return err
 		}
@@ -111,8 +114,9 @@ func clusterExperiment(ctx context.Context, cfg config, ps *procSet, bins binari
 
 // startCluster starts three racks of troop, a node and a redis-server
 // each, preloads the keys, and returns its targets at DC_ONE and
-// DC_QUORUM, named with prefix.
-func startCluster(ctx context.Context, cfg config, ps *procSet, redisServer, troop, prefix string) ([]*target, error) {
+// DC_QUORUM, named with prefix. With encrypt, the client and peer links
+// are TLS, with a CA made for the run.
+func startCluster(ctx context.Context, cfg config, ps *procSet, redisServer, troop, prefix string, encrypt bool) ([]*target, error) {
 	const racks = 3
 	var cfgs []*topology.Config
 	var redises, nodes []*proc
@@ -130,6 +134,13 @@ func startCluster(ctx context.Context, cfg config, ps *procSet, redisServer, tro
 		addrs, admin = append(addrs, c.Listen), append(admin, c.StatsListen)
 	}
 	linkSeeds(cfgs)
+	var clientTLS *tls.Config
+	if encrypt {
+		var err error
+		if clientTLS, err = encryptCluster(filepath.Join(ps.dir, prefix+"tls"), cfgs); err != nil {
+			return nil, err
+		}
+	}
 	for _, c := range cfgs {
 		node, err := startNode(ctx, ps, troop, c)
 		if err != nil {
@@ -143,13 +154,72 @@ func startCluster(ctx context.Context, cfg config, ps *procSet, redisServer, tro
 	// Preload through the nodes at DC_QUORUM, so that every rack holds the
 	// keys, with their versions, before the first window.
 	quorum := [][]string{{"TROOP", "CONSISTENCY", "DC_QUORUM"}}
-	if err := preload(ctx, addrs, cfg.Keys, quorum); err != nil {
+	if err := preload(ctx, addrs, clientTLS, cfg.Keys, quorum); err != nil {
 		return nil, err
 	}
 	return []*target{
-		{name: prefix + "dc_one", addrs: addrs, setup: [][]string{{"TROOP", "CONSISTENCY", "DC_ONE"}}, proxies: nodes, redis: redises, redisAddrs: redisAddrs, admin: admin},
-		{name: prefix + "dc_quorum", addrs: addrs, setup: quorum, proxies: nodes, redis: redises, redisAddrs: redisAddrs, admin: admin},
+		{name: prefix + "dc_one", addrs: addrs, setup: [][]string{{"TROOP", "CONSISTENCY", "DC_ONE"}}, proxies: nodes, redis: redises, redisAddrs: redisAddrs, admin: admin, tls: clientTLS},
+		{name: prefix + "dc_quorum", addrs: addrs, setup: quorum, proxies: nodes, redis: redises, redisAddrs: redisAddrs, admin: admin, tls: clientTLS},
 	}, nil
+}
+
+// encryptCluster makes a CA and a certificate per node in dir, turns on
+// TLS on the nodes' client listeners and every peer link, and answers the
+// load's client TLS config.
+func encryptCluster(dir string, cfgs []*topology.Config) (*tls.Config, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	ca, err := certs.NewCA("perf/store CA")
+	if err != nil {
+		return nil, err
+	}
+	caFile := filepath.Join(dir, "ca.crt")
+	if err := os.WriteFile(caFile, ca.CertPEM(), 0o644); err != nil {
+		return nil, err
+	}
+	for _, c := range cfgs {
+		leaf, err := ca.Issue(c.Name, "127.0.0.1")
+		if err != nil {
+			return nil, err
+		}
+		c.TLSCert, c.TLSKey, c.TLSCA = filepath.Join(dir, c.Name+".crt"), filepath.Join(dir, c.Name+".key"), caFile
+		if err := leaf.Write(c.TLSCert, c.TLSKey); err != nil {
+			return nil, err
+		}
+		c.SecureServerOption, c.TLSClient = topology.SecureAll, true
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(ca.Cert)
+	return &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"}, nil
+}
+
+// tlsExperiment measures what TLS costs: the same three-rack cluster at
+// DC_QUORUM, plain and with its client and peer links over TLS, interleaved.
+func tlsExperiment(ctx context.Context, cfg config, ps *procSet, bins binaries, res *result, log io.Writer) error {
+	var targets []*target
+	for _, encrypt := range []bool{false, true} {
+		prefix := ""
+		if encrypt {
+			prefix = "tls_"
+		}
+		ts, err := startCluster(ctx, cfg, ps, bins.redisServer, bins.troop, prefix, encrypt)
+		if err != nil {
+			return err
+		}
+		targets = append(targets, ts[1]) // dc_quorum
+	}
+	for _, p := range cfg.Pipelines {
+		for n := 1; n <= cfg.Rounds; n++ {
+			for _, t := range targets {
+				res.add(measure(ctx, cfg, "tls", t, p, n), log)
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return ctx.Err()
 }
 
 // prepareTroop builds the troop binary from the working tree, or from the
@@ -222,6 +292,10 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 	}
 	if err == nil && cfg.Cluster {
 		err = clusterExperiment(ctx, cfg, ps, bins, res, out)
+		ps.stopAll()
+	}
+	if err == nil && cfg.TLS {
+		err = tlsExperiment(ctx, cfg, ps, bins, res, out)
 		ps.stopAll()
 	}
 	if err == nil && cfg.Repair {

@@ -21,7 +21,7 @@ import (
 // and checks behaviour only: every target served requests, no errors or
 // wrong replies, the JSON file complete. It never checks speed.
 // generatorsAndTargets are the rows a full run has for each depth.
-var generatorsAndTargets = []string{"direct", "nutcracker", "troop-node", "redis-benchmark", "troop-bench", "dc_one", "dc_quorum"}
+var generatorsAndTargets = []string{"direct", "nutcracker", "troop-node", "redis-benchmark", "troop-bench", "dc_one", "dc_quorum", "tls_dc_quorum"}
 
 // repairRows are the write-path rows of the repair experiments: on,
 // versioned and off, all up and one node down.
@@ -114,7 +114,9 @@ func TestHarness(t *testing.T) {
 	for k := range want {
 		t.Errorf("no round for %s", k)
 	}
-	if want := (len(generatorsAndTargets) + repairRows) * len(cfg.Pipelines); len(res.Summary) != want {
+	// The TLS experiment has a plain dc_quorum row of its own besides the
+	// cluster experiment's.
+	if want := (len(generatorsAndTargets) + repairRows + 1) * len(cfg.Pipelines); len(res.Summary) != want {
 		t.Errorf("%d summary rows, want %d", len(res.Summary), want)
 	}
 	if ae := res.AntiEntropy; ae == nil || !ae.Converged || len(ae.First) == 0 {

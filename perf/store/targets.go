@@ -233,6 +233,20 @@ func nodeConfig(name, rack, redisAddr string) (*topology.Config, error) {
 	return c, nil
 }
 
+// adminPing asks a node's admin API for /ping.
+func adminPing(addr string) error {
+	c := http.Client{Timeout: time.Second}
+	res, err := c.Get("http://" + addr + "/ping")
+	if err != nil {
+		return err
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET /ping: %s", res.Status)
+	}
+	return nil
+}
+
 // linkSeeds makes every node of a cluster list all the others in dyn_seeds.
 func linkSeeds(cfgs []*topology.Config) {
 	for _, c := range cfgs {
@@ -257,6 +271,9 @@ func startNode(ctx context.Context, ps *procSet, bin string, c *topology.Config)
 	p, err := ps.start(c.Name, bin, "node", "--config", path, "--log-level", "warn")
 	if err != nil {
 		return nil, err
+	}
+	if c.TLSClient { // its client listener speaks TLS: the admin API says when it is up
+		return p, waitUp(ctx, c.StatsListen, "GET /ping", adminPing, p)
 	}
 	return p, waitPing(ctx, c.Listen, p)
 }
