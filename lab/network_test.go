@@ -91,12 +91,24 @@ func leftovers(t *testing.T, dir string, st *Status) []string {
 	for _, p := range procs {
 		links, _ := filepath.Glob(p + "/fd/*")
 		for _, l := range append(links, p+"/ns/net") {
-			if target, err := os.Readlink(l); err == nil && ours[target] {
+			if target, err := os.Readlink(l); err == nil && ours[target] && labProcess(atoi(filepath.Base(p)), dir) {
 				left = append(left, l+" -> "+target+" ("+cmdline(atoi(filepath.Base(p)))+")")
 			}
 		}
 	}
 	return left
+}
+
+// labProcess says whether pid is this test or a process of the lab in dir
+// (its command line names dir, or it runs in it). The kernel reuses a
+// namespace's inode number once the namespace is gone: a lab another test
+// starts meanwhile may get this lab's numbers.
+func labProcess(pid int, dir string) bool {
+	if pid == os.Getpid() || strings.Contains(cmdline(pid), dir) {
+		return true
+	}
+	cwd, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid))
+	return err == nil && strings.HasPrefix(cwd, dir)
 }
 
 func atoi(s string) int {
