@@ -29,7 +29,7 @@ type Link struct {
 	addr      string
 	timeout   time.Duration
 	handshake Handshake // optional, runs after dial
-	dialer    Dialer    // nil: plain TCP
+	dialer    Dialer    // dialTCP unless given
 
 	mu        sync.Mutex
 	conn      net.Conn
@@ -53,6 +53,10 @@ type Link struct {
 
 // A Dialer opens a new connection to addr within timeout: TLS, say.
 type Dialer func(addr string, timeout time.Duration) (net.Conn, error)
+
+func dialTCP(addr string, timeout time.Duration) (net.Conn, error) {
+	return net.DialTimeout("tcp", addr, timeout)
+}
 
 // Handshake runs on every new connection before any request, with the
 // connection's reader: a peer's greeting, loading scripts into redis-server.
@@ -92,6 +96,9 @@ func New(name, addr string, timeout time.Duration, handshake Handshake) *Link {
 
 // NewDial is New with connections opened by dial (nil: plain TCP).
 func NewDial(name, addr string, timeout time.Duration, dial Dialer, handshake Handshake) *Link {
+	if dial == nil {
+		dial = dialTCP
+	}
 	l := &Link{name: name, addr: addr, timeout: timeout, handshake: handshake, dialer: dial, stats: &linkStats{},
 		kick: make(chan struct{}, 1), done: make(chan struct{})}
 	go l.watchdog()
@@ -113,11 +120,11 @@ func (l *Link) Watch(f func(reachable bool, err error)) {
 // reachableLocked records whether the server can be reached and returns
 // what to run, after unlocking, to tell Watch's function of a change.
 func (l *Link) reachableLocked(reachable bool, err error) (notify func()) {
-	if l.unreachable != reachable || l.watch == nil {
-		l.unreachable = !reachable
+	changed := l.unreachable == reachable
+	l.unreachable = !reachable
+	if !changed || l.watch == nil {
 		return func() {}
 	}
-	l.unreachable = !reachable
 	watch := l.watch
 	return func() { watch(reachable, err) }
 }
@@ -252,13 +259,7 @@ func (l *Link) connectLocked() error {
 
 func (l *Link) dial() {
 	dialTimeout := min(l.timeout, 2*time.Second)
-	dial := l.dialer
-	if dial == nil {
-		dial = func(addr string, timeout time.Duration) (net.Conn, error) {
-			return net.DialTimeout("tcp", addr, timeout)
-		}
-	}
-	conn, err := dial(l.addr, dialTimeout)
+	conn, err := l.dialer(l.addr, dialTimeout)
 	var rd *resp.Reader
 	if err == nil {
 		rd = resp.NewReader(conn, resp.DefaultLimits)

@@ -1,8 +1,6 @@
 package node
 
 import (
-	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -149,8 +147,7 @@ func (n *Node) adminGuard(access adminAccess, h http.HandlerFunc) http.Handler {
 				return
 			}
 			token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-			got := sha256.Sum256([]byte(token))
-			if !ok || subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
+			if !ok || !hashMatches(want, token) {
 				n.stats.adminAuthFailures.Add(1)
 				if n.adminLimiter.fail(host, now) {
 					n.log.Warn("admin requests with a wrong token from a client address reached the limit; they are refused until it slows down", "remote", host)

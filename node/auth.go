@@ -60,16 +60,21 @@ func passwordHash(configured string) [sha256.Size]byte {
 	return sha256.Sum256([]byte(configured))
 }
 
+// hashMatches says, in constant time, whether given hashes to want.
+func hashMatches(want [sha256.Size]byte, given string) bool {
+	got := sha256.Sum256([]byte(given))
+	return subtle.ConstantTimeCompare(got[:], want[:]) == 1
+}
+
 // check returns the user whose name and password these are, or nil. The
 // comparison takes the same time whether the user exists or not.
 func (a *authenticator) check(name, password string) *authUser {
-	got := sha256.Sum256([]byte(password))
 	u := a.users[name]
 	want := [sha256.Size]byte{}
 	if u != nil {
 		want = u.hash
 	}
-	if subtle.ConstantTimeCompare(got[:], want[:]) != 1 || u == nil {
+	if !hashMatches(want, password) || u == nil {
 		return nil
 	}
 	return u

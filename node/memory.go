@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"log/slog"
-
 	"os"
 	"runtime/debug"
 	"runtime/metrics"

@@ -73,6 +73,11 @@ func (r *reachability) flush() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.timer = nil
+	r.putOffLineLocked()
+}
+
+// putOffLineLocked writes the line of the changes made within the gap.
+func (r *reachability) putOffLineLocked() {
 	if r.changes > 0 && !r.stopped {
 		r.lineLocked(time.Now(), append(slices.Clip(r.attrs), "changes", r.changes))
 	}
@@ -98,8 +103,6 @@ func (r *reachability) stop() {
 		r.timer.Stop()
 		r.timer = nil
 	}
-	if r.changes > 0 && !r.stopped {
-		r.lineLocked(time.Now(), append(slices.Clip(r.attrs), "changes", r.changes))
-	}
+	r.putOffLineLocked()
 	r.stopped = true
 }

@@ -1,34 +1,21 @@
 package node
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
 
 // logLines is a log destination tests read while the node writes to it.
-type logLines struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logLines) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
+type logLines struct{ lockedBuffer }
 
 // with returns the JSON lines whose msg is msg.
 func (l *logLines) with(msg string) []map[string]any {
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	var out []map[string]any
-	for _, line := range strings.Split(strings.TrimSpace(l.buf.String()), "\n") {
+	for _, line := range strings.Split(strings.TrimSpace(l.String()), "\n") {
 		var rec map[string]any
 		if json.Unmarshal([]byte(line), &rec) == nil && rec["msg"] == msg {
 			out = append(out, rec)

@@ -1,13 +1,11 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -41,10 +39,10 @@ func TestChaosNetworkFaultsLab(t *testing.T) {
 	// kill starts troop chaos kill and returns it with its lease, once its
 	// fault is in place.
 	before := map[string]bool{} // the leases kill has returned
-	kill := func(t *testing.T, args ...string) (*exec.Cmd, *lockedBuffer, chaos.Lease) {
+	kill := func(t *testing.T, args ...string) (*exec.Cmd, *syncBuffer, chaos.Lease) {
 		t.Helper()
 		cmd := exec.Command(testlab.Troop(t), append([]string{"chaos", "kill", "all", "--config", config, "--db", db, "--lab", l.Dir()}, args...)...)
-		var out lockedBuffer
+		var out syncBuffer
 		cmd.Stdout, cmd.Stderr = &out, &out
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
@@ -172,22 +170,4 @@ func TestChaosNetworkFaultsLab(t *testing.T) {
 			t.Errorf("leases left: %v", left)
 		}
 	})
-}
-
-// lockedBuffer is the output of a process, read while it runs.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
