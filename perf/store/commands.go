@@ -48,7 +48,7 @@ func commandsExperiment(ctx context.Context, cfg config, ps *procSet, bins binar
 	if err != nil {
 		return err
 	}
-	nodeCfg, err := nodeConfig("commands-node", "rack1", behindAddr)
+	nodeCfg, err := nodeConfig("commands-node", "rack1", behindAddr, false)
 	if err != nil {
 		return err
 	}

@@ -93,7 +93,7 @@ func memoryExperiment(ctx context.Context, cfg config, ps *procSet, bins binarie
 	if err != nil {
 		return err
 	}
-	nodeCfg, err := nodeConfig("memory-node", "rack1", behind)
+	nodeCfg, err := nodeConfig("memory-node", "rack1", behind, false)
 	if err != nil {
 		return err
 	}
@@ -205,7 +205,7 @@ func keysMemory(ctx context.Context, cfg config, ps *procSet, bins binaries) (*k
 	if err != nil {
 		return nil, err
 	}
-	nodeCfg, err := nodeConfig("keys-node", "rack1", behind)
+	nodeCfg, err := nodeConfig("keys-node", "rack1", behind, false)
 	if err != nil {
 		return nil, err
 	}

@@ -38,14 +38,14 @@ type repairCluster struct {
 	addrs, admin   []string
 }
 
-func startRepairCluster(ctx context.Context, ps *procSet, bins binaries, prefix string, configure func(*topology.Config)) (*repairCluster, error) {
+func startRepairCluster(ctx context.Context, cfg config, ps *procSet, bins binaries, prefix string, configure func(*topology.Config)) (*repairCluster, error) {
 	rc := &repairCluster{name: prefix}
 	for i := 1; i <= 3; i++ {
 		redis, redisAddr, err := startRedis(ctx, ps, bins.redisServer, fmt.Sprintf("%s-redis%d", prefix, i))
 		if err != nil {
 			return nil, err
 		}
-		c, err := nodeConfig(fmt.Sprintf("%s-node%d", prefix, i), fmt.Sprintf("rack%d", i), redisAddr)
+		c, err := nodeConfig(fmt.Sprintf("%s-node%d", prefix, i), fmt.Sprintf("rack%d", i), redisAddr, cfg.Pprof != "")
 		if err != nil {
 			return nil, err
 		}
@@ -66,19 +66,19 @@ func startRepairCluster(ctx context.Context, ps *procSet, bins binaries, prefix 
 }
 
 func writePathExperiment(ctx context.Context, cfg config, ps *procSet, bins binaries, res *result, log io.Writer) error {
-	on, err := startRepairCluster(ctx, ps, bins, "on", func(c *topology.Config) {
+	on, err := startRepairCluster(ctx, cfg, ps, bins, "on", func(c *topology.Config) {
 		c.MaxHintBytes = 2_000_000_000 // no hint dropped in the windows: every write pays for its hint
 	})
 	if err != nil {
 		return err
 	}
-	versioned, err := startRepairCluster(ctx, ps, bins, "versioned", func(c *topology.Config) {
+	versioned, err := startRepairCluster(ctx, cfg, ps, bins, "versioned", func(c *topology.Config) {
 		c.HintedHandoff, c.ReadRepair = false, false
 	})
 	if err != nil {
 		return err
 	}
-	off, err := startRepairCluster(ctx, ps, bins, "off", func(c *topology.Config) {
+	off, err := startRepairCluster(ctx, cfg, ps, bins, "off", func(c *topology.Config) {
 		c.HintedHandoff, c.ReadRepair, c.Versions = false, false, false
 	})
 	if err != nil {
@@ -183,7 +183,7 @@ type aeResult struct {
 }
 
 func antiEntropyExperiment(ctx context.Context, cfg config, ps *procSet, bins binaries, res *result, log io.Writer) error {
-	rc, err := startRepairCluster(ctx, ps, bins, "ae", func(c *topology.Config) {
+	rc, err := startRepairCluster(ctx, cfg, ps, bins, "ae", func(c *topology.Config) {
 		c.RepairKeysPerSec = 100_000
 	})
 	if err != nil {

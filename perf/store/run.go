@@ -26,7 +26,7 @@ func proxyExperiment(ctx context.Context, cfg config, ps *procSet, bins binaries
 	if err != nil {
 		return err
 	}
-	nodeCfg, err := nodeConfig("troop-node", "rack1", redisAddr)
+	nodeCfg, err := nodeConfig("troop-node", "rack1", redisAddr, cfg.Pprof != "")
 	if err != nil {
 		return err
 	}
@@ -126,7 +126,7 @@ func startCluster(ctx context.Context, cfg config, ps *procSet, redisServer, tro
 		if err != nil {
 			return nil, err
 		}
-		c, err := nodeConfig(fmt.Sprintf("%snode%d", prefix, i), fmt.Sprintf("rack%d", i), redisAddr)
+		c, err := nodeConfig(fmt.Sprintf("%snode%d", prefix, i), fmt.Sprintf("rack%d", i), redisAddr, cfg.Pprof != "")
 		if err != nil {
 			return nil, err
 		}

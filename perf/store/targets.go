@@ -217,7 +217,7 @@ func startNutcracker(ctx context.Context, ps *procSet, bin, redisAddr string) (*
 // nodeConfig is a troop node config for name in rack of dc1, in front of
 // redisAddr, with fresh loopback ports. Tokens are [0]: with one node per
 // rack that is the evenly spaced ring.
-func nodeConfig(name, rack, redisAddr string) (*topology.Config, error) {
+func nodeConfig(name, rack, redisAddr string, pprof bool) (*topology.Config, error) {
 	c := topology.Default()
 	c.Name, c.Datacenter, c.Rack = name, "dc1", rack
 	for _, a := range []*string{&c.Listen, &c.DynListen, &c.StatsListen} {
@@ -229,7 +229,9 @@ func nodeConfig(name, rack, redisAddr string) (*topology.Config, error) {
 	c.Servers = []topology.Server{{Addr: redisAddr, Weight: 1}}
 	c.Tokens = []uint32{0}
 	c.ReadConsistency, c.WriteConsistency = consistency.DCOne, consistency.DCOne
-	c.Pprof = true // --pprof profiles the nodes
+	// Only when --pprof profiles the nodes: a --base build may be older
+	// than the key.
+	c.Pprof = pprof
 	return c, nil
 }
 
