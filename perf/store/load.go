@@ -16,11 +16,11 @@ import (
 )
 
 // The workload is fixed by the benchmark's definition; only its size and
-// shape (connections, pipeline depth, key space) are flags.
+// shape (connections, pipeline depth, key space, and the GET share, to
+// take a read's cost apart from a write's) are flags.
 const (
-	valueSize   = 1024 // bytes per value
-	readPercent = 80   // GET share of operations; the rest are SET
-	keyLen      = 16   // "key:" and 12 digits, redis-benchmark's -r key format
+	valueSize = 1024 // bytes per value
+	keyLen    = 16   // "key:" and 12 digits, redis-benchmark's -r key format
 )
 
 // filler makes up each value after "<key>|". A value thus names its key, so

@@ -59,7 +59,7 @@ type config struct {
 	Pprof       string  `json:"pprof_dir"` // "" = no profiles
 
 	ValueSize   int `json:"value_size"`   // fixed: valueSize
-	ReadPercent int `json:"read_percent"` // fixed: readPercent
+	ReadPercent int `json:"read_percent"` // GET share of operations; the rest are SET
 }
 
 // seconds is a duration written to JSON as seconds.
@@ -99,7 +99,7 @@ func defaultConfig() config {
 		AEDiff:      1000,
 		Out:         "perf-store.json",
 		ValueSize:   valueSize,
-		ReadPercent: readPercent,
+		ReadPercent: 80,
 	}
 }
 
@@ -180,6 +180,9 @@ func (c *config) validate() error {
 	if c.Base != "" && !c.Cluster {
 		bad = append(bad, "--base compares the three-rack experiment: it needs --cluster")
 	}
+	if c.ReadPercent < 0 || c.ReadPercent > 100 {
+		bad = append(bad, "--read-percent must be between 0 and 100")
+	}
 	if c.Duration <= 0 || c.Warmup < 0 {
 		bad = append(bad, "--duration must be positive and --warmup not negative")
 	}
@@ -239,6 +242,7 @@ Flags:
 	fs.IntVar(&c.Keys, "keys", c.Keys, "key space: keys are drawn uniformly from this many, all preloaded")
 	fs.IntVar(&c.Rounds, "rounds", c.Rounds, "rounds (R) of interleaved targets per pipeline depth")
 	fs.DurationVar((*time.Duration)(&c.Warmup), "warmup", time.Duration(c.Warmup), "load before each measured window")
+	fs.IntVar(&c.ReadPercent, "read-percent", c.ReadPercent, "GET share of operations in percent; the rest are SET")
 	fs.DurationVar((*time.Duration)(&c.Duration), "duration", time.Duration(c.Duration), "measured window (D) per target and round")
 	fs.Uint64Var(&c.Seed, "seed", c.Seed, "seed of the operation sequence (keys and GET/SET choices)")
 	fs.BoolVar(&c.Anchor, "anchor", c.Anchor, "also run redis-benchmark (GET) against redis-server: the load generator's anchor")

@@ -160,7 +160,7 @@ func (r *round) setFigures(gen, proxy, redis float64) {
 // measure runs the load against t: connect, warm up, measure one window.
 func measure(ctx context.Context, cfg config, exp string, t *target, pipeline, n int) round {
 	r := round{Experiment: exp, Pipeline: pipeline, Round: n, Target: t.name}
-	reads := readPercent
+	reads := cfg.ReadPercent
 	if t.writes {
 		reads = 0
 	}

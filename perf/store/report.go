@@ -327,7 +327,7 @@ func printHeader(w io.Writer, r *result) {
 		fmt.Fprintf(w, "base: troop built from %s (%s), the cluster's base_ targets, interleaved with this build's\n", c.Base, e.BaseRevision)
 	}
 	fmt.Fprintf(w, "workload: %d connections, %d:%d GET:SET, %d-byte values, %d keys preloaded, seed %d\n",
-		c.Conns, readPercent, 100-readPercent, valueSize, c.Keys, c.Seed)
+		c.Conns, c.ReadPercent, 100-c.ReadPercent, valueSize, c.Keys, c.Seed)
 	fmt.Fprintf(w, "rounds: %d per depth, targets interleaved; %v warmup + %v measured per window\n\n",
 		c.Rounds, time.Duration(c.Warmup), time.Duration(c.Duration))
 }
