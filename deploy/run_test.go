@@ -4,6 +4,7 @@ package deploy
 // its faults through the chaos monkey's Docker backend.
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -11,12 +12,15 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/moby/moby/client"
 
+	"github.com/troop-lab/troop/internal/netns"
 	"github.com/troop-lab/troop/suite"
 )
 
@@ -68,11 +72,12 @@ groups:
       labels: {%s: %s}
     probability: 1
 `, networkLabel, network))
-	runConfig := write("run.yml", `keys: 1000
+	runConfig := func(fault, nemesisFault time.Duration) string {
+		return write("run.yml", fmt.Sprintf(`keys: 1000
 readers_per_node: 2
 writers_per_node: 2
 baseline: 1s
-fault: 12s
+fault: %s
 kill_at: 2s
 levels: [DC_QUORUM]
 ldfi_max_faults: 0
@@ -81,30 +86,24 @@ register:
 nemesis:
   faults: [partition]
   levels: [DC_QUORUM]
-  fault: 2s
+  fault: %s
   lead: 1s
   settle: 2s
-`)
-	out := filepath.Join(dir, "out")
+`, fault, nemesisFault))
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, troopBin, "run", "--quick", "--config", runConfig, "--out", out,
-		"--cluster", describe, "--chaos-config", chaosConfig)
-	output, err := cmd.CombinedOutput()
+	troopRun := func(config, out string) *exec.Cmd {
+		return exec.CommandContext(ctx, troopBin, "run", "--quick", "--config", config, "--out", out,
+			"--cluster", describe, "--chaos-config", chaosConfig)
+	}
+	out := filepath.Join(dir, "out")
+	output, err := troopRun(runConfig(12*time.Second, 2*time.Second), out).CombinedOutput()
 	t.Logf("troop run:\n%s", output)
 	if err != nil {
 		t.Fatalf("troop run: %v", err)
 	}
-
-	f, err := os.Open(filepath.Join(out, "report.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	rep, err := suite.ReadReport(f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := readReport(t, out)
 	fp := rep.Failure
 	if fp == nil || rep.Durability == nil {
 		t.Fatalf("the failure phase or the audit did not run; not run: %q", rep.Skipped)
@@ -141,4 +140,85 @@ nemesis:
 	if strings.Contains(rep.Cleanup, "could not") {
 		t.Errorf("cleanup: %s", rep.Cleanup)
 	}
+	if left := faultChains(t, svcs); len(left) > 0 {
+		t.Errorf("a fault's rules are left in %q", left)
+	}
+
+	// Interrupted while the nemesis's partition holds: the run undoes it
+	// at once, not at its lease's end, and still writes its report.
+	out = filepath.Join(dir, "interrupted")
+	cmd := troopRun(runConfig(4*time.Second, 2*time.Minute), out)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = cmd.Stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var seen strings.Builder
+	lines := bufio.NewScanner(stdout)
+	for lines.Scan() && !strings.Contains(lines.Text(), "] nemesis: partition") {
+		seen.WriteString(lines.Text() + "\n")
+	}
+	waitFor(t, 30*time.Second, "the partition's rules in a container", func() bool { return len(faultChains(t, svcs)) > 0 })
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	rest, _ := io.ReadAll(stdout)
+	err = cmd.Wait()
+	t.Logf("interrupted troop run:\n%s%s", seen.String(), rest)
+	if code := cmd.ProcessState.ExitCode(); code != 130 {
+		t.Errorf("interrupted troop run: %v, exit status %d, want 130", err, code)
+	}
+	if d := time.Since(start); d > time.Minute {
+		t.Errorf("the interrupted run took %s to end: it waited for the fault's end", d)
+	}
+	if rep := readReport(t, out); !strings.Contains(rep.Stopped, "phase 5 of 7 (nemesis)") {
+		t.Errorf("the interrupted run's report says it stopped %q", rep.Stopped)
+	}
+	if left := faultChains(t, svcs); len(left) > 0 {
+		t.Errorf("a fault's rules are left in %q", left)
+	}
+}
+
+func readReport(t *testing.T, out string) *suite.Report {
+	t.Helper()
+	f, err := os.Open(filepath.Join(out, "report.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rep, err := suite.ReadReport(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+// faultChains lists the containers whose network namespace holds a chain
+// of a network fault (package fault names them troop-...).
+func faultChains(t *testing.T, svcs []service) []string {
+	t.Helper()
+	var out []string
+	for _, s := range svcs {
+		c, err := api.ContainerInspect(context.Background(), s.id, client.ContainerInspectOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ns, err := netns.Open("/proc/"+strconv.Itoa(c.Container.State.Pid)+"/ns/net", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rules, err := netns.Run(ns, "", nil, "iptables", "-S")
+		ns.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(rules, "troop-") {
+			out = append(out, s.name)
+		}
+	}
+	return out
 }
