@@ -140,6 +140,15 @@ nemesis:
 	if strings.Contains(rep.Cleanup, "could not") {
 		t.Errorf("cleanup: %s", rep.Cleanup)
 	}
+	html, err := os.ReadFile(filepath.Join(out, "report.html"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"(kill -9 of the container&#39;s process)", "its container&#39;s restart policy brought it back", "<td>not compared</td>"} {
+		if !strings.Contains(string(html), want) {
+			t.Errorf("report.html does not say %q", want)
+		}
+	}
 	if left := faultChains(t, svcs); len(left) > 0 {
 		t.Errorf("a fault's rules are left in %q", left)
 	}

@@ -275,15 +275,26 @@ func (c *cluster) nodeAt(inst chaos.Instance) (client.Node, bool) {
 	return client.Node{}, false
 }
 
-// killHow says how the backend terminates an instance.
+// killHow says how the backend terminates an instance, and backHow what
+// brings it back.
 func (c *cluster) killHow() string {
 	switch c.group.Backend {
 	case chaos.Docker:
-		return "kill -9 of the container's process; its restart policy brings it back"
+		return "kill -9 of the container's process"
 	case chaos.Kubernetes:
-		return "pod deleted with no grace period; its workload replaces it"
+		return "its pod deleted with no grace period"
 	}
 	return "kill -9"
+}
+
+func (c *cluster) backHow() string {
+	switch c.group.Backend {
+	case chaos.Docker:
+		return "its container's restart policy brought it back"
+	case chaos.Kubernetes:
+		return "its workload replaced the pod"
+	}
+	return "the lab replaced it"
 }
 
 // awaitPing waits until the node of inst answers PING again.

@@ -161,7 +161,11 @@ type BenchPhase struct {
 // FailurePhase is the mixed run during which one node was terminated.
 type FailurePhase struct {
 	BenchPhase
-	Node   string  `json:"node"`   // the node terminated
+	Node string `json:"node"` // the node terminated
+	// How says how it was terminated, and Back what brought it back ("":
+	// kill -9, and the lab's supervisor, in reports that do not say).
+	How    string  `json:"how,omitempty"`
+	Back   string  `json:"back,omitempty"`
 	Events []Event `json:"events"` // the chaos timeline, seconds into the phase
 	// KillSecond and RecoveredSecond bound the fault, in seconds into the
 	// phase; RecoverySeconds is the time from the kill until the lab's
@@ -535,7 +539,7 @@ func (c *cluster) failurePhase(ctx context.Context, cfg Config, rate float64) (*
 		return nil, nil, err
 	}
 	victim := insts[rand.New(rand.NewPCG(cfg.Seed, 2)).IntN(len(insts))]
-	fp := &FailurePhase{Node: c.nodeOf(victim), ErrorFreeSecond: -1}
+	fp := &FailurePhase{Node: c.nodeOf(victim), ErrorFreeSecond: -1, How: c.killHow(), Back: c.backHow()}
 	recovery := c.terminator.(chaos.RecoveryWaiter) // every backend of a cluster has one (NewChaos)
 
 	type chaosOutcome struct {
@@ -560,7 +564,7 @@ func (c *cluster) failurePhase(ctx context.Context, cfg Config, rate float64) (*
 			out.err = err
 			return
 		}
-		out.events = append(out.events, Event{out.kill, fmt.Sprintf("chaos monkey terminates %s (%s)", fp.Node, c.killHow())})
+		out.events = append(out.events, Event{out.kill, fmt.Sprintf("chaos monkey terminates %s (%s)", fp.Node, fp.How)})
 		rctx, cancel := context.WithTimeout(ctx, cfg.ReplaceAfter+time.Minute)
 		defer cancel()
 		if _, err := recovery.AwaitRecovery(rctx, victim, at); err != nil {
@@ -577,7 +581,7 @@ func (c *cluster) failurePhase(ctx context.Context, cfg Config, rate float64) (*
 			return
 		}
 		out.recovered = time.Since(start).Seconds()
-		out.events = append(out.events, Event{out.recovered, fmt.Sprintf("%s is back, by its %s backend, and answers PING", fp.Node, c.group.Backend)})
+		out.events = append(out.events, Event{out.recovered, fmt.Sprintf("%s is back (%s) and answers PING", fp.Node, fp.Back)})
 	}()
 	level := c.quorumLevel()
 	res, model, err := c.bench(ctx, c.benchConfig(cfg, level, cfg.Fault, rate, true))
