@@ -40,12 +40,13 @@ func newRunCmd() *cobra.Command {
 		backends      backendOptions
 	)
 	cmd := &cobra.Command{
-		Use:   "run [--quick] [--out DIR] [--config FILE] [--lab DIR | --target HOST:PORT[,...] | --cluster FILE|ADMIN_ADDR [--chaos-config FILE [--chaos-group NAME]]]",
+		Use:   "run [--quick] [--out DIR] [--config FILE] [--lab DIR | --target HOST:PORT[,...] | --cluster FILE|ADMIN_ADDR] [--chaos-config FILE [--chaos-group NAME]]",
 		Short: "Run the whole suite against a lab cluster and write one report",
 		Long: `Start a lab cluster (1 datacenter x 3 racks x 1 node), or use a running one
 (--lab), or a cluster troop did not start (--target: any Redis-protocol
 endpoints; --cluster: troop or Dynomite nodes by their /cluster_describe;
-the phases that need a lab then say they did not run), and run the suite:
+the phases that need faults then say they did not run, unless
+--chaos-config gives them a backend), and run the suite:
 a baseline benchmark at DC_ONE and DC_QUORUM, a run at DC_QUORUM during which the chaos monkey terminates a node and the lab
 replaces it, an audit of every acknowledged write, a linearizability check of
 a register workload per level, a nemesis (partitions, packet loss and delay,
@@ -124,7 +125,7 @@ end, and at once on Ctrl-C. See docs/run.md.`,
 	f.StringVar(&out, "out", ".troop", "directory that keeps every run (OUT/runs/<time>-<seed>/: report, JSON, lab) and points OUT/report.html at the latest")
 	f.StringVar(&configFile, "config", "", "a YAML file of phase settings over the preset (see docs/run.md)")
 	f.StringVar(&labDir, "lab", "", "use the lab running in this directory (troop lab up) instead of starting one")
-	f.StringVar(&targets, "target", "", "run against these Redis-protocol endpoints (redis-server, nutcracker ...) instead of a lab: load and checks, no faults")
+	f.StringVar(&targets, "target", "", "run against these Redis-protocol endpoints (redis-server, nutcracker ...) instead of a lab: load and checks, and faults only through --chaos-config")
 	f.StringVar(&clusterAddr, "cluster", "", "run against a troop or Dynomite cluster troop did not start: a file holding a node's /cluster_describe answer, or its admin address")
 	addAccessFlags(f, &access)
 	f.StringVar(&chaosConfig, "chaos-config", "", "with --target or --cluster: a troop chaos config whose Docker or Kubernetes group holds the cluster's nodes; its backend terminates a node in the failure phase and runs the nemesis (see docs/run.md)")
