@@ -294,10 +294,10 @@ func (rep *Report) runPhases(ctx context.Context, cfg Config, cl *cluster, step 
 	} else {
 		rate := cfg.FaultRate
 		if rate <= 0 {
-			rate = 0.6 * Throughput(rep.Baseline, "DC_QUORUM")
+			rate = 0.6 * Throughput(rep.Baseline, cl.quorumLevel())
 		}
 		if rate <= 0 {
-			rate = 1000 // no DC_QUORUM baseline to take it from
+			rate = 1000 // no baseline at that level to take it from
 		}
 		step(2, "failure under load: %s at %.0f ops/s for %s, one node terminated at %s", cl.quorumLevel(), rate, cfg.Fault, cfg.KillAt)
 		fp, model, err := cl.failurePhase(ctx, cfg, rate)
@@ -444,7 +444,11 @@ func openCluster(ctx context.Context, cfg Config, step func(int, string, ...any)
 		l.Stop()
 		return nil, err
 	}
-	return labCluster(nodes, l, cfg.Dir, labchaos.NewWith(labchaos.FromLab(l)))
+	c, err := labCluster(nodes, l, cfg.Dir, labchaos.NewWith(labchaos.FromLab(l)))
+	if err != nil {
+		l.Stop()
+	}
+	return c, err
 }
 
 // labCluster is the lab in dir, l when this run started it, whose nodes
