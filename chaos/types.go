@@ -274,3 +274,15 @@ type Leaser interface {
 	// l.Until and returns the undo data for Revert.
 	Begin(ctx context.Context, l Lease) (undo map[string]string, err error)
 }
+
+// Addresser is what a backend implements whose instances can be matched
+// to the nodes of a cluster troop did not start by their addresses (troop
+// run --cluster or --target with a chaos config).
+type Addresser interface {
+	// Addresses returns where inst is reached: bare IP addresses, at which
+	// every port is inst's (a container's address on its networks, a
+	// pod's IPs), and host:port pairs for one port (a port a container
+	// publishes on its host; the unspecified host, 0.0.0.0 or ::, stands
+	// for every address of that host).
+	Addresses(ctx context.Context, inst Instance) ([]string, error)
+}

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/moby/moby/api/types/container"
 	"gopkg.in/yaml.v3"
 
 	"github.com/troop-lab/troop/internal/rootfs"
@@ -21,6 +22,7 @@ import (
 type composeFile struct {
 	Services map[string]struct {
 		Hostname    string   `yaml:"hostname"`
+		Restart     string   `yaml:"restart"`
 		Command     []string `yaml:"command"`
 		Volumes     []string `yaml:"volumes"`
 		Healthcheck struct {
@@ -43,7 +45,7 @@ func composeMembers(t *testing.T, path string) []member {
 	}
 	var out []member
 	for name, s := range cf.Services {
-		m := member{name: name, hostname: s.Hostname, cmd: s.Command, files: rootfs.New()}
+		m := member{name: name, hostname: s.Hostname, cmd: s.Command, files: rootfs.New(), restart: container.RestartPolicyMode(s.Restart)}
 		for _, a := range s.Healthcheck.Test {
 			m.health = append(m.health, strings.ReplaceAll(a, "$$", "$")) // Compose reads $$ as a literal $
 		}

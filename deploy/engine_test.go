@@ -39,6 +39,10 @@ import (
 
 const runLabel = "dev.troop.deploy-test"
 
+// networkLabel names, on each container, the network of its cluster: a
+// chaos group selects one cluster's containers by it.
+const networkLabel = "dev.troop.deploy-test.network"
+
 var (
 	api       *client.Client
 	engineErr error // no engine answers: the tests that need one skip
@@ -47,6 +51,8 @@ var (
 	imageOnce sync.Once
 	imageTag  string // the image built for this run, once a test asked for it
 	imageErr  error
+	troopDir  string // holds troopBin, the static troop the image runs, for the tests to run too
+	troopBin  string
 )
 
 func TestMain(m *testing.M) {
@@ -69,6 +75,9 @@ func TestMain(m *testing.M) {
 	}
 	if api != nil {
 		api.Close()
+	}
+	if troopDir != "" {
+		os.RemoveAll(troopDir)
 	}
 	os.Exit(code)
 }
@@ -95,7 +104,7 @@ func buildImage() error {
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
+	troopDir = dir // TestMain removes it
 	bin := filepath.Join(dir, "troop")
 	// CGO_ENABLED=0 as in make test, so that this build reuses its packages
 	// and only links.
@@ -112,7 +121,7 @@ func buildImage() error {
 	if _, err := Import(ctx, api, fs, tag, map[string]string{runLabel: runID}); err != nil {
 		return err
 	}
-	imageTag = tag
+	imageTag, troopBin = tag, bin
 	return nil
 }
 
@@ -134,6 +143,7 @@ type member struct {
 	files      *rootfs.FS
 	cfg        *topology.Config // the node config its command names
 	health     []string         // a healthcheck command, or none
+	restart    container.RestartPolicyMode
 }
 
 // startCluster runs the members from image on a new network, and returns
@@ -159,12 +169,13 @@ func startCluster(t *testing.T, image string, members []member) []service {
 
 	var out []service
 	for _, m := range members {
-		cfg := &container.Config{Image: image, Hostname: m.hostname, Domainname: m.domainname, Cmd: m.cmd, Env: m.env, Labels: labels, StopTimeout: new(2)}
+		cfg := &container.Config{Image: image, Hostname: m.hostname, Domainname: m.domainname, Cmd: m.cmd, Env: m.env,
+			Labels: map[string]string{runLabel: runID, networkLabel: netName}, StopTimeout: new(2)}
 		if m.health != nil {
 			cfg.Healthcheck = &container.HealthConfig{Test: m.health, Interval: 500 * time.Millisecond, Timeout: 3 * time.Second, Retries: 3}
 		}
 		res, err := api.ContainerCreate(ctx, client.ContainerCreateOptions{
-			Name: netName + "-" + strings.ReplaceAll(m.name, ".", "-"), Config: cfg, HostConfig: &container.HostConfig{},
+			Name: netName + "-" + strings.ReplaceAll(m.name, ".", "-"), Config: cfg, HostConfig: &container.HostConfig{RestartPolicy: container.RestartPolicy{Name: m.restart}},
 			NetworkingConfig: &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{netName: {Aliases: []string{m.name}}}},
 		})
 		if err != nil {

@@ -196,6 +196,9 @@ func (c *Config) Validate() error {
 	if c.Access != (bench.Access{}) && len(c.Target) == 0 && c.Cluster == "" {
 		return errors.New("--db, --user, --password and --tls are for a cluster troop did not start (--target, --cluster): a lab troop starts needs none")
 	}
+	if c.Chaos != nil && len(c.Target) == 0 && c.Cluster == "" {
+		return errors.New("--chaos-config is for a cluster troop did not start (--target, --cluster): a lab's faults come from the lab")
+	}
 	if c.Cluster != "" && c.Access.DB != 0 {
 		return errors.New("--db is for --target endpoints: a troop or Dynomite cluster (--cluster) has database 0 only")
 	}

@@ -50,18 +50,28 @@ func openExisting(ctx context.Context, cfg Config) (*cluster, error) {
 	if c.dial, err = cfg.Access.Dial(); err != nil {
 		return nil, err
 	}
-	ping := [][]byte{[]byte("PING")}
 	for _, n := range c.nodes {
-		p, err := client.NewPlain([]string{n.Addr}, client.PlainOptions{Timeout: 5 * time.Second, Dial: c.dial})
-		if err == nil {
-			_, err = p.Do(ctx, ping...)
-			p.Close()
-		}
-		if err != nil {
+		if err := c.ping(ctx, n.Addr); err != nil {
 			return nil, fmt.Errorf("%s: %w", n.Addr, err)
 		}
 	}
+	if cfg.Chaos != nil {
+		if err := c.attachChaos(ctx, cfg.Chaos); err != nil {
+			return nil, fmt.Errorf("--chaos-config %s, group %s: %w", cfg.Chaos.File, cfg.Chaos.Group, err)
+		}
+	}
 	return c, nil
+}
+
+// ping sends PING to the node at addr, with the cluster's credentials.
+func (c *cluster) ping(ctx context.Context, addr string) error {
+	p, err := client.NewPlain([]string{addr}, client.PlainOptions{Timeout: 5 * time.Second, Dial: c.dial})
+	if err != nil {
+		return err
+	}
+	defer p.Close()
+	_, err = p.Do(ctx, []byte("PING"))
+	return err
 }
 
 // own says whether the cluster is someone else's: the run deletes what it
@@ -106,8 +116,18 @@ func (c *cluster) benchConfig(cfg Config, level string, d time.Duration, rate fl
 // the first.
 func (c *cluster) registers(cfg Config, level string, i int) (RegisterConfig, []client.Node) {
 	rc := cfg.Register
-	rc.Level, rc.Seed, rc.Dial = level, cfg.Seed+uint64(i), c.dial
+	rc.Level, rc.Seed = level, cfg.Seed+uint64(i)
 	rc.Prefix = fmt.Sprintf("troop:register:%d:%s", time.Now().UnixNano(), strings.ReplaceAll(level, " ", "-"))
+	return c.registerNodes(rc)
+}
+
+// registerNodes is rc as this cluster takes it (see registers), with its
+// credentials, and the nodes its clients go through.
+func (c *cluster) registerNodes(rc RegisterConfig) (RegisterConfig, []client.Node) {
+	rc.Dial = c.dial
+	if rc.Level == OwnLevel {
+		rc.Level = ""
+	}
 	nodes := c.nodes
 	switch c.kind {
 	case kindRESP, kindDynomite:

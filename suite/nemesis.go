@@ -55,13 +55,16 @@ func DefaultNemesisConfig() NemesisConfig {
 type NemesisPhase struct {
 	// Network says whether the lab gives each node its own address: without
 	// it, only the clock faults run (NetworkNote says why).
-	Network     bool            `json:"network"`
-	NetworkNote string          `json:"network_note,omitempty"`
-	Rounds      []NemesisRound  `json:"rounds"`
-	Events      []Event         `json:"events"` // seconds into the phase
-	Config      NemesisConfig   `json:"config"`
-	Register    RegisterConfig  `json:"register"` // the register workload of every round, but its level and keys
-	Writes      NemesisWorkload `json:"writes"`
+	Network     bool   `json:"network"`
+	NetworkNote string `json:"network_note,omitempty"`
+	// ReplicasNote says why the replicas were not compared after each
+	// heal; "" when they were.
+	ReplicasNote string          `json:"replicas_note,omitempty"`
+	Rounds       []NemesisRound  `json:"rounds"`
+	Events       []Event         `json:"events"` // seconds into the phase
+	Config       NemesisConfig   `json:"config"`
+	Register     RegisterConfig  `json:"register"` // the register workload of every round, but its level and keys
+	Writes       NemesisWorkload `json:"writes"`
 }
 
 // NemesisWorkload is the write workload of each round and level.
@@ -134,14 +137,34 @@ func nemesisAction(kind string, d time.Duration, r *rand.Rand) (chaos.Action, er
 	return chaos.NewAction(chaos.Kind(kind), d, params)
 }
 
-// nemesis runs the nemesis phase on the lab in c.labDir.
+// nemesisFaults are the faults of kinds the cluster's chaos backend can put
+// in place, and a line for the report's Skipped for each it cannot: the
+// lab's and the Docker backend's lease them all; the Kubernetes backend
+// only deletes pods.
+func (c *cluster) nemesisFaults(kinds []string) (can, skipped []string) {
+	if _, ok := c.terminator.(chaos.Leaser); ok {
+		return kinds, nil
+	}
+	for _, k := range kinds {
+		skipped = append(skipped, fmt.Sprintf("nemesis, %s: the %s backend of chaos group %s cannot put it in place: its only faults are pod deletions (network and clock faults need the lab's or the Docker backend, which enter the nodes' network namespaces)",
+			k, c.group.Backend, c.group.Name))
+	}
+	return nil, skipped
+}
+
+// nemesis runs the nemesis phase on the cluster, through its chaos backend.
 func (c *cluster) nemesis(ctx context.Context, cfg Config, step func(string, ...any)) (*NemesisPhase, error) {
 	nc := cfg.Nemesis
-	st, err := c.status(ctx)
-	if err != nil {
-		return nil, err
+	ph := &NemesisPhase{Network: true, Config: nc, Writes: nemesisWrites}
+	if c.kind == kindLab {
+		st, err := c.status(ctx)
+		if err != nil {
+			return nil, err
+		}
+		ph.Network = st.Network != nil
+	} else {
+		ph.ReplicasNote = fmt.Sprintf("the replicas were not compared after each heal: troop reads them from each node's redis-server, which only a lab's nodes let it reach (the %s backend's are inside its instances)", c.group.Backend)
 	}
-	ph := &NemesisPhase{Network: st.Network != nil, Config: nc, Writes: nemesisWrites}
 	if !ph.Network {
 		ph.NetworkNote = "the lab's nodes share one loopback, so nothing can come between them: only the clock faults ran (troop run gives each node its own network namespace when run as root, unless --loopback, or a --lab not started with --netns, says otherwise)"
 	}
@@ -182,7 +205,7 @@ func (c *cluster) nemesis(ctx context.Context, cfg Config, step func(string, ...
 			continue
 		}
 		pick := r.Uint64() // the same node at every level
-		for _, level := range nemesisLevels(cfg) {
+		for _, level := range c.nemesisLevels(cfg) {
 			step("nemesis: %s while the workloads run at %s", a, level)
 			round, events, err := c.nemesisRound(ctx, cfg, m, a, pick, level, i, start)
 			ph.Events = append(ph.Events, events...)
@@ -196,18 +219,23 @@ func (c *cluster) nemesis(ctx context.Context, cfg Config, step func(string, ...
 	return ph, nil
 }
 
-// nemesisLevels are the levels each fault runs at.
-func nemesisLevels(cfg Config) []string {
+// nemesisLevels are the levels each fault runs at: the cluster's own where
+// the client cannot choose one.
+func (c *cluster) nemesisLevels(cfg Config) []string {
+	if c.kind != kindLab && c.kind != kindTroop {
+		return []string{OwnLevel}
+	}
 	if len(cfg.Nemesis.Levels) > 0 {
 		return cfg.Nemesis.Levels
 	}
 	return cfg.Levels
 }
 
-// newMonkey builds the chaos monkey that injects the nemesis's faults: one
-// group of every node of the lab, its records and leases under the run's
-// output, every fault leased and watched by a process of its own, so that
-// it is undone at its end even if this run dies.
+// newMonkey builds the chaos monkey that injects the nemesis's faults
+// through the cluster's chaos backend: one group of every node (the lab's,
+// or the chaos config's), its records and leases under the run's output,
+// every fault leased and watched by a process of its own, so that it is
+// undone at its end even if this run dies.
 func (c *cluster) newMonkey(cfg Config) (*monkey.Monkey, func(), error) {
 	dir := filepath.Join(cfg.Out, "nemesis")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -227,17 +255,17 @@ func (c *cluster) newMonkey(cfg Config) (*monkey.Monkey, func(), error) {
 		rec.Close()
 		return nil, nil, err
 	}
-	labDir, err := filepath.Abs(c.labDir)
-	if err != nil {
-		rec.Close()
-		return nil, nil, err
+	g := c.group
+	g.Enabled = true
+	if g.Probability == 0 && g.MeanTimeBetweenKills == 0 {
+		g.Probability = 1
 	}
 	m := &monkey.Monkey{
-		Config:  &chaos.Config{Groups: []chaos.Group{{Name: nemesisGroup, Backend: chaos.Lab, Enabled: true, Probability: 1}}},
+		Config:  &chaos.Config{Groups: []chaos.Group{g}},
 		Records: rec, Leases: leases,
 		Backend: func(chaos.Backend) (chaos.Terminator, error) { return c.terminator, nil },
 		StartWatchdog: func(id string) error {
-			_, err := lease.Spawn([]string{troop, "chaos", "watchdog", "--leases", leases.Dir(), "--id", id, "--lab", labDir},
+			_, err := lease.Spawn(append([]string{troop, "chaos", "watchdog", "--leases", leases.Dir(), "--id", id}, c.watchdog...),
 				filepath.Join(leases.Dir(), id+".log"))
 			return err
 		},
@@ -276,7 +304,7 @@ func (c *cluster) nemesisRound(ctx context.Context, cfg Config, m *monkey.Monkey
 	nc := cfg.Nemesis
 	round := NemesisRound{Fault: a.String(), Level: level}
 	since := func() float64 { return time.Since(phaseStart).Seconds() }
-	regs := nemesisRegisters(cfg, level, i)
+	regs, coordinators := c.registerNodes(nemesisRegisters(cfg, level, i))
 	bc := nemesisBench(cfg, level, fmt.Sprintf("nemesis:%d:%d:%s:", time.Now().UnixNano(), i, level))
 	var (
 		hist          []check.Op
@@ -287,7 +315,7 @@ func (c *cluster) nemesisRound(ctx context.Context, cfg Config, m *monkey.Monkey
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
-		hist, regErr = RunRegisters(ctx, c.nodes, regs)
+		hist, regErr = RunRegisters(ctx, coordinators, regs)
 	}()
 	go func() {
 		defer wg.Done()
@@ -303,9 +331,9 @@ func (c *cluster) nemesisRound(ctx context.Context, cfg Config, m *monkey.Monkey
 		// The lease counts from the action's start, before the fault was
 		// in place (a delay's queue takes a moment to start).
 		round.Start = term.Executed.Sub(phaseStart).Seconds()
-		round.Node = term.Instance.ID
+		round.Node = c.nodeOf(term.Instance)
 		round.End = round.Start + a.Duration.Seconds()
-		events = append(events, Event{round.Start, fmt.Sprintf("nemesis: %s of %s, at %s", a, term.Instance.ID, level)})
+		events = append(events, Event{round.Start, fmt.Sprintf("nemesis: %s of %s, at %s", a, round.Node, level)})
 	}
 	wg.Wait()
 	if err := errors.Join(regErr, wrErr); err != nil {
@@ -316,22 +344,26 @@ func (c *cluster) nemesisRound(ctx context.Context, cfg Config, m *monkey.Monkey
 		_, err := m.AwaitRecovery(rctx, term)
 		cancel()
 		if err != nil {
-			return round, events, fmt.Errorf("%s of %s did not heal: %w", a, term.Instance.ID, err)
+			return round, events, fmt.Errorf("%s of %s did not heal: %w", a, round.Node, err)
 		}
 		round.Healed = since()
 		events = append(events, Event{round.Healed, fmt.Sprintf("healed: %s gone, every node holds every other up", a.Kind)})
 	}
-	keys := keysOf(hist)
-	for _, k := range model.Written() {
-		keys = append(keys, string(bc.Key(nil, k)))
+	if c.kind == kindLab { // the redis-servers of other clusters are out of reach (ReplicasNote)
+		keys := keysOf(hist)
+		for _, k := range model.Written() {
+			keys = append(keys, string(bc.Key(nil, k)))
+		}
+		differ, err := c.awaitConvergence(ctx, keys, nc.Settle)
+		if err != nil {
+			return round, events, err
+		}
+		round.Converged = since() - round.Healed
+		round.Differ, round.Samples = len(differ), differ[:min(len(differ), 10)]
 	}
-	differ, err := c.awaitConvergence(ctx, keys, nc.Settle)
-	if err != nil {
-		return round, events, err
-	}
-	round.Converged = since() - round.Healed
-	round.Differ, round.Samples = len(differ), differ[:min(len(differ), 10)]
+	c.registerKeys = append(c.registerKeys, keysOf(hist)...)
 	round.Registers = check.CheckRegisters(hist, 10*time.Second)
+	var err error
 	if round.Audit, err = c.audit(ctx, bc, model); err != nil {
 		return round, events, fmt.Errorf("audit after %s at %s: %w", a, level, err)
 	}
@@ -346,7 +378,7 @@ func (c *cluster) nemesisFault(ctx context.Context, m *monkey.Monkey, a chaos.Ac
 		return chaos.Termination{}, ctx.Err()
 	case <-time.After(lead):
 	}
-	term, err := m.Execute(ctx, chaos.PlannedKill{Group: nemesisGroup, Action: a, Pick: pick}, monkey.Forced)
+	term, err := m.Execute(ctx, chaos.PlannedKill{Group: c.group.Name, Action: a, Pick: pick}, monkey.Forced)
 	if err == nil && term.Outcome != chaos.Executed {
 		err = fmt.Errorf("%s: %s", term.Outcome, term.Reason)
 	}

@@ -29,7 +29,11 @@ func nemesisLab(t *testing.T, bug string) *cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &cluster{nodes: nodes, lab: l, labDir: spec.Dir, terminator: labchaos.NewWith(labchaos.FromLab(l))}
+	c, err := labCluster(nodes, l, spec.Dir, labchaos.NewWith(labchaos.FromLab(l)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 // runNemesis runs the quick run's nemesis phase on c, with the faults
@@ -128,7 +132,10 @@ func TestNemesisOnLoopbackRunsClockFaultsOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &cluster{nodes: nodes, lab: l, labDir: spec.Dir, terminator: labchaos.NewWith(labchaos.FromLab(l))}
+	c, err := labCluster(nodes, l, spec.Dir, labchaos.NewWith(labchaos.FromLab(l)))
+	if err != nil {
+		t.Fatal(err)
+	}
 	ph, v := runNemesis(t, c, "partition", "loss", "delay", "clock-skew")
 	if ph.Network || len(ph.Rounds) != 1 || !strings.HasPrefix(ph.Rounds[0].Fault, "clock-skew") {
 		t.Errorf("on loopback: network %v, rounds %+v; want the clock-skew round alone", ph.Network, ph.Rounds)

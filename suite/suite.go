@@ -18,7 +18,6 @@ package suite
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -53,6 +52,10 @@ type Config struct {
 	Target     []string `json:"target,omitempty" yaml:"-"`
 	Cluster    string   `json:"cluster,omitempty" yaml:"-"`
 	ClientPort int      `json:"client_port,omitempty" yaml:"-"`
+	// Chaos, with Target or Cluster, is the backend whose faults the
+	// failure phase and the nemesis inject (--chaos-config): nil leaves
+	// those phases out.
+	Chaos *Chaos `json:"chaos,omitempty" yaml:"-"`
 	// Access is how the run reaches a cluster troop did not start that
 	// guards itself: credentials and, for Target, a database and TLS.
 	Access bench.Access `json:"access" yaml:"-"`
@@ -158,7 +161,11 @@ type BenchPhase struct {
 // FailurePhase is the mixed run during which one node was terminated.
 type FailurePhase struct {
 	BenchPhase
-	Node   string  `json:"node"`   // the node terminated
+	Node string `json:"node"` // the node terminated
+	// How says how it was terminated, and Back what brought it back ("":
+	// kill -9, and the lab's supervisor, in reports that do not say).
+	How    string  `json:"how,omitempty"`
+	Back   string  `json:"back,omitempty"`
 	Events []Event `json:"events"` // the chaos timeline, seconds into the phase
 	// KillSecond and RecoveredSecond bound the fault, in seconds into the
 	// phase; RecoverySeconds is the time from the kill until the lab's
@@ -283,22 +290,22 @@ func (rep *Report) runPhases(ctx context.Context, cfg Config, cl *cluster, step 
 	}
 
 	if cl.terminator == nil {
-		rep.Skipped = append(rep.Skipped, "failure under load and durability audit: the cluster is not a lab troop supervises, so nothing can terminate a node and replace it")
+		rep.Skipped = append(rep.Skipped, "failure under load and durability audit: the cluster is not a lab troop supervises, and no chaos config (--chaos-config) names a backend, so nothing can terminate a node and have it replaced")
 	} else {
 		rate := cfg.FaultRate
 		if rate <= 0 {
-			rate = 0.6 * Throughput(rep.Baseline, "DC_QUORUM")
+			rate = 0.6 * Throughput(rep.Baseline, cl.quorumLevel())
 		}
 		if rate <= 0 {
-			rate = 1000 // no DC_QUORUM baseline to take it from
+			rate = 1000 // no baseline at that level to take it from
 		}
-		step(2, "failure under load: DC_QUORUM at %.0f ops/s for %s, one node terminated at %s", rate, cfg.Fault, cfg.KillAt)
+		step(2, "failure under load: %s at %.0f ops/s for %s, one node terminated at %s", cl.quorumLevel(), rate, cfg.Fault, cfg.KillAt)
 		fp, model, err := cl.failurePhase(ctx, cfg, rate)
 		if err != nil {
 			return fmt.Errorf("failure under load: %w", err)
 		}
 		rep.Failure = fp
-		step(3, "durability audit: reading back every key written during the fault at DC_QUORUM")
+		step(3, "durability audit: reading back every key written during the fault at %s", cl.quorumLevel())
 		audit, err := cl.audit(ctx, fp.Result.Config, model)
 		if err != nil {
 			return fmt.Errorf("durability audit: %w", err)
@@ -332,9 +339,16 @@ func (rep *Report) runPhases(ctx context.Context, cfg Config, cl *cluster, step 
 	case len(cfg.Nemesis.Faults) == 0:
 		rep.Skipped = append(rep.Skipped, "nemesis: no faults configured")
 	case cl.terminator == nil:
-		rep.Skipped = append(rep.Skipped, "nemesis: the cluster is not a lab troop supervises, so nothing can come between its nodes or set their clocks")
+		rep.Skipped = append(rep.Skipped, "nemesis: the cluster is not a lab troop supervises, and no chaos config (--chaos-config) names a backend, so nothing can come between its nodes or set their clocks")
 	default:
-		ph, err := cl.nemesis(ctx, cfg, func(format string, args ...any) { step(5, format, args...) })
+		ncfg := cfg
+		var skips []string
+		ncfg.Nemesis.Faults, skips = cl.nemesisFaults(cfg.Nemesis.Faults)
+		rep.Skipped = append(rep.Skipped, skips...)
+		if len(ncfg.Nemesis.Faults) == 0 {
+			break
+		}
+		ph, err := cl.nemesis(ctx, ncfg, func(format string, args ...any) { step(5, format, args...) })
 		if err != nil {
 			return fmt.Errorf("nemesis: %w", err)
 		}
@@ -380,7 +394,14 @@ type cluster struct {
 	dial       client.Dial // how its clients connect: credentials, TLS
 	lab        *lab.Lab    // the lab this run started, or nil
 	labDir     string
-	terminator *labchaos.Terminator
+	terminator chaos.Terminator // what terminates a node; nil: nothing can
+	// group is the chaos group whose instances terminator lists, and
+	// instances the instance of each node by name (nil for a lab, whose
+	// instances are named after its nodes); watchdog are the backend's
+	// flags for the chaos watchdog of the nemesis's faults.
+	group     chaos.Group
+	instances map[string]chaos.Instance
+	watchdog  []string
 
 	// What the run wrote on a cluster troop did not start, to delete at
 	// its end.
@@ -397,7 +418,7 @@ func openCluster(ctx context.Context, cfg Config, step func(int, string, ...any)
 		if err != nil {
 			return nil, err
 		}
-		return &cluster{kind: kindLab, nodes: nodes, labDir: cfg.Lab, terminator: labchaos.New(cfg.Lab)}, nil
+		return labCluster(nodes, nil, cfg.Lab, labchaos.New(cfg.Lab))
 	}
 	netns := !cfg.Loopback && os.Geteuid() == 0
 	mode := "on loopback"
@@ -423,7 +444,22 @@ func openCluster(ctx context.Context, cfg Config, step func(int, string, ...any)
 		l.Stop()
 		return nil, err
 	}
-	return &cluster{kind: kindLab, nodes: nodes, lab: l, labDir: cfg.Dir, terminator: labchaos.NewWith(labchaos.FromLab(l))}, nil
+	c, err := labCluster(nodes, l, cfg.Dir, labchaos.NewWith(labchaos.FromLab(l)))
+	if err != nil {
+		l.Stop()
+	}
+	return c, err
+}
+
+// labCluster is the lab in dir, l when this run started it, whose nodes
+// the lab's chaos backend t terminates and its supervisor replaces.
+func labCluster(nodes []client.Node, l *lab.Lab, dir string, t *labchaos.Terminator) (*cluster, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	return &cluster{kind: kindLab, nodes: nodes, lab: l, labDir: dir, terminator: t,
+		group: chaos.Group{Name: nemesisGroup, Backend: chaos.Lab}, watchdog: []string{"--lab", abs}}, nil
 }
 
 func (c *cluster) close() {
@@ -502,15 +538,13 @@ func (c *cluster) bench(ctx context.Context, bc bench.Config) (*bench.Result, *b
 }
 
 func (c *cluster) failurePhase(ctx context.Context, cfg Config, rate float64) (*FailurePhase, *bench.Model, error) {
-	insts, err := c.terminator.Instances(ctx, &chaos.Group{Name: "store", Backend: chaos.Lab})
+	insts, err := c.victims(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
-	if len(insts) == 0 {
-		return nil, nil, errors.New("no node of the lab is running")
-	}
 	victim := insts[rand.New(rand.NewPCG(cfg.Seed, 2)).IntN(len(insts))]
-	fp := &FailurePhase{Node: victim.ID, ErrorFreeSecond: -1}
+	fp := &FailurePhase{Node: c.nodeOf(victim), ErrorFreeSecond: -1, How: c.killHow(), Back: c.backHow()}
+	recovery := c.terminator.(chaos.RecoveryWaiter) // every backend of a cluster has one (NewChaos)
 
 	type chaosOutcome struct {
 		events          []Event
@@ -534,17 +568,27 @@ func (c *cluster) failurePhase(ctx context.Context, cfg Config, rate float64) (*
 			out.err = err
 			return
 		}
-		out.events = append(out.events, Event{out.kill, "chaos monkey terminates " + victim.ID + " (kill -9)"})
+		out.events = append(out.events, Event{out.kill, fmt.Sprintf("chaos monkey terminates %s (%s)", fp.Node, fp.How)})
 		rctx, cancel := context.WithTimeout(ctx, cfg.ReplaceAfter+time.Minute)
 		defer cancel()
-		if _, err := c.terminator.AwaitRecovery(rctx, victim, at); err != nil {
+		if _, err := recovery.AwaitRecovery(rctx, victim, at); err != nil {
+			out.err = err
+			return
+		}
+		if c.kind == kindLab {
+			out.recovered = time.Since(start).Seconds()
+			out.events = append(out.events, Event{out.recovered, fmt.Sprintf("lab replaced %s after its %s delay; it answers PING", victim.ID, cfg.ReplaceAfter)})
+			return
+		}
+		if err := c.awaitPing(rctx, victim); err != nil {
 			out.err = err
 			return
 		}
 		out.recovered = time.Since(start).Seconds()
-		out.events = append(out.events, Event{out.recovered, fmt.Sprintf("lab replaced %s after its %s delay; it answers PING", victim.ID, cfg.ReplaceAfter)})
+		out.events = append(out.events, Event{out.recovered, fmt.Sprintf("%s is back (%s) and answers PING", fp.Node, fp.Back)})
 	}()
-	res, model, err := c.bench(ctx, benchConfig(cfg, "DC_QUORUM", cfg.Fault, rate, true))
+	level := c.quorumLevel()
+	res, model, err := c.bench(ctx, c.benchConfig(cfg, level, cfg.Fault, rate, true))
 	co := <-chaosDone
 	if err != nil {
 		return nil, nil, err
@@ -552,7 +596,7 @@ func (c *cluster) failurePhase(ctx context.Context, cfg Config, rate float64) (*
 	if co.err != nil {
 		return nil, nil, co.err
 	}
-	fp.Level, fp.Result = "DC_QUORUM", res
+	fp.Level, fp.Result = level, res
 	fp.Events = co.events
 	fp.KillSecond, fp.RecoveredSecond = co.kill, co.recovered
 	fp.RecoverySeconds = co.recovered - co.kill
@@ -610,9 +654,9 @@ func window(series []bench.Point, from, to int) Window {
 }
 
 // audit reads back what a run of bc wrote, through a fresh client at
-// DC_QUORUM, against its model.
+// DC_QUORUM (or the cluster's own level), against its model.
 func (c *cluster) audit(ctx context.Context, bc bench.Config, model *bench.Model) (bench.AuditResult, error) {
-	t, err := c.target("DC_QUORUM", bc.Timeout)
+	t, err := c.target(c.quorumLevel(), bc.Timeout)
 	if err != nil {
 		return bench.AuditResult{}, err
 	}

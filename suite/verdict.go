@@ -132,6 +132,9 @@ func judgeNemesis(n *NemesisPhase, held, broke, note func(string, ...any)) {
 	if n.NetworkNote != "" {
 		note("nemesis: %s", n.NetworkNote)
 	}
+	if n.ReplicasNote != "" {
+		note("nemesis: %s", n.ReplicasNote)
+	}
 	for _, r := range n.Rounds {
 		name := r.Fault
 		if r.Node != "" {

@@ -19,7 +19,9 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -34,8 +36,8 @@ import (
 	"github.com/troop-lab/troop/chaos/fault"
 )
 
-// Terminator is the Docker backend's chaos.Terminator, chaos.Leaser and
-// chaos.RecoveryWaiter. It is safe for concurrent use.
+// Terminator is the Docker backend's chaos.Terminator, chaos.Leaser,
+// chaos.RecoveryWaiter and chaos.Addresser. It is safe for concurrent use.
 type Terminator struct {
 	api *client.Client
 
@@ -63,6 +65,7 @@ var (
 	_ chaos.Terminator     = (*Terminator)(nil)
 	_ chaos.Leaser         = (*Terminator)(nil)
 	_ chaos.RecoveryWaiter = (*Terminator)(nil)
+	_ chaos.Addresser      = (*Terminator)(nil)
 )
 
 // DefaultStoppedFor is how long a stop keeps a container down: the lab's
@@ -452,6 +455,41 @@ func whole(c container.InspectResponse) string {
 		return "running, health " + string(st.Health.Status)
 	}
 	return ""
+}
+
+// Addresses returns where the container is reached: its address on each
+// of its networks, and each port it publishes on its host as host:port.
+func (t *Terminator) Addresses(ctx context.Context, inst chaos.Instance) ([]string, error) {
+	c, err := t.inspect(ctx, inst.ID)
+	if err != nil {
+		return nil, err
+	}
+	return addresses(c), nil
+}
+
+func addresses(c container.InspectResponse) []string {
+	var out []string
+	if c.NetworkSettings == nil {
+		return nil
+	}
+	for _, n := range c.NetworkSettings.Networks {
+		if n != nil && n.IPAddress.IsValid() {
+			out = append(out, n.IPAddress.String())
+		}
+	}
+	for _, bindings := range c.NetworkSettings.Ports {
+		for _, b := range bindings {
+			host := "0.0.0.0"
+			if b.HostIP.IsValid() {
+				host = b.HostIP.String()
+			}
+			if b.HostPort != "" {
+				out = append(out, net.JoinHostPort(host, b.HostPort))
+			}
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 func (t *Terminator) inspect(ctx context.Context, id string) (container.InspectResponse, error) {

@@ -2,12 +2,14 @@ package dockerchaos
 
 import (
 	"context"
+	"net/netip"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/network"
 
 	"github.com/troop-lab/troop/chaos"
 )
@@ -102,5 +104,26 @@ func TestEngineUnreachable(t *testing.T) {
 		Action: chaos.Action{Kind: chaos.Loss, Duration: time.Minute, Percent: 20}}
 	if _, err := term.Begin(ctx, l); err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("loss: %v", err)
+	}
+}
+
+func TestAddresses(t *testing.T) {
+	p, err := network.ParsePort("8102/tcp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := container.InspectResponse{NetworkSettings: &container.NetworkSettings{
+		Networks: map[string]*network.EndpointSettings{"a": {IPAddress: netip.MustParseAddr("172.18.0.2")}, "b": {}},
+		Ports: network.PortMap{p: {
+			{HostIP: netip.MustParseAddr("127.0.0.1"), HostPort: "8112"},
+			{HostPort: "9000"}, // on every address of the host
+		}},
+	}}
+	want := []string{"0.0.0.0:9000", "127.0.0.1:8112", "172.18.0.2"}
+	if got := addresses(c); !slices.Equal(got, want) {
+		t.Errorf("addresses = %q, want %q", got, want)
+	}
+	if got := addresses(container.InspectResponse{}); got != nil {
+		t.Errorf("addresses without network settings = %q, want none", got)
 	}
 }

@@ -33,8 +33,8 @@ import (
 	"github.com/troop-lab/troop/chaos"
 )
 
-// Terminator is the Kubernetes backend's chaos.Terminator and
-// chaos.RecoveryWaiter. It is safe for concurrent use.
+// Terminator is the Kubernetes backend's chaos.Terminator,
+// chaos.RecoveryWaiter and chaos.Addresser. It is safe for concurrent use.
 type Terminator struct {
 	api kubernetes.Interface
 
@@ -51,6 +51,7 @@ type killed struct {
 var (
 	_ chaos.Terminator     = (*Terminator)(nil)
 	_ chaos.RecoveryWaiter = (*Terminator)(nil)
+	_ chaos.Addresser      = (*Terminator)(nil)
 )
 
 // PollInterval is how often AwaitRecovery looks at the workload.
@@ -141,6 +142,26 @@ func (t *Terminator) Instances(ctx context.Context, g *chaos.Group) ([]chaos.Ins
 			continue
 		}
 		out = append(out, chaos.Instance{ID: p.Namespace + "/" + p.Name, Name: p.Name, Group: g.Name, Labels: p.Labels})
+	}
+	return out, nil
+}
+
+// Addresses returns the pod's IPs: every port at them is the pod's.
+func (t *Terminator) Addresses(ctx context.Context, inst chaos.Instance) ([]string, error) {
+	ns, name, err := splitID(inst.ID)
+	if err != nil {
+		return nil, err
+	}
+	pod, err := t.api.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes backend: %s: %w", inst.ID, err)
+	}
+	var out []string
+	for _, ip := range pod.Status.PodIPs {
+		out = append(out, ip.IP)
+	}
+	if len(out) == 0 && pod.Status.PodIP != "" {
+		out = append(out, pod.Status.PodIP)
 	}
 	return out, nil
 }

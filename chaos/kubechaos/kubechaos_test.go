@@ -515,3 +515,20 @@ current-context: x
 		t.Errorf("NewFromKubeconfig(a missing file) = %v, want an error naming it", err)
 	}
 }
+
+func TestAddresses(t *testing.T) {
+	dual := pod("store", "troop-0", nil, nil, ready)
+	dual.Status.PodIP, dual.Status.PodIPs = "10.1.0.5", []corev1.PodIP{{IP: "10.1.0.5"}, {IP: "fd00::5"}}
+	old := pod("store", "troop-1", nil, nil, ready)
+	old.Status.PodIP = "10.1.0.6" // a cluster that fills podIP only
+	tm := New(fake.NewClientset(dual, old))
+	for id, want := range map[string][]string{"store/troop-0": {"10.1.0.5", "fd00::5"}, "store/troop-1": {"10.1.0.6"}} {
+		got, err := tm.Addresses(context.Background(), chaos.Instance{ID: id})
+		if err != nil || !slices.Equal(got, want) {
+			t.Errorf("Addresses(%s) = %q, %v; want %q", id, got, err, want)
+		}
+	}
+	if _, err := tm.Addresses(context.Background(), chaos.Instance{ID: "store/gone"}); err == nil {
+		t.Error("Addresses of a pod that does not exist: no error")
+	}
+}

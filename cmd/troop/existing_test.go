@@ -172,3 +172,40 @@ func noKeysLeft(t *testing.T, nodes []lab.Node) {
 		}
 	}
 }
+
+// troop run --chaos-config refuses what it cannot act through, before it
+// touches a cluster: a config of several groups without --chaos-group, an
+// unknown group, a lab group, a lab run, --chaos-group alone.
+func TestRunChaosConfigRefusals(t *testing.T) {
+	dir := t.TempDir()
+	config := filepath.Join(dir, "chaos.yml")
+	if err := os.WriteFile(config, []byte(`groups:
+  - name: store
+    backend: docker
+    selector: {labels: {app: troop}}
+    probability: 1
+  - name: nodes
+    backend: lab
+    probability: 1
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--cluster", "127.0.0.1:1", "--chaos-config", config}, "has 2 groups: say which one holds the cluster's nodes with --chaos-group (store (docker), nodes (lab))"},
+		{[]string{"--cluster", "127.0.0.1:1", "--chaos-config", config, "--chaos-group", "web"}, `has no group "web": its groups are store (docker), nodes (lab)`},
+		{[]string{"--cluster", "127.0.0.1:1", "--chaos-config", config, "--chaos-group", "nodes"}, "group nodes has the lab backend: a cluster troop did not start needs a group of the docker or kubernetes backend"},
+		{[]string{"--chaos-config", config, "--chaos-group", "store"}, "--chaos-config is for a cluster troop did not start"},
+		{[]string{"--target", "127.0.0.1:1", "--chaos-group", "store"}, "--chaos-group names a group of --chaos-config FILE, which is missing"},
+	} {
+		cmd := newRunCmd()
+		cmd.SetArgs(append(tc.args, "--out", t.TempDir()))
+		cmd.SetOut(io.Discard)
+		cmd.SetErr(io.Discard)
+		if err := cmd.Execute(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("troop run %q: %v, want an error saying %q", tc.args, err, tc.want)
+		}
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/troop-lab/troop/chaos"
 	"github.com/troop-lab/troop/internal/outfile"
 	"github.com/troop-lab/troop/report"
 	"github.com/troop-lab/troop/suite"
@@ -34,14 +35,18 @@ func newRunCmd() *cobra.Command {
 		clientPort    int
 		configFile    string
 		seed          uint64
+		chaosConfig   string
+		chaosGroup    string
+		backends      backendOptions
 	)
 	cmd := &cobra.Command{
-		Use:   "run [--quick] [--out DIR] [--config FILE] [--lab DIR | --target HOST:PORT[,...] | --cluster FILE|ADMIN_ADDR]",
+		Use:   "run [--quick] [--out DIR] [--config FILE] [--lab DIR | --target HOST:PORT[,...] | --cluster FILE|ADMIN_ADDR] [--chaos-config FILE [--chaos-group NAME]]",
 		Short: "Run the whole suite against a lab cluster and write one report",
 		Long: `Start a lab cluster (1 datacenter x 3 racks x 1 node), or use a running one
 (--lab), or a cluster troop did not start (--target: any Redis-protocol
 endpoints; --cluster: troop or Dynomite nodes by their /cluster_describe;
-the phases that need a lab then say they did not run), and run the suite:
+the phases that need faults then say they did not run, unless
+--chaos-config gives them a backend), and run the suite:
 a baseline benchmark at DC_ONE and DC_QUORUM, a run at DC_QUORUM during which the chaos monkey terminates a node and the lab
 replaces it, an audit of every acknowledged write, a linearizability check of
 a register workload per level, a nemesis (partitions, packet loss and delay,
@@ -50,8 +55,16 @@ Each run keeps its files in OUT/runs/<time>-<seed>/: report.html
 (self-contained), report.json and the lab's directory; OUT/report.html and
 OUT/report.json point at the latest, whose report draws the trend of the
 earlier runs with the same settings. --quick takes about a minute; the
-default about four. Compare two runs with troop run compare. See
-docs/run.md.`,
+default about four. Compare two runs with troop run compare.
+
+On a cluster troop did not start, the faults come from a chaos backend:
+--chaos-config names a troop chaos config whose group (--chaos-group when
+it has several) lists the cluster's nodes as Docker containers or
+Kubernetes pods, matched to the nodes by address. The failure phase and
+the durability audit then run through it, and the nemesis through the
+Docker backend (the Kubernetes backend only deletes pods: its nemesis
+faults are listed as not run). Faults put in place are undone at their
+end, and at once on Ctrl-C. See docs/run.md.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg := suite.DefaultConfig()
@@ -78,6 +91,19 @@ docs/run.md.`,
 			if err := cfg.Validate(); err != nil {
 				return fmt.Errorf("run: %w", err)
 			}
+			switch {
+			case chaosConfig != "":
+				ch, err := runChaos(chaosConfig, chaosGroup, backends)
+				if err != nil {
+					return fmt.Errorf("run: --chaos-config: %w", err)
+				}
+				cfg.Chaos = ch
+				if err := cfg.Validate(); err != nil {
+					return fmt.Errorf("run: %w", err)
+				}
+			case chaosGroup != "":
+				return errors.New("run: --chaos-group names a group of --chaos-config FILE, which is missing")
+			}
 			if isTerminal(os.Stderr) {
 				cfg.Progress = os.Stderr
 			}
@@ -99,9 +125,13 @@ docs/run.md.`,
 	f.StringVar(&out, "out", ".troop", "directory that keeps every run (OUT/runs/<time>-<seed>/: report, JSON, lab) and points OUT/report.html at the latest")
 	f.StringVar(&configFile, "config", "", "a YAML file of phase settings over the preset (see docs/run.md)")
 	f.StringVar(&labDir, "lab", "", "use the lab running in this directory (troop lab up) instead of starting one")
-	f.StringVar(&targets, "target", "", "run against these Redis-protocol endpoints (redis-server, nutcracker ...) instead of a lab: load and checks, no faults")
+	f.StringVar(&targets, "target", "", "run against these Redis-protocol endpoints (redis-server, nutcracker ...) instead of a lab: load and checks, and faults only through --chaos-config")
 	f.StringVar(&clusterAddr, "cluster", "", "run against a troop or Dynomite cluster troop did not start: a file holding a node's /cluster_describe answer, or its admin address")
 	addAccessFlags(f, &access)
+	f.StringVar(&chaosConfig, "chaos-config", "", "with --target or --cluster: a troop chaos config whose Docker or Kubernetes group holds the cluster's nodes; its backend terminates a node in the failure phase and runs the nemesis (see docs/run.md)")
+	f.StringVar(&chaosGroup, "chaos-group", "", "the group of --chaos-config that holds the cluster's nodes (required when it has several)")
+	f.StringVar(&backends.DockerHost, "docker-host", "", "with --chaos-config: the Docker Engine of a docker group (default: $DOCKER_HOST, else the local socket)")
+	f.StringVar(&backends.Kubeconfig, "kubeconfig", "", "with --chaos-config: the kubeconfig of a kubernetes group (default: $KUBECONFIG, then ~/.kube/config, then in-cluster)")
 	f.IntVar(&clientPort, "client-port", 0, "with --cluster of Dynomite nodes: their client port (default: each server's peer port plus one)")
 	f.Uint64Var(&seed, "seed", 1, "seed of the workloads and of the chaos monkey's choice")
 	f.BoolVar(&strict, "strict", false, "exit with status 1 when the verdict says something broke")
@@ -142,6 +172,24 @@ func runSuite(ctx context.Context, cfg suite.Config, out string, stdout io.Write
 	fmt.Fprintf(stdout, "\nreport: %s\n  data: %s\n  (%s and %s point at the latest run's)\n",
 		htmlPath, jsonPath, filepath.Join(out, "report.html"), filepath.Join(out, "report.json"))
 	return rep, err
+}
+
+// runChaos is the chaos of the group of the chaos config at path that
+// holds the cluster's nodes: the one named, or the only one.
+func runChaos(path, group string, opts backendOptions) (*suite.Chaos, error) {
+	cfg, err := chaos.LoadConfig(path)
+	if err != nil {
+		return nil, err
+	}
+	g, err := suite.ChaosGroup(cfg, path, group)
+	if err != nil {
+		return nil, err
+	}
+	t, err := newBackend(g.Backend, opts)
+	if err != nil {
+		return nil, err
+	}
+	return suite.NewChaos(path, *g, t, opts.args())
 }
 
 // maxHistory is how many earlier runs the trend shows at most, and
