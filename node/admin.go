@@ -230,6 +230,7 @@ type Info struct {
 	QuorumFailures    int64                      `json:"quorum_failures"`
 	ReadFailovers     int64                      `json:"read_failovers"`
 	ScriptlessWrites  int64                      `json:"scriptless_writes"`
+	StampedWrites     int64                      `json:"stamped_writes"`
 	Timeouts          int64                      `json:"timeouts"`
 	AsyncFailures     int64                      `json:"async_replication_failures"`
 	ProtocolErrors    int64                      `json:"protocol_errors"`
@@ -286,6 +287,7 @@ func (n *Node) Info() Info {
 		Requests: map[string]map[string]Rate{"read": {}, "write": {}}, Commands: map[string]int64{},
 		Forwarded: s.forwarded.Load(), Busy: s.busy.Load(), QuorumFailures: s.quorumFailures.Load(), ReadFailovers: s.readFailovers.Load(),
 		ScriptlessWrites: s.scriptlessWrites.Load(),
+		StampedWrites:    s.stampedWrites.Load(),
 		Timeouts:         s.timeouts.Load(), AsyncFailures: s.asyncFailures.Load(), ProtocolErrors: s.protocolErrors.Load(),
 		Connections: s.connections.Load(), Inflight: n.inflight.Load(),
 		AuthFailures: s.authFailures.Load(), AuthRateLimited: s.authRateLimited.Load(), ACLDenied: s.aclDenied.Load(),

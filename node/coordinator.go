@@ -131,20 +131,33 @@ func (n *Node) write(tr *trace, level consistency.Level, cmd *command, keys [][]
 		reps = reps[:1]
 	}
 	if !n.cfg.Versions { // troop_versions: false writes unversioned
-		n.writeAt(tr, level, cmd, keys, args, reps, []byte{}, h, b, done)
+		n.writeAt(tr, level, cmd, keys, args, reps, []byte{}, nil, h, b, done)
 		return
 	}
 	if level == consistency.DCOne || !cmd.isLWW(args) || n.noVersionQuery {
-		n.writeAt(tr, level, cmd, keys, args, reps, n.clock.next(), h, b, done)
+		n.writeAt(tr, level, cmd, keys, args, reps, n.clock.next(), nil, h, b, done)
 		return
 	}
 	h.add(1) // the query: the write may go out after the handling is done
 	ungate := g.hold(keys[0])
+	release := func() { ungate(); h.done() }
+	deadline := time.Now().Add(n.cfg.Timeout)
+	if s := n.stamper(reps); s >= 0 {
+		n.stampedWrite(tr, level, cmd, keys, args, reps, s, deadline, release, h, b, done)
+		return
+	}
+	n.queryThenWrite(tr, level, cmd, keys, args, reps, deadline, release, h, b, done)
+}
+
+// queryThenWrite is a quorum write of a whole value the long way: the
+// version query, then the write above the newest version it found, if
+// that came before deadline.
+func (n *Node) queryThenWrite(tr *trace, level consistency.Level, cmd *command, keys, args [][]byte, reps []*member, deadline time.Time, release func(), h *hold, b *batch, done replyFunc) {
 	q := &versionQuery{replicated: n.newReplicated(tr, level, args[0], reps, done), key: keys[0],
-		asker: asker{order: askOrder(reps)}, release: func() { ungate(); h.done() }, deadline: time.Now().Add(n.cfg.Timeout)}
+		asker: asker{order: askOrder(reps)}, release: release, deadline: deadline}
 	q.write = func(newest []byte, b *batch) {
 		n.clock.observe(newest)
-		n.writeAt(tr, level, cmd, keys, args, reps, n.clock.next(), h, b, done)
+		n.writeAt(tr, level, cmd, keys, args, reps, n.clock.next(), nil, h, b, done)
 	}
 	q.mu.Lock()
 	ask := q.next(consistency.Quorum(len(reps)), 0)
@@ -152,16 +165,24 @@ func (n *Node) write(tr *trace, level consistency.Level, cmd *command, keys [][]
 	q.ask(ask, b)
 }
 
-// writeAt runs a write with version on the replicas reps.
+// writeAt runs a write with version on the replicas reps but the one that
+// stamped it, if any, whose reply counts as that replica's answer.
 // Each replica's answer, and each remote datacenter's, ends a part of the
 // hold h.
-func (n *Node) writeAt(tr *trace, level consistency.Level, cmd *command, keys [][]byte, args [][]byte, reps []*member, version []byte, h *hold, b *batch, done replyFunc) {
+func (n *Node) writeAt(tr *trace, level consistency.Level, cmd *command, keys [][]byte, args [][]byte, reps []*member, version []byte, st *stamped, h *hold, b *batch, done replyFunc) {
 	w := &writeQuorum{replicated: n.newReplicated(tr, level, args[0], reps, done), replies: make([][]byte, len(reps))}
 	h.add(len(reps))
 	var remote []byte
 	for i, m := range reps {
 		i := i
 		answer := func(raw []byte, err error) { w.answer(i, raw, err); h.done() }
+		if st != nil && st.replica == i {
+			if st.err != nil { // it may not hold the write: a hint brings it
+				n.hint(m, appendPeerRequest(nil, "WRITE", version, args))
+			}
+			answer(st.reply, st.err)
+			continue
+		}
 		if m.self {
 			n.writeLocal(b, tr, version, cmd, keys, args, answer)
 			continue

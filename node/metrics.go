@@ -81,6 +81,7 @@ var scalars = []scalar{
 	{desc("troop_busy_total", "Requests refused with -BUSY."), prometheus.CounterValue, func(n *Node) int64 { return n.stats.busy.Load() }},
 	{desc("troop_quorum_failures_total", "Requests that could not reach their consistency level."), prometheus.CounterValue, func(n *Node) int64 { return n.stats.quorumFailures.Load() }},
 	{desc("troop_read_failovers_total", "DC_ONE reads that went on to another replica after one failed."), prometheus.CounterValue, func(n *Node) int64 { return n.stats.readFailovers.Load() }},
+	{desc("troop_stamped_writes_total", "Quorum writes of a whole value whose version query and write met on another replica, which stamped them."), prometheus.CounterValue, func(n *Node) int64 { return n.stats.stampedWrites.Load() }},
 	{desc("troop_scriptless_writes_total", "Versioned SETs applied as MSET of value and version, without the write script."), prometheus.CounterValue, func(n *Node) int64 { return n.stats.scriptlessWrites.Load() }},
 	{desc("troop_timeouts_total", "Replica calls that timed out."), prometheus.CounterValue, func(n *Node) int64 { return n.stats.timeouts.Load() }},
 	{desc("troop_async_replication_failures_total", "Asynchronous replica writes that failed."), prometheus.CounterValue, func(n *Node) int64 { return n.stats.asyncFailures.Load() }},

@@ -22,6 +22,11 @@ import (
 //	READ cmd args...                    run cmd; reply [version, reply]
 //	VERSION key                         the key's version, "" for none
 //	WRITE version cmd args...           apply cmd with that version
+//	STAMP deadline version cmd args...  stamp a whole-value write above
+//	                                    version and the peer's own, apply
+//	                                    it; reply [version, reply], or
+//	                                    -NOTAPPLIED past deadline (Unix ms
+//	                                    by the peer's clock)
 //	FWD version cmd args...             WRITE, then replicate to the other
 //	                                    racks of the peer's datacenter
 //	FIT scope request...                the request, failing the peer's
@@ -101,8 +106,8 @@ func (n *Node) servePeer(c net.Conn, secure bool) {
 			}
 			args = args[2:]
 			op = strings.ToUpper(string(args[0]))
-			if op != "LOCAL" && op != "READ" && op != "VERSION" && op != "WRITE" && op != "FWD" {
-				s.complete(resp.AppendError(nil, fmt.Sprintf("ERR troop peer protocol: FIT carries LOCAL, READ, VERSION, WRITE or FWD, not '%s'", printableArg(args[0]))))
+			if op != "LOCAL" && op != "READ" && op != "VERSION" && op != "WRITE" && op != "FWD" && op != "STAMP" {
+				s.complete(resp.AppendError(nil, fmt.Sprintf("ERR troop peer protocol: FIT carries LOCAL, READ, VERSION, WRITE, FWD or STAMP, not '%s'", printableArg(args[0]))))
 				return
 			}
 		}
@@ -147,6 +152,8 @@ func (n *Node) handlePeer(tr *trace, op string, args [][]byte, s *slot, b *batch
 			}
 			s.complete(resp.AppendBulk(nil, version))
 		})
+	case op == "STAMP" && len(args) >= 5:
+		n.serveStamp(tr, args, s, b)
 	case (op == "WRITE" || op == "FWD") && len(args) >= 4:
 		version := args[1]
 		if _, ok := decodeVersion(version); !ok && (len(version) > 0 || n.cfg.Versions) {

@@ -84,6 +84,26 @@ func (c *clock) next() []byte {
 	return encodeVersion(v, c.node)
 }
 
+// millis is the clock's reading in Unix milliseconds, skew included: the
+// time a stamped write's deadline is written in.
+func (c *clock) millis() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.skew.at(c.now()).UnixMilli()
+}
+
+// stampBefore returns a version greater than floor and than every version
+// this clock issued or observed, unless the clock reads past deadline (Unix
+// ms): a write stamped later could outrank writes acknowledged after its
+// coordinator gave up on it.
+func (c *clock) stampBefore(deadline int64, floor []byte) ([]byte, bool) {
+	if c.millis() > deadline {
+		return nil, false
+	}
+	c.observe(floor)
+	return c.next(), true
+}
+
 // observe moves the clock past a version seen from another node, so a write
 // that follows a read of that version gets a greater one.
 func (c *clock) observe(version []byte) {

@@ -43,7 +43,7 @@ type RegisterConfig struct {
 	Timeout   time.Duration `json:"timeout" yaml:"timeout"`   // per request
 	// Delay, if set, slows some requests between nodes, as a slow network
 	// would (request-scoped failure injection, TROOP FIT): before each
-	// operation a client draws one of three ways, and its coordinator's
+	// operation a client draws one of these ways, and its coordinator's
 	// calls to other nodes wait that way. Each of them leaves a write in
 	// flight visible on some replicas and not on others, for longer than
 	// on a quiet loopback:
@@ -52,7 +52,11 @@ type RegisterConfig struct {
 	//     those to the rest wait Delay (a write is acknowledged while some
 	//     replicas have not seen it);
 	//   - alone first: every call waits Delay (for that long, only the
-	//     coordinator's own replica holds the write).
+	//     coordinator's own replica holds the write);
+	//   - one peer first, one way per peer: the call to that peer goes at
+	//     once, the rest, the coordinator's own redis-server among them,
+	//     wait Delay (for that long, only that peer holds a write it
+	//     stamped).
 	Delay time.Duration `json:"delay" yaml:"delay"`
 	// Skew, if set, sets the clock of the first node this far ahead while
 	// the workload runs (POST /clock/skew on its admin address), as clocks
@@ -196,7 +200,8 @@ const errorPause = 5 * time.Millisecond
 
 // slowWays are the failure scopes a client of coordinators[coord] draws
 // from before each operation when delay is set (RegisterConfig.Delay):
-// none (RESET), quorum first, and alone first. Without a delay, only none.
+// none (RESET), alone first, quorum first, and one peer first for each
+// peer. Without a delay, only none.
 func slowWays(coordinators []client.Node, coord int, delay time.Duration) []string {
 	if delay <= 0 || len(coordinators) < 2 {
 		return []string{"RESET"}
@@ -213,6 +218,16 @@ func slowWays(coordinators []client.Node, coord int, delay time.Duration) []stri
 	ways := []string{"RESET", strings.Join(aloneFirst, ",")}
 	if len(quorumFirst) > 0 {
 		ways = append(ways, strings.Join(quorumFirst, ","))
+	}
+	ownRedis := fmt.Sprintf("%s/redis=delay:%s", self, delay)
+	for first := range aloneFirst {
+		rest := []string{ownRedis}
+		for j, fault := range aloneFirst {
+			if j != first {
+				rest = append(rest, fault)
+			}
+		}
+		ways = append(ways, strings.Join(rest, ","))
 	}
 	return ways
 }
