@@ -314,14 +314,16 @@ func (n *Node) readLocal(tr *trace, keys, args [][]byte, b *batch, done func(ver
 			done(nil, nil, err)
 			return
 		}
-		v, perr := resp.Parse(raw)
-		if perr == nil && len(v.Elems) == 2 && !(v.Elems[0].IsNull && !v.Elems[1].IsNull) {
-			version := v.Elems[1].Str
-			if version == nil {
-				version = []byte{}
+		// The value's frame is GET's reply as it is, with no copy.
+		frames, perr := resp.Elements(raw)
+		if perr == nil && len(frames) == 2 && !(isNullBulk(frames[0]) && !isNullBulk(frames[1])) {
+			if version, err := resp.Parse(frames[1]); err == nil {
+				if version.Str == nil {
+					version.Str = []byte{}
+				}
+				done(version.Str, frames[0], nil)
+				return
 			}
-			done(version, resp.AppendValue(nil, v.Elems[0]), nil)
-			return
 		}
 		l.Do(appendRead(nil, keys, args), script)
 	})
@@ -374,17 +376,28 @@ func isCommand(name []byte, want string) bool {
 }
 
 // splitVersioned takes apart the {version, reply} array the read script
-// returns, re-encoding the reply as the frame a plain command would give.
+// returns (and a peer's READ), the reply as the frame a plain command would
+// give, with no copy.
 func splitVersioned(raw []byte) (version, reply []byte, err error) {
-	v, err := resp.Parse(raw)
+	if len(raw) > 0 && (raw[0] == '-' || raw[0] == '!') { // the datastore could not run the read at all
+		v, err := resp.Parse(raw)
+		if err != nil {
+			return nil, nil, err
+		}
+		return nil, nil, fmt.Errorf("redis: %s", v.Str)
+	}
+	frames, err := resp.Elements(raw)
+	if err == nil && len(frames) != 2 {
+		err = fmt.Errorf("versioned read: unexpected reply %q", raw)
+	}
 	if err != nil {
 		return nil, nil, err
 	}
-	if v.IsError() { // the datastore could not run the read at all
-		return nil, nil, fmt.Errorf("redis: %s", v.Str)
+	v, err := resp.Parse(frames[0])
+	if err != nil {
+		return nil, nil, err
 	}
-	if len(v.Elems) != 2 {
-		return nil, nil, fmt.Errorf("versioned read: unexpected reply %s", v)
-	}
-	return v.Elems[0].Str, resp.AppendValue(nil, v.Elems[1]), nil
+	return v.Str, frames[1], nil
 }
+
+func isNullBulk(frame []byte) bool { return string(frame) == "$-1\r\n" }

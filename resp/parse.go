@@ -102,3 +102,34 @@ func parse(b []byte, depth int) (Value, int, error) {
 	}
 	return v, pos, nil
 }
+
+// Elements returns the frames of the elements of raw, one complete RESP2
+// array frame, as slices of raw: a reply put together from parts (a value
+// and its version, say) is taken apart with no copy of the parts.
+func Elements(raw []byte) ([][]byte, error) {
+	if len(raw) == 0 || Type(raw[0]) != Array {
+		return nil, protoErr("not an array")
+	}
+	end := bytes.IndexByte(raw, '\n')
+	if end < 2 || raw[end-1] != '\r' {
+		return nil, protoErr("frame without CRLF")
+	}
+	n, ok := parseInt(raw[1 : end-1])
+	if !ok || n < 0 || n > int64(len(raw)-end-1)/3 {
+		return nil, protoErr("invalid array length")
+	}
+	out := make([][]byte, n)
+	pos := end + 1
+	for i := range out {
+		_, used, err := parse(raw[pos:], 1)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = raw[pos : pos+used : pos+used]
+		pos += used
+	}
+	if pos != len(raw) {
+		return nil, protoErr("%d bytes after the frame", len(raw)-pos)
+	}
+	return out, nil
+}

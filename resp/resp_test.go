@@ -174,8 +174,24 @@ func FuzzReadRaw(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if _, err := Parse(raw); err != nil {
+		v, err := Parse(raw)
+		if err != nil {
 			t.Fatalf("accepted frame %q does not parse: %v", raw, err)
+		}
+		// An array's element frames, taken apart with no copy, are the
+		// frames its parsed elements write back as.
+		if v.Type != Array || v.IsNull || raw[0] != '*' {
+			return
+		}
+		frames, err := Elements(raw)
+		if err != nil || len(frames) != len(v.Elems) {
+			t.Fatalf("Elements(%q) = %d frames, %v; Parse found %d", raw, len(frames), err, len(v.Elems))
+		}
+		for i, f := range frames {
+			e, err := Parse(f)
+			if err != nil || !bytes.Equal(AppendValue(nil, e), AppendValue(nil, v.Elems[i])) {
+				t.Fatalf("Elements(%q)[%d] = %q, want the frame of %v", raw, i, f, v.Elems[i])
+			}
 		}
 	})
 }
@@ -218,5 +234,17 @@ func TestParseIntRange(t *testing.T) {
 	v, err := Parse([]byte(":-9223372036854775808\r\n"))
 	if err != nil || v.Int != -1<<63 {
 		t.Errorf("Parse of the smallest integer: %v, %v", v, err)
+	}
+}
+
+func TestElements(t *testing.T) {
+	got, err := Elements([]byte("*3\r\n$1\r\na\r\n$-1\r\n*1\r\n:2\r\n"))
+	if err != nil || len(got) != 3 || string(got[0]) != "$1\r\na\r\n" || string(got[1]) != "$-1\r\n" || string(got[2]) != "*1\r\n:2\r\n" {
+		t.Fatalf("Elements = %q, %v", got, err)
+	}
+	for _, bad := range []string{"", "$1\r\na\r\n", "*2\r\n$1\r\na\r\n", "*1\r\n:1\r\n:2\r\n", "*-1\r\n", "*x\r\n"} {
+		if _, err := Elements([]byte(bad)); !IsProtocolError(err) {
+			t.Errorf("Elements(%q): %v, want a protocol error", bad, err)
+		}
 	}
 }
