@@ -310,10 +310,8 @@ func (n *Node) Info() Info {
 	for _, l := range n.store {
 		info.Links = append(info.Links, linkInfo(l))
 	}
-	for _, m := range n.members {
-		if m.link != nil {
-			info.Links = append(info.Links, linkInfo(m.link))
-		}
+	for _, m := range n.view().peers() {
+		info.Links = append(info.Links, linkInfo(m.link))
 	}
 	return info
 }
@@ -338,16 +336,17 @@ type ClusterNode struct {
 	State       string   `json:"state"` // "up" or "down", as the failure detector says ("up" for self)
 }
 
-// Describe lists the cluster as this node sees it, sorted by datacenter,
-// rack and token.
+// Describe lists the cluster as this node sees it: the members requests
+// are routed by, sorted by datacenter, rack and token.
 func (n *Node) Describe() []ClusterNode {
 	var out []ClusterNode
-	for _, m := range n.members {
+	v := n.view()
+	for i, m := range v.members {
 		m.mu.Lock()
 		info := m.info
 		m.mu.Unlock()
 		up := m.self || m.link.Connected()
-		out = append(out, ClusterNode{Name: info.Name, Datacenter: m.dc, Rack: m.rack, Tokens: m.tokens,
+		out = append(out, ClusterNode{Name: info.Name, Datacenter: m.dc, Rack: m.rack, Tokens: v.tokens[i],
 			Listen: info.Listen, DynListen: m.peerAddr, StatsListen: info.Stats, Self: m.self, Up: up, State: stateName(m.isDown())})
 	}
 	sort.Slice(out, func(i, j int) bool {

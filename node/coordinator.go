@@ -19,15 +19,8 @@ import (
 func (n *Node) token(key []byte) uint32 { return ring.Hash(ring.Tag(key, n.cfg.HashTag)) }
 
 // replicas returns, for a key, its owner in each rack of the local
-// datacenter, the coordinator's own rack first.
-func (n *Node) replicas(key []byte) []*member {
-	h := n.token(key)
-	out := make([]*member, len(n.localRacks))
-	for i, r := range n.localRacks {
-		out[i] = n.members[r.ring.Owner(h)]
-	}
-	return out
-}
+// datacenter, the coordinator's own rack first, in the current view.
+func (n *Node) replicas(key []byte) []*member { return n.view().replicas(n.token(key)) }
 
 // sameReplicas reports whether all keys have the same owner in every local
 // rack, so that one command can carry them all.
@@ -121,7 +114,8 @@ func (n *Node) readOne(tr *trace, reps []*member, i int, args [][]byte, b *batch
 // acknowledged before it began, and holds its key in the connection's gate
 // meanwhile; any other write takes the next version of this node's clock.
 func (n *Node) write(tr *trace, level consistency.Level, cmd *command, keys [][]byte, args [][]byte, g *keyGate, h *hold, b *batch, done replyFunc) {
-	reps := n.replicas(keys[0])
+	v := n.view()
+	reps := v.replicas(n.token(keys[0]))
 	if !reps[0].self {
 		n.stats.forwarded.Add(1)
 	}
@@ -131,11 +125,11 @@ func (n *Node) write(tr *trace, level consistency.Level, cmd *command, keys [][]
 		reps = reps[:1]
 	}
 	if !n.cfg.Versions { // troop_versions: false writes unversioned
-		n.writeAt(tr, level, cmd, keys, args, reps, []byte{}, h, b, done)
+		n.writeAt(tr, v, level, cmd, keys, args, reps, []byte{}, h, b, done)
 		return
 	}
 	if level == consistency.DCOne || !cmd.isLWW(args) || n.noVersionQuery {
-		n.writeAt(tr, level, cmd, keys, args, reps, n.clock.next(), h, b, done)
+		n.writeAt(tr, v, level, cmd, keys, args, reps, n.clock.next(), h, b, done)
 		return
 	}
 	h.add(1) // the query: the write may go out after the handling is done
@@ -144,7 +138,7 @@ func (n *Node) write(tr *trace, level consistency.Level, cmd *command, keys [][]
 		asker: asker{order: askOrder(reps)}, release: func() { ungate(); h.done() }, deadline: time.Now().Add(n.cfg.Timeout)}
 	q.write = func(newest []byte, b *batch) {
 		n.clock.observe(newest)
-		n.writeAt(tr, level, cmd, keys, args, reps, n.clock.next(), h, b, done)
+		n.writeAt(tr, v, level, cmd, keys, args, reps, n.clock.next(), h, b, done)
 	}
 	q.mu.Lock()
 	ask := q.next(consistency.Quorum(len(reps)), 0)
@@ -155,7 +149,7 @@ func (n *Node) write(tr *trace, level consistency.Level, cmd *command, keys [][]
 // writeAt runs a write with version on the replicas reps.
 // Each replica's answer, and each remote datacenter's, ends a part of the
 // hold h.
-func (n *Node) writeAt(tr *trace, level consistency.Level, cmd *command, keys [][]byte, args [][]byte, reps []*member, version []byte, h *hold, b *batch, done replyFunc) {
+func (n *Node) writeAt(tr *trace, v *view, level consistency.Level, cmd *command, keys [][]byte, args [][]byte, reps []*member, version []byte, h *hold, b *batch, done replyFunc) {
 	w := &writeQuorum{replicated: n.newReplicated(tr, level, args[0], reps, done), replies: make([][]byte, len(reps))}
 	h.add(len(reps))
 	var remote []byte
@@ -163,7 +157,7 @@ func (n *Node) writeAt(tr *trace, level consistency.Level, cmd *command, keys []
 		i := i
 		answer := func(raw []byte, err error) { w.answer(i, raw, err); h.done() }
 		if m.self {
-			n.writeLocal(b, tr, version, cmd, keys, args, answer)
+			n.applyWrite(b, tr, v, version, cmd, keys, args, answer)
 			continue
 		}
 		if remote == nil {
@@ -172,7 +166,7 @@ func (n *Node) writeAt(tr *trace, level consistency.Level, cmd *command, keys []
 		n.sendWrite(b, tr, m, remote, answer)
 	}
 	if !n.localWritesOnly {
-		n.forwardToRemoteDCs(tr, keys[0], version, args, h, b)
+		n.forwardToRemoteDCs(tr, v, keys[0], version, args, h, b)
 	}
 }
 
@@ -291,15 +285,15 @@ func (a *asker) next(need, have int) []int {
 
 // forwardToRemoteDCs sends a write to the key's owner in one rack of each
 // remote datacenter, which applies it and fans it out in its datacenter.
-func (n *Node) forwardToRemoteDCs(tr *trace, key, version []byte, args [][]byte, h *hold, b *batch) {
-	if len(n.remoteDCs) == 0 {
+func (n *Node) forwardToRemoteDCs(tr *trace, v *view, key, version []byte, args [][]byte, h *hold, b *batch) {
+	if len(v.remoteDCs) == 0 {
 		return
 	}
 	token := n.token(key)
 	req := appendPeerRequest(nil, "FWD", version, args)
-	h.add(len(n.remoteDCs))
-	for _, dc := range n.remoteDCs {
-		n.sendWrite(b, tr, n.members[dc.ring.Owner(token)], req, func(raw []byte, err error) { n.asyncDone(raw, err); h.done() })
+	h.add(len(v.remoteDCs))
+	for _, dc := range v.remoteDCs {
+		n.sendWrite(b, tr, v.members[dc.ring.Owner(token)], req, func(raw []byte, err error) { n.asyncDone(raw, err); h.done() })
 	}
 }
 

@@ -75,12 +75,12 @@ func (n *Node) drawn(tr *trace, level consistency.Level, cmd *command, keys, arg
 			n.sendWrite(nil, tr, m, remote, answer)
 		}
 		w.answer(di, raw, nil)
-		if len(n.remoteDCs) > 0 {
+		if v := n.view(); len(v.remoteDCs) > 0 {
 			fwd := appendTxRequest(nil, "TXFWD", version, nil, nil, follow)
 			token := n.token(keys[0])
-			h.add(len(n.remoteDCs))
-			for _, dc := range n.remoteDCs {
-				n.sendWrite(nil, tr, n.members[dc.ring.Owner(token)], fwd, func(raw []byte, err error) { n.asyncDone(raw, err); h.done() })
+			h.add(len(v.remoteDCs))
+			for _, dc := range v.remoteDCs {
+				n.sendWrite(nil, tr, v.members[dc.ring.Owner(token)], fwd, func(raw []byte, err error) { n.asyncDone(raw, err); h.done() })
 			}
 		}
 	}

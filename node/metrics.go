@@ -153,10 +153,7 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	failures(counter, datastoreFail, store)
 
 	now := time.Now()
-	for _, m := range n.members {
-		if m.self {
-			continue
-		}
+	for _, m := range n.view().peers() {
 		ps := m.state(now)
 		labels := []string{ps.Name, ps.Datacenter, ps.Rack}
 		if ps.Name == "" {

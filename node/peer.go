@@ -160,7 +160,7 @@ func (n *Node) handlePeer(tr *trace, op string, args [][]byte, s *slot, b *batch
 			return
 		}
 		n.clock.observe(version)
-		n.writeLocal(b, tr, version, c, keys, cmdArgs, done)
+		n.applyWrite(b, tr, n.view(), version, c, keys, cmdArgs, done)
 		if op == "FWD" {
 			n.fanOut(tr, keys[0], version, cmdArgs, b)
 		}

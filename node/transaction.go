@@ -408,11 +408,11 @@ func (n *Node) exec(tx *txn, watches []*watch, sess *session, b *batch, s *slot)
 			}
 			n.sendWrite(nil, nil, m, remote, fromPeer(func(raw []byte, err error) { w.answer(i, raw, err) }))
 		}
-		if len(n.remoteDCs) > 0 && tx.writes {
+		if v := n.view(); len(v.remoteDCs) > 0 && tx.writes {
 			fwd := appendTxRequest(nil, "TXFWD", version, nil, nil, tx.cmds)
 			h := n.token(all[0])
-			for _, dc := range n.remoteDCs {
-				n.sendWrite(nil, nil, n.members[dc.ring.Owner(h)], fwd, n.asyncDone)
+			for _, dc := range v.remoteDCs {
+				n.sendWrite(nil, nil, v.members[dc.ring.Owner(h)], fwd, n.asyncDone)
 			}
 		}
 	})
