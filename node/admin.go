@@ -252,7 +252,13 @@ type Info struct {
 	ReadRepairs     int64       `json:"read_repairs"`
 	ReadRepairsLost int64       `json:"read_repairs_lost"`
 	ReadWriteBacks  int64       `json:"read_write_backs"`
-	DataDir         string      `json:"data_dir"`
+
+	// Membership changes (docs/store.md, Membership changes).
+	MembershipEpoch       uint64 `json:"membership_epoch"`
+	MembershipPhase       string `json:"membership_phase"`
+	HandoffMirrorFailures int64  `json:"handoff_mirror_failures"` // writes to a moving key whose copy to its other owner failed
+	HandoffKeys           int64  `json:"handoff_keys"`            // keys this node streamed to a new owner
+	DataDir               string `json:"data_dir"`
 
 	// PlantedBug is troop_planted_bug, a deliberate defect for tests.
 	PlantedBug string `json:"planted_bug,omitempty"`
@@ -292,9 +298,12 @@ func (n *Node) Info() Info {
 		AdminAuthFailures: s.adminAuthFailures.Load(), PeerTLSRefused: s.peerTLSRefused.Load(),
 		Peers: n.peerStates(), PeersMarkedDown: s.peersMarkedDown.Load(),
 		ReadRepairs: s.readRepairs.Load(), ReadRepairsLost: s.readRepairsLost.Load(), ReadWriteBacks: s.readWriteBacks.Load(), DataDir: n.dataDir,
+		HandoffMirrorFailures: s.mirrorFailures.Load(), HandoffKeys: s.handoffKeys.Load(),
 		PlantedBug: n.cfg.PlantedBug, Clock: n.clockInfo(),
 	}
 	info.HintsPending, info.HintsDropped, info.HintsReplayed = n.hintTotals()
+	st := n.view().state
+	info.MembershipEpoch, info.MembershipPhase = st.Epoch, string(st.Phase)
 	for l := consistency.Level(0); l < levels; l++ {
 		for op, ls := range map[string]*levelStats{"read": &s.reads[l], "write": &s.writes[l]} {
 			lat := ls.latency()

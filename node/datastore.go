@@ -388,9 +388,3 @@ func splitVersioned(raw []byte) (version, reply []byte, err error) {
 	}
 	return v.Elems[0].Str, resp.AppendValue(nil, v.Elems[1]), nil
 }
-
-// applyWrite applies a write on this node's replica (writeLocal) for a
-// request routed by view v.
-func (n *Node) applyWrite(b *batch, tr *trace, v *view, version []byte, cmd *command, keys, args [][]byte, done func([]byte, error)) {
-	n.writeLocal(b, tr, version, cmd, keys, args, done)
-}
