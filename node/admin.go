@@ -29,6 +29,10 @@ import (
 //	POST /state/{normal|standby|writes_only}, GET /state
 //	POST /repair                        an anti-entropy pass now; its report, JSON
 //	POST /clock/skew?offset=D&rate=R    skew the clock versions come from; 0 and 0 clear it
+//	POST /cluster/add?addr=A&rack=R[&dc=D][&tokens=T,...]   add a node (membership.go)
+//	POST /cluster/remove?addr=A, /cluster/replace?old=A&addr=B[&tokens=T,...]
+//	POST /cluster/cancel, /cluster/resume   roll back or finish the change under way
+//	GET  /cluster/membership            the membership step this node holds and its moves
 //	GET  /ping                          always open
 //	GET  /debug/pprof/...               Go's profiler, with troop_pprof only
 //
@@ -97,6 +101,11 @@ func (n *Node) adminHandler() http.Handler {
 		n.log.Warn("clock skew set", "offset", offset.String(), "rate", rate, "remote", r.RemoteAddr)
 		writeJSON(w, n.clockInfo())
 	})
+	read("/cluster/membership", func(w http.ResponseWriter, r *http.Request) {
+		st := n.view().state
+		writeJSON(w, ChangeReport{State: st, Moves: st.Moves()})
+	})
+	change("/cluster/{op}", n.clusterChange)
 	mux.HandleFunc("/ping", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "pong") })
 	if n.cfg.Pprof {
 		// Go's profiler, for finding where a node spends its time under

@@ -76,6 +76,19 @@ func (n *Node) aeLinks() (store *link.Link, peers map[*member]*link.Link) {
 	return n.aeStore, n.aePeers
 }
 
+// aeLink returns the long-timeout connection to peer m, made on first use.
+func (n *Node) aeLink(m *member) *link.Link {
+	n.aeLinks()
+	n.aeMu.Lock()
+	defer n.aeMu.Unlock()
+	l := n.aePeers[m]
+	if l == nil {
+		l = n.peerLink("peer-repair", m, aeTimeout)
+		n.aePeers[m] = l
+	}
+	return l
+}
+
 // doSync runs one request on l and waits for its reply.
 func doSync(l *link.Link, req []byte) ([]byte, error) {
 	ch := make(chan struct {

@@ -204,6 +204,8 @@ func (n *Node) handlePeer(tr *trace, op string, args [][]byte, s *slot, b *batch
 		}
 		n.clock.observe(args[2])
 		n.repairLocal(b, args[1], copyOf{version: args[2], dump: args[3], pttl: pttl, vpttl: vpttl}, done)
+	case op == "MEMBERSHIP":
+		n.serveMembership(args, s)
 	case op == "TREE" || op == "TREENODES" || op == "ENTRIES":
 		n.serveAntiEntropy(op, args, s)
 	default:
