@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/troop-lab/troop/node/membership"
 	"github.com/troop-lab/troop/resp"
@@ -452,6 +453,14 @@ func (n *Node) drive(ctx context.Context, from, s membership.State) (ChangeRepor
 		case membership.Switched:
 			s, _ = s.Advance()
 		default:
+			// A request keeps the view it began with: wait out the node's
+			// timeout, so that no write routed by an earlier step (and
+			// mirrored by it) lands after the keys are dropped.
+			select {
+			case <-ctx.Done():
+				return rep, ctx.Err()
+			case <-time.After(n.cfg.Timeout):
+			}
 			n.cleanupTouched(ctx, s, touched, audience, &rep)
 			return rep, nil
 		}

@@ -1,0 +1,279 @@
+package node
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/troop-lab/troop/internal/testredis"
+	"github.com/troop-lab/troop/node/consistency"
+	"github.com/troop-lab/troop/node/membership"
+	"github.com/troop-lab/troop/topology"
+)
+
+// A node is added to rack1 at the middle of its range and later removed,
+// both under load through all three coordinators at DC_QUORUM: no
+// acknowledged write is lost, the new owner holds exactly the keys of its
+// range, the old owner none of them, and the removed node nothing.
+func TestMembershipAddRemoveUnderLoad(t *testing.T) {
+	if problems := membershipUnderLoad(t, ""); len(problems) > 0 {
+		t.Fatalf("%d problems, the first ones:\n%s", len(problems), strings.Join(problems[:min(len(problems), 20)], "\n"))
+	}
+}
+
+// The mutation check: with mirroring off (the planted bug
+// no-handoff-mirror) writes that land on the old owner after its range
+// was streamed never reach the new owner, and the checker says so.
+func TestMembershipCheckCatchesNoHandoffMirror(t *testing.T) {
+	problems := membershipUnderLoad(t, topology.BugNoHandoffMirror)
+	if len(problems) == 0 {
+		t.Fatal("the checker found nothing wrong with mirroring off: it cannot catch lost handoff writes")
+	}
+	t.Logf("the checker caught %d problems, e.g. %s", len(problems), problems[0])
+}
+
+// loadModel is the writers' record: per key, the highest sequence number
+// a write of it was acknowledged with.
+type loadModel struct {
+	mu    sync.Mutex
+	acked map[string]int
+	fails int
+}
+
+// runWriters writes through every coordinator until stop closes (or each
+// writer made max writes): mostly new keys, a quarter overwrites of
+// earlier ones, each value a sequence number higher than the key's last.
+func runWriters(t *testing.T, tc *testCluster, model *loadModel, round int, stop chan struct{}) *sync.WaitGroup {
+	var wg sync.WaitGroup
+	for w := 0; w < 3; w++ {
+		c := tc.client(w, "DC_QUORUM")
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			const max = 20000
+			for seq := 1; seq <= max; seq++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				idx := seq
+				if seq%4 == 0 {
+					idx = seq / 2
+				}
+				key := fmt.Sprintf("r%d-w%d-%d", round, w, idx)
+				v, err := c.try("SET", key, strconv.Itoa(seq))
+				model.mu.Lock()
+				if err == nil && !v.IsError() && model.acked[key] < seq {
+					model.acked[key] = seq
+				} else if err != nil || v.IsError() {
+					model.fails++
+				}
+				model.mu.Unlock()
+				if err != nil {
+					return
+				}
+			}
+		}()
+	}
+	return &wg
+}
+
+func adminPost(t *testing.T, admin, path string, q url.Values) (int, ChangeReport, string) {
+	t.Helper()
+	res, err := http.Post("http://"+admin+path+"?"+q.Encode(), "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	body, _ := io.ReadAll(res.Body)
+	var rep ChangeReport
+	json.Unmarshal(body, &rep)
+	return res.StatusCode, rep, string(body)
+}
+
+// redisKeys lists the values troop keeps on a redis-server (not the
+// version keys), with their values.
+func redisKeys(t *testing.T, addr string) map[string]string {
+	t.Helper()
+	c := dial(t, addr)
+	out := map[string]string{}
+	cursor := "0"
+	for {
+		v := c.do("SCAN", cursor, "COUNT", "1000")
+		for _, e := range v.Elems[1].Elems {
+			k := string(e.Str)
+			if !strings.HasPrefix(k, reservedPrefix) {
+				out[k] = ""
+			}
+		}
+		cursor = string(v.Elems[0].Str)
+		if cursor == "0" {
+			break
+		}
+	}
+	for k := range out {
+		out[k] = c.must("GET", k)
+	}
+	return out
+}
+
+// checkHandoff checks a moved range after its change: the new owner's
+// redis-server holds the keys of the range that were written, each at
+// least at its last acknowledged value (and, when exactly, no other key),
+// and the old owner's none of them.
+func checkHandoff(t *testing.T, n *Node, model *loadModel, r membership.Range, newRedis, oldRedis string, exactly bool) []string {
+	var problems []string
+	have, old := redisKeys(t, newRedis), redisKeys(t, oldRedis)
+	model.mu.Lock()
+	defer model.mu.Unlock()
+	for k, v := range have {
+		if !r.Contains(n.token([]byte(k))) {
+			if exactly {
+				problems = append(problems, fmt.Sprintf("the new owner holds %s, outside its range", k))
+			}
+			continue
+		}
+		if _, ok := model.acked[k]; !ok {
+			seq, _ := strconv.Atoi(v)
+			if seq == 0 {
+				problems = append(problems, fmt.Sprintf("the new owner holds %s = %q, which nobody wrote", k, v))
+			}
+		}
+	}
+	var keys []string
+	for k := range model.acked {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if !r.Contains(n.token([]byte(k))) {
+			continue
+		}
+		seq, _ := strconv.Atoi(have[k])
+		if seq < model.acked[k] {
+			problems = append(problems, fmt.Sprintf("the new owner holds %s = %q, older than its last acknowledged write %d", k, have[k], model.acked[k]))
+		}
+		if _, ok := old[k]; ok {
+			problems = append(problems, fmt.Sprintf("the old owner still holds %s after cleanup", k))
+		}
+	}
+	return problems
+}
+
+// checkReadBack reads every acknowledged key through each node at
+// DC_QUORUM.
+func checkReadBack(t *testing.T, addrs []string, model *loadModel) []string {
+	var problems []string
+	model.mu.Lock()
+	defer model.mu.Unlock()
+	for _, a := range addrs {
+		c := dial(t, a)
+		c.must("TROOP", "CONSISTENCY", "DC_QUORUM")
+		for k, want := range model.acked {
+			v, err := c.try("GET", k)
+			if err != nil {
+				return append(problems, fmt.Sprintf("GET %s through %s: %v", k, a, err))
+			}
+			if seq, _ := strconv.Atoi(string(v.Str)); v.IsError() || seq < want {
+				problems = append(problems, fmt.Sprintf("GET %s through %s = %s, want at least %d", k, a, v, want))
+			}
+		}
+	}
+	return problems
+}
+
+// membershipUnderLoad runs the add and the removal and returns what the
+// checks found; with a planted bug it returns after the add's checks.
+func membershipUnderLoad(t *testing.T, bug string) []string {
+	tc := startCluster(t, clusterOpts{racks: 3, read: consistency.DCQuorum, write: consistency.DCQuorum,
+		configure: func(c *topology.Config) { c.PlantedBug = bug }})
+	old := tc.nodes[0] // rack1's only node, token 0
+
+	// The new node: rack1, at the middle of rack1's one range, joining.
+	split, err := membership.SplitToken([]membership.Member{{Addr: old.cfg.DynListen, DC: "dc1", Rack: "rack1", Tokens: old.cfg.Tokens}}, "dc1", "rack1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := topology.Default()
+	c.Datacenter, c.Rack, c.Name = "dc1", "rack1", "dc1-rack1-new"
+	c.Listen, c.DynListen, c.StatsListen = freePort(t), freePort(t), freePort(t)
+	c.Tokens, c.Timeout, c.Join, c.PlantedBug = []uint32{split}, 2*time.Second, true, bug
+	c.ReadConsistency, c.WriteConsistency = consistency.DCQuorum, consistency.DCQuorum
+	c.DataDir = t.TempDir()
+	for _, o := range tc.nodes {
+		c.Seeds = append(c.Seeds, topology.Seed{Addr: o.cfg.DynListen, Rack: o.cfg.Rack, DC: o.cfg.Datacenter, Tokens: o.cfg.Tokens})
+	}
+	fresh := &testNode{t: t, cfg: c, redis: testredis.StartArgs(t), log: tc.nodes[0].log}
+	c.Servers = []topology.Server{{Addr: fresh.redis.Addr, Weight: 1}}
+	fresh.start()
+	t.Cleanup(fresh.stop)
+	waitPing(t, c.Listen)
+	if v := dial(t, c.Listen).do("SET", "x", "1"); !v.IsError() || !strings.HasPrefix(string(v.Str), "TRYAGAIN") {
+		t.Fatalf("a joining node answered SET with %s, want TRYAGAIN", v)
+	}
+
+	model := &loadModel{acked: map[string]int{}}
+	pause := func() { time.Sleep(400 * time.Millisecond) } // writes land on the old owner after the streaming
+	tc.nodes[1].node.changes.afterStream = pause
+	tc.nodes[2].node.changes.afterStream = pause
+
+	// The add, under load.
+	stop := make(chan struct{})
+	wg := runWriters(t, tc, model, 1, stop)
+	time.Sleep(300 * time.Millisecond)
+	code, rep, body := adminPost(t, tc.nodes[1].cfg.StatsListen, "/cluster/add", url.Values{"addr": {c.DynListen}, "rack": {"rack1"}})
+	time.Sleep(200 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+	if code != http.StatusOK || rep.State.Phase != membership.Stable || len(rep.State.New) != 4 {
+		t.Fatalf("POST /cluster/add: %d %s", code, body)
+	}
+	t.Logf("add: %d keys acknowledged, %d writes failed", len(model.acked), model.fails)
+	moved := membership.Range{Lo: old.cfg.Tokens[0], Hi: split}
+	problems := checkHandoff(t, fresh.node, model, moved, fresh.redis.Addr, old.redis.Addr, true)
+	problems = append(problems, checkReadBack(t, []string{tc.nodes[0].cfg.Listen, tc.nodes[1].cfg.Listen, tc.nodes[2].cfg.Listen, c.Listen}, model)...)
+	if len(problems) > 0 || bug != "" {
+		return problems
+	}
+	for _, tn := range append([]*testNode{fresh}, tc.nodes...) {
+		d := tn.node.Describe()
+		if len(d) != 4 {
+			t.Fatalf("%s describes %d members after the add, want 4", tn.cfg.Name, len(d))
+		}
+	}
+
+	// The removal, under load, driven from another node.
+	stop = make(chan struct{})
+	wg = runWriters(t, tc, model, 2, stop)
+	time.Sleep(300 * time.Millisecond)
+	code, rep, body = adminPost(t, tc.nodes[2].cfg.StatsListen, "/cluster/remove", url.Values{"addr": {c.DynListen}})
+	time.Sleep(200 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+	if code != http.StatusOK || rep.State.Phase != membership.Stable || len(rep.State.New) != 3 {
+		t.Fatalf("POST /cluster/remove: %d %s", code, body)
+	}
+	t.Logf("after the removal: %d keys acknowledged, %d writes failed", len(model.acked), model.fails)
+	problems = checkReadBack(t, []string{tc.nodes[0].cfg.Listen, tc.nodes[1].cfg.Listen, tc.nodes[2].cfg.Listen}, model)
+	if left := redisKeys(t, fresh.redis.Addr); len(left) > 0 {
+		problems = append(problems, fmt.Sprintf("the removed node's redis-server still holds %d keys", len(left)))
+	}
+	if n := dial(t, fresh.redis.Addr).must("DBSIZE"); n != "0" {
+		problems = append(problems, "the removed node's redis-server holds "+n+" keys (versions included)")
+	}
+	if v := dial(t, c.Listen).do("GET", "x"); !v.IsError() || string(v.Str) != "ERR troop: this node was removed from the cluster" {
+		problems = append(problems, fmt.Sprintf("the removed node answered GET with %s", v))
+	}
+	// Every key of the range is back on the old owner.
+	problems = append(problems, checkHandoff(t, old.node, model, moved, old.redis.Addr, fresh.redis.Addr, false)...)
+	return problems
+}
