@@ -467,45 +467,54 @@ func (n *Node) drive(ctx context.Context, from, s membership.State) (ChangeRepor
 	}
 }
 
-// broadcast sends step s to every member of audience; this node takes it
-// first. A member added by the change must take it; others that do not
-// answer are listed, and a resume brings them in.
+// broadcast sends step s to every member of audience. The member the
+// change adds takes it first, and must: when it cannot (it died during
+// its handoff, say) nobody else takes the step, and the cluster goes on
+// serving as before it. Then this node, then the others; those that do
+// not answer are listed, and a resume brings them in.
 func (n *Node) broadcast(s membership.State, audience map[string]membership.Member) ([]string, error) {
-	if err := n.takeStep(s); err != nil {
-		return nil, err
-	}
 	raw, err := json.Marshal(s)
 	if err != nil {
 		return nil, err
 	}
 	req := resp.AppendCommand(nil, []byte("MEMBERSHIP"), []byte("STEP"), raw)
+	var added string
+	if s.Change != nil {
+		added = s.Change.Node
+	}
 	addrs := make([]string, 0, len(audience))
 	for a := range audience {
-		addrs = append(addrs, a)
+		if a != added && a != n.cfg.DynListen {
+			addrs = append(addrs, a)
+		}
 	}
 	sort.Strings(addrs)
-	var missed []string
-	for _, a := range addrs {
-		if a == n.cfg.DynListen {
-			continue
-		}
+	send := func(a string) error {
 		mm := audience[a]
 		m, err := n.memberFor(mm.Addr, mm.DC, mm.Rack)
-		if err == nil {
-			var reply []byte
-			reply, err = doSync(m.link, req)
-			if err == nil && string(reply) != "+OK\r\n" {
-				err = fmt.Errorf("%s", strings.TrimSpace(strings.TrimPrefix(string(reply), "-")))
-			}
+		if err != nil {
+			return err
 		}
-		if err == nil {
-			continue
+		reply, err := doSync(m.link, req)
+		if err == nil && string(reply) != "+OK\r\n" {
+			err = errors.New(strings.TrimSpace(strings.TrimPrefix(string(reply), "-")))
 		}
-		if s.Change != nil && s.Change.Node == a {
-			return missed, fmt.Errorf("the new member %s did not take step %d: %v", a, s.Epoch, err)
+		return err
+	}
+	if added != "" && added != n.cfg.DynListen {
+		if err := send(added); err != nil {
+			return nil, fmt.Errorf("the new member %s did not take step %d (%s), so no member did: %v", added, s.Epoch, s.Phase, err)
 		}
-		n.log.Warn("a member did not take a membership step", "member", a, "epoch", s.Epoch, "err", err)
-		missed = append(missed, a)
+	}
+	if err := n.takeStep(s); err != nil {
+		return nil, err
+	}
+	var missed []string
+	for _, a := range addrs {
+		if err := send(a); err != nil {
+			n.log.Warn("a member did not take a membership step", "member", a, "epoch", s.Epoch, "err", err)
+			missed = append(missed, a)
+		}
 	}
 	return missed, nil
 }

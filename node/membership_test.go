@@ -198,29 +198,8 @@ func membershipUnderLoad(t *testing.T, bug string) []string {
 		configure: func(c *topology.Config) { c.PlantedBug = bug }})
 	old := tc.nodes[0] // rack1's only node, token 0
 
-	// The new node: rack1, at the middle of rack1's one range, joining.
-	split, err := membership.SplitToken([]membership.Member{{Addr: old.cfg.DynListen, DC: "dc1", Rack: "rack1", Tokens: old.cfg.Tokens}}, "dc1", "rack1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := topology.Default()
-	c.Datacenter, c.Rack, c.Name = "dc1", "rack1", "dc1-rack1-new"
-	c.Listen, c.DynListen, c.StatsListen = freePort(t), freePort(t), freePort(t)
-	c.Tokens, c.Timeout, c.Join, c.PlantedBug = []uint32{split}, 2*time.Second, true, bug
-	c.ReadConsistency, c.WriteConsistency = consistency.DCQuorum, consistency.DCQuorum
-	c.DataDir = t.TempDir()
-	for _, o := range tc.nodes {
-		c.Seeds = append(c.Seeds, topology.Seed{Addr: o.cfg.DynListen, Rack: o.cfg.Rack, DC: o.cfg.Datacenter, Tokens: o.cfg.Tokens})
-	}
-	fresh := &testNode{t: t, cfg: c, redis: testredis.StartArgs(t), log: tc.nodes[0].log}
-	c.Servers = []topology.Server{{Addr: fresh.redis.Addr, Weight: 1}}
-	fresh.start()
-	t.Cleanup(fresh.stop)
-	waitPing(t, c.Listen)
-	if v := dial(t, c.Listen).do("SET", "x", "1"); !v.IsError() || !strings.HasPrefix(string(v.Str), "TRYAGAIN") {
-		t.Fatalf("a joining node answered SET with %s, want TRYAGAIN", v)
-	}
-
+	fresh, split := startJoining(t, tc)
+	c := fresh.cfg
 	model := &loadModel{acked: map[string]int{}}
 	pause := func() { time.Sleep(400 * time.Millisecond) } // writes land on the old owner after the streaming
 	tc.nodes[1].node.changes.afterStream = pause
@@ -276,4 +255,113 @@ func membershipUnderLoad(t *testing.T, bug string) []string {
 	// Every key of the range is back on the old owner.
 	problems = append(problems, checkHandoff(t, old.node, model, moved, old.redis.Addr, fresh.redis.Addr, false)...)
 	return problems
+}
+
+// startJoining starts a node with troop_join for rack1, at the middle of
+// rack1's one range, and checks that it refuses clients meanwhile.
+func startJoining(t *testing.T, tc *testCluster) (*testNode, uint32) {
+	old := tc.nodes[0]
+	bug := old.cfg.PlantedBug
+	split, err := membership.SplitToken([]membership.Member{{Addr: old.cfg.DynListen, DC: "dc1", Rack: "rack1", Tokens: old.cfg.Tokens}}, "dc1", "rack1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := topology.Default()
+	c.Datacenter, c.Rack, c.Name = "dc1", "rack1", "dc1-rack1-new"
+	c.Listen, c.DynListen, c.StatsListen = freePort(t), freePort(t), freePort(t)
+	c.Tokens, c.Timeout, c.Join, c.PlantedBug = []uint32{split}, 2*time.Second, true, bug
+	c.ReadConsistency, c.WriteConsistency = consistency.DCQuorum, consistency.DCQuorum
+	c.DataDir = t.TempDir()
+	for _, o := range tc.nodes {
+		c.Seeds = append(c.Seeds, topology.Seed{Addr: o.cfg.DynListen, Rack: o.cfg.Rack, DC: o.cfg.Datacenter, Tokens: o.cfg.Tokens})
+	}
+	fresh := &testNode{t: t, cfg: c, redis: testredis.StartArgs(t), log: tc.nodes[0].log}
+	c.Servers = []topology.Server{{Addr: fresh.redis.Addr, Weight: 1}}
+	fresh.start()
+	t.Cleanup(fresh.stop)
+	waitPing(t, c.Listen)
+	if v := dial(t, c.Listen).do("SET", "x", "1"); !v.IsError() || !strings.HasPrefix(string(v.Str), "TRYAGAIN") {
+		t.Fatalf("a joining node answered SET with %s, want TRYAGAIN", v)
+	}
+
+	return fresh, split
+}
+
+// A new node killed in the middle of its handoff leaves the cluster
+// serving, with the change under way; cancel rolls it back though the
+// node is still down; the node restarts from the step it saved; a second
+// add, killed again, is resumed once the node is back, and completes.
+func TestMembershipKilledMidHandoffCancelResume(t *testing.T) {
+	tc := startCluster(t, clusterOpts{racks: 3, read: consistency.DCQuorum, write: consistency.DCQuorum})
+	old := tc.nodes[0]
+	fresh, split := startJoining(t, tc)
+	addr := fresh.cfg.DynListen
+	kill := func() { fresh.stop() }
+	tc.nodes[1].node.changes.afterStream = kill
+
+	model := &loadModel{acked: map[string]int{}}
+	stop := make(chan struct{})
+	wg := runWriters(t, tc, model, 1, stop)
+	time.Sleep(200 * time.Millisecond)
+	code, rep, body := adminPost(t, tc.nodes[1].cfg.StatsListen, "/cluster/add", url.Values{"addr": {addr}, "rack": {"rack1"}})
+	if code != http.StatusInternalServerError || !strings.Contains(rep.Error, "did not take step 2 (switched), so no member did") {
+		t.Fatalf("add with the new node killed after streaming: %d %s", code, body)
+	}
+	time.Sleep(300 * time.Millisecond) // the cluster goes on serving, routed by the old members
+	close(stop)
+	wg.Wait()
+	for _, tn := range tc.nodes {
+		if st := tn.node.view().state; st.Phase != membership.Streaming || st.Epoch != 1 {
+			t.Fatalf("%s holds step %d (%s), want 1 (streaming)", tn.cfg.Name, st.Epoch, st.Phase)
+		}
+	}
+	if p := checkReadBack(t, []string{tc.nodes[0].cfg.Listen, tc.nodes[1].cfg.Listen, tc.nodes[2].cfg.Listen}, model); len(p) > 0 {
+		t.Fatalf("after the kill: %d problems, e.g. %s", len(p), p[0])
+	}
+
+	// Cancel, from another node, with the new node still down.
+	code, rep, body = adminPost(t, tc.nodes[2].cfg.StatsListen, "/cluster/cancel", nil)
+	if code != http.StatusOK || rep.State.Phase != membership.Stable || rep.State.Epoch != 2 || len(rep.State.New) != 3 || len(rep.Missed) == 0 {
+		t.Fatalf("cancel: %d %s", code, body)
+	}
+	if d := tc.nodes[0].node.Describe(); len(d) != 3 {
+		t.Fatalf("after the cancel rack1's node routes by %d members, want 3", len(d))
+	}
+	dial(t, tc.nodes[0].cfg.Listen).must("SET", "after-cancel", "1")
+
+	// The node restarts from the step it saved; a resume finds nothing
+	// under way (the newest step any member holds is the cancel's).
+	fresh.start()
+	waitPing(t, fresh.cfg.Listen)
+	if st := fresh.node.view().state; st.Epoch != 1 || st.Phase != membership.Streaming {
+		t.Fatalf("the restarted node holds step %d (%s), want the saved 1 (streaming)", st.Epoch, st.Phase)
+	}
+	if code, _, body := adminPost(t, tc.nodes[1].cfg.StatsListen, "/cluster/resume", nil); code != http.StatusConflict || !strings.Contains(body, "nothing to resume") {
+		t.Fatalf("resume with nothing under way: %d %s", code, body)
+	}
+
+	// Add it again, killed again; resumed once it is back.
+	stop = make(chan struct{})
+	wg = runWriters(t, tc, model, 2, stop)
+	time.Sleep(200 * time.Millisecond)
+	code, _, body = adminPost(t, tc.nodes[1].cfg.StatsListen, "/cluster/add", url.Values{"addr": {addr}, "rack": {"rack1"}})
+	if code != http.StatusInternalServerError || !strings.Contains(body, "did not take step 4 (switched)") {
+		t.Fatalf("second add with the new node killed: %d %s", code, body)
+	}
+	fresh.start()
+	waitPing(t, fresh.cfg.Listen)
+	tc.nodes[1].node.changes.afterStream = nil
+	code, rep, body = adminPost(t, tc.nodes[2].cfg.StatsListen, "/cluster/resume", nil)
+	time.Sleep(200 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+	if code != http.StatusOK || rep.State.Phase != membership.Stable || rep.State.Epoch != 5 || len(rep.State.New) != 4 {
+		t.Fatalf("resume: %d %s", code, body)
+	}
+	moved := membership.Range{Lo: old.cfg.Tokens[0], Hi: split}
+	problems := checkHandoff(t, fresh.node, model, moved, fresh.redis.Addr, old.redis.Addr, true)
+	problems = append(problems, checkReadBack(t, []string{tc.nodes[0].cfg.Listen, tc.nodes[1].cfg.Listen, tc.nodes[2].cfg.Listen, fresh.cfg.Listen}, model)...)
+	if len(problems) > 0 {
+		t.Fatalf("%d problems, e.g.\n%s", len(problems), strings.Join(problems[:min(len(problems), 20)], "\n"))
+	}
 }
