@@ -85,7 +85,7 @@ func (n *Node) drawn(tr *trace, level consistency.Level, cmd *command, keys, arg
 		}
 	}
 	if d.self {
-		n.writeLocal(b, tr, version, cmd, keys, args, decided)
+		n.applyWrite(b, tr, n.view(), version, cmd, keys, args, decided)
 		return
 	}
 	if d.isDown() {

@@ -83,16 +83,23 @@ func saveMembership(dir string, s membership.State) error {
 // applyWrite applies a write on this node's replica (writeLocal) for a
 // request routed by view v. While a change is under way, a write to a key
 // whose owner in this rack changes, and of which this node is one owner,
-// is copied once applied to the key's other owner (mirrored: old to new
-// before the switch, and both ways, so that a cancel loses nothing), with
+// is copied once applied to the key's other owner (mirrored: from
+// whichever owner it landed on to the other, which is old to new before
+// the switch and both ways after it, so that a cancel loses nothing), with
 // the repair copy that never replaces a newer version; the write answers
 // only when the copy is in, else it fails. Copies travel as HANDOFF, which
 // the receiver does not mirror again. With no change under way this is
 // writeLocal and one nil check.
 func (n *Node) applyWrite(b *batch, tr *trace, v *view, version []byte, cmd *command, keys, args [][]byte, done func([]byte, error)) {
+	n.writeLocal(b, tr, version, cmd, keys, args, n.mirrorAfter(v, version, keys, done))
+}
+
+// mirrorAfter wraps the done of a local write of keys, routed by v, so
+// that the write answers once it is mirrored (applyWrite); it returns done
+// itself when there is nothing to mirror.
+func (n *Node) mirrorAfter(v *view, version []byte, keys [][]byte, done func([]byte, error)) func([]byte, error) {
 	if v.other == nil || n.noMirror || len(version) == 0 {
-		n.writeLocal(b, tr, version, cmd, keys, args, done)
-		return
+		return done
 	}
 	var mkeys [][]byte
 	var targets []*member
@@ -103,10 +110,9 @@ func (n *Node) applyWrite(b *batch, tr *trace, v *view, version []byte, cmd *com
 		}
 	}
 	if len(mkeys) == 0 {
-		n.writeLocal(b, tr, version, cmd, keys, args, done)
-		return
+		return done
 	}
-	n.writeLocal(b, tr, version, cmd, keys, args, func(raw []byte, err error) {
+	return func(raw []byte, err error) {
 		if err != nil || len(raw) == 0 || raw[0] == '-' {
 			done(raw, err)
 			return
@@ -119,7 +125,7 @@ func (n *Node) applyWrite(b *batch, tr *trace, v *view, version []byte, cmd *com
 			}
 			done(raw, nil)
 		})
-	})
+	}
 }
 
 // mirrorTarget returns the other owner, in this node's rack, of a token

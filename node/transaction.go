@@ -513,7 +513,7 @@ func (n *Node) localTx(b *batch, version []byte, wkeys, tokens [][]byte, cmds []
 			req = resp.AppendBulk(req, a)
 		}
 	}
-	n.toStore(b, nil, n.storeFor(route), req, done)
+	n.toStore(b, nil, n.storeFor(route), req, n.mirrorAfter(n.view(), version, writeKeys, done))
 }
 
 func countWords(cmds [][][]byte) int {
