@@ -35,8 +35,15 @@ type changeDriver struct {
 	afterStream func() // tests: runs between the streaming and the switch
 }
 
+// savedMembership is what membership.json holds: the step, and this
+// node's address in it (the one its peers dial).
+type savedMembership struct {
+	Self string `json:"self"`
+	membership.State
+}
+
 // loadMembership reads the step saved in dir; nil when there is none.
-func loadMembership(dir string) (*membership.State, error) {
+func loadMembership(dir string) (*savedMembership, error) {
 	raw, err := os.ReadFile(filepath.Join(dir, membershipFile))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
@@ -44,7 +51,7 @@ func loadMembership(dir string) (*membership.State, error) {
 	if err != nil {
 		return nil, fmt.Errorf("membership: %w", err)
 	}
-	var s membership.State
+	var s savedMembership
 	if err := json.Unmarshal(raw, &s); err != nil {
 		return nil, fmt.Errorf("membership: %s: %w", filepath.Join(dir, membershipFile), err)
 	}
@@ -53,7 +60,7 @@ func loadMembership(dir string) (*membership.State, error) {
 
 // saveMembership writes s to dir, through a temporary file and a rename,
 // synced, so a crash leaves the old step or the new one.
-func saveMembership(dir string, s membership.State) error {
+func saveMembership(dir string, s savedMembership) error {
 	raw, err := json.MarshalIndent(s, "", "  ")
 	if err != nil {
 		return err
@@ -172,19 +179,27 @@ func (n *Node) mirror(keys [][]byte, targets []*member, done func(error)) {
 }
 
 // takeStep saves s and routes by it, when it is newer than the step this
-// node holds; an older or equal one changes nothing.
-func (n *Node) takeStep(s membership.State) error {
+// node holds; an older or equal one changes nothing. self, when given, is
+// this node's address in s (the one the driver dialled).
+func (n *Node) takeStep(s membership.State, self string) error {
 	n.changes.mu.Lock()
 	defer n.changes.mu.Unlock()
 	cur := n.view()
 	if !s.Newer(cur.state) {
 		return nil
 	}
+	old := n.me()
+	if self == "" {
+		self = old
+	}
+	n.selfAddr.Store(&self)
 	v, err := n.buildView(s)
 	if err != nil {
+		n.selfAddr.Store(&old)
 		return fmt.Errorf("membership step %d: %w", s.Epoch, err)
 	}
-	if err := saveMembership(n.dataDir, s); err != nil {
+	if err := saveMembership(n.dataDir, savedMembership{Self: self, State: s}); err != nil {
+		n.selfAddr.Store(&old)
 		return fmt.Errorf("membership step %d: saving it: %w", s.Epoch, err)
 	}
 	n.cur.Store(v)
@@ -297,7 +312,8 @@ func (n *Node) memberByAddr(addr string) *member {
 // connection's reader (streaming and cleanup scan the keyspace):
 //
 //	MEMBERSHIP STATE              -> the step this node holds, JSON
-//	MEMBERSHIP STEP json          -> +OK once saved and routed by
+//	MEMBERSHIP STEP json addr     -> +OK once saved and routed by; addr
+//	                                 is this node's address in the step
 //	MEMBERSHIP STREAM lo hi addr  -> :keys copied to addr
 //	MEMBERSHIP CLEANUP            -> :keys dropped
 func (n *Node) serveMembership(args [][]byte, s *slot) {
@@ -315,13 +331,17 @@ func (n *Node) serveMembership(args [][]byte, s *slot) {
 		case op == "STATE" && len(args) == 2:
 			raw, _ := json.Marshal(n.view().state)
 			s.complete(resp.AppendBulk(nil, raw))
-		case op == "STEP" && len(args) == 3:
+		case op == "STEP" && (len(args) == 3 || len(args) == 4):
 			var st membership.State
 			if err := json.Unmarshal(args[2], &st); err != nil {
 				bad("bad step: " + err.Error())
 				return
 			}
-			if err := n.takeStep(st); err != nil {
+			self := "" // the address the driver dialled: this node's in st
+			if len(args) == 4 {
+				self = string(args[3])
+			}
+			if err := n.takeStep(st, self); err != nil {
 				s.complete(resp.AppendError(nil, "ERR troop: "+err.Error()))
 				return
 			}
@@ -401,10 +421,15 @@ func (n *Node) resumeChange(ctx context.Context, cancel bool) (ChangeReport, err
 }
 
 // gather asks every member this node knows for the step it holds and
-// returns the newest, and the members that did not answer.
+// returns the newest, and the members that did not answer. A node the
+// steps do not know by its dyn_listen (0.0.0.0:8101, say) learns from its
+// peers' steps the address they know it by, and names itself so in its
+// own.
 func (n *Node) gather(ctx context.Context) (membership.State, []string) {
-	newest := n.view().state
+	own := n.view().state
+	newest := own
 	var missed []string
+	var states []membership.State
 	for _, m := range n.view().peers() {
 		raw, err := doSync(m.link, resp.AppendCommandStrings(nil, "MEMBERSHIP", "STATE"))
 		v, perr := resp.Parse(raw)
@@ -413,8 +438,25 @@ func (n *Node) gather(ctx context.Context) (membership.State, []string) {
 			missed = append(missed, m.peerAddr)
 			continue
 		}
+		states = append(states, s)
 		if s.Newer(newest) {
 			newest = s
+		}
+	}
+	if mine, ok := membership.Find(own.Routing(), n.me()); ok {
+		for _, s := range states {
+			if _, known := membership.Find(s.Routing(), n.me()); known {
+				break
+			}
+			if name := s.Known(mine.DC, mine.Rack, mine.Tokens); name != "" {
+				n.log.Info("this node's address in the membership is the one its peers know", "dyn_listen", n.me(), "known_as", name)
+				own = own.Rename(n.me(), name)
+				if !newest.Newer(own) {
+					newest = own
+				}
+				n.selfAddr.Store(&name)
+				break
+			}
 		}
 	}
 	return newest, missed
@@ -483,14 +525,13 @@ func (n *Node) broadcast(s membership.State, audience map[string]membership.Memb
 	if err != nil {
 		return nil, err
 	}
-	req := resp.AppendCommand(nil, []byte("MEMBERSHIP"), []byte("STEP"), raw)
 	var added string
 	if s.Change != nil {
 		added = s.Change.Node
 	}
 	addrs := make([]string, 0, len(audience))
 	for a := range audience {
-		if a != added && a != n.cfg.DynListen {
+		if a != added && a != n.me() {
 			addrs = append(addrs, a)
 		}
 	}
@@ -501,18 +542,18 @@ func (n *Node) broadcast(s membership.State, audience map[string]membership.Memb
 		if err != nil {
 			return err
 		}
-		reply, err := doSync(m.link, req)
+		reply, err := doSync(m.link, resp.AppendCommand(nil, []byte("MEMBERSHIP"), []byte("STEP"), raw, []byte(a)))
 		if err == nil && string(reply) != "+OK\r\n" {
 			err = errors.New(strings.TrimSpace(strings.TrimPrefix(string(reply), "-")))
 		}
 		return err
 	}
-	if added != "" && added != n.cfg.DynListen {
+	if added != "" && added != n.me() {
 		if err := send(added); err != nil {
 			return nil, fmt.Errorf("the new member %s did not take step %d (%s), so no member did: %v", added, s.Epoch, s.Phase, err)
 		}
 	}
-	if err := n.takeStep(s); err != nil {
+	if err := n.takeStep(s, ""); err != nil {
 		return nil, err
 	}
 	var missed []string
@@ -552,7 +593,7 @@ func (n *Node) streamMoves(ctx context.Context, s membership.State) error {
 // askLong runs a long MEMBERSHIP request (STREAM, CLEANUP) on member m:
 // on this node directly, on a peer over a connection of long timeout.
 func (n *Node) askLong(ctx context.Context, m membership.Member, args ...string) error {
-	if m.Addr == n.cfg.DynListen {
+	if m.Addr == n.me() {
 		var err error
 		switch args[0] {
 		case "STREAM":

@@ -333,6 +333,7 @@ func TestMembershipKilledMidHandoffCancelResume(t *testing.T) {
 	// under way (the newest step any member holds is the cancel's).
 	fresh.start()
 	waitPing(t, fresh.cfg.Listen)
+	waitUp(t, tc, addr)
 	if st := fresh.node.view().state; st.Epoch != 1 || st.Phase != membership.Streaming {
 		t.Fatalf("the restarted node holds step %d (%s), want the saved 1 (streaming)", st.Epoch, st.Phase)
 	}
@@ -350,6 +351,7 @@ func TestMembershipKilledMidHandoffCancelResume(t *testing.T) {
 	}
 	fresh.start()
 	waitPing(t, fresh.cfg.Listen)
+	waitUp(t, tc, addr)
 	tc.nodes[1].node.changes.afterStream = nil
 	code, rep, body = adminPost(t, tc.nodes[2].cfg.StatsListen, "/cluster/resume", nil)
 	time.Sleep(200 * time.Millisecond)
@@ -364,4 +366,17 @@ func TestMembershipKilledMidHandoffCancelResume(t *testing.T) {
 	if len(problems) > 0 {
 		t.Fatalf("%d problems, e.g.\n%s", len(problems), strings.Join(problems[:min(len(problems), 20)], "\n"))
 	}
+}
+
+// waitUp waits until every node of tc holds the member at addr up: a
+// restarted node is marked down until its heartbeats come back.
+func waitUp(t *testing.T, tc *testCluster, addr string) {
+	eventually(t, 10*time.Second, func() string {
+		for _, tn := range tc.nodes {
+			if m := tn.node.memberByAddr(addr); m != nil && m.isDown() {
+				return fmt.Sprintf("%s holds %s down", tn.cfg.Name, addr)
+			}
+		}
+		return ""
+	})
 }

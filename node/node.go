@@ -81,6 +81,7 @@ type Node struct {
 
 	cur       atomic.Pointer[view] // what requests are routed by (view.go)
 	self      *member
+	selfAddr  atomic.Pointer[string] // this node's address in the membership (me)
 	peersMu   sync.Mutex
 	peers     map[string]*member // by peer address, made once and kept
 	changes   changeDriver       // membership changes this node drives or takes part in (membership.go)
@@ -208,6 +209,11 @@ func (n *Node) buildTopology() error {
 	if err != nil {
 		return err
 	}
+	self := c.DynListen
+	if saved != nil && saved.Self != "" {
+		self = saved.Self
+	}
+	n.selfAddr.Store(&self)
 	v, err := n.buildView(initialState(c, saved))
 	if err != nil {
 		return err

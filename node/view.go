@@ -80,11 +80,11 @@ var (
 )
 
 // initialState is where a node starts: the membership it saved last, or
-// else its config (this node and its seeds; only the seeds with
-// troop_join, the node then waits for a change that names it).
-func initialState(c *topology.Config, saved *membership.State) membership.State {
+// else its config (this node, as its dyn_listen, and its seeds; only the
+// seeds with troop_join, the node then waits for a change that names it).
+func initialState(c *topology.Config, saved *savedMembership) membership.State {
 	if saved != nil {
-		return *saved
+		return saved.State
 	}
 	var ms []membership.Member
 	if !c.Join {
@@ -99,7 +99,7 @@ func initialState(c *topology.Config, saved *membership.State) membership.State 
 // memberFor returns the member object of a peer address, made on first
 // use with its link, failure detector and hint file, and kept.
 func (n *Node) memberFor(addr, dc, rack string) (*member, error) {
-	if addr == n.cfg.DynListen {
+	if addr == n.me() {
 		return n.self, nil
 	}
 	n.peersMu.Lock()
@@ -146,8 +146,8 @@ func (n *Node) buildView(s membership.State) (*view, error) {
 			}
 		}
 	}
-	_, inRouting := membership.Find(s.Routing(), n.cfg.DynListen)
-	_, inOther := membership.Find(s.Other(), n.cfg.DynListen)
+	_, inRouting := membership.Find(s.Routing(), n.me())
+	_, inOther := membership.Find(s.Other(), n.me())
 	switch {
 	case inRouting || inOther:
 	case n.cfg.Join && s.Epoch == 0: // the config's state: no change named it yet
@@ -214,3 +214,8 @@ func (n *Node) routingView(ms []membership.Member) (*view, error) {
 	}
 	return v, nil
 }
+
+// me is this node's address as the cluster's membership names it: its
+// dyn_listen until a membership step told it otherwise (a dyn_listen of
+// 0.0.0.0:8101 is known to its peers by the address their seeds give).
+func (n *Node) me() string { return *n.selfAddr.Load() }

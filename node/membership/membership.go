@@ -454,3 +454,37 @@ func SplitToken(ms []Member, dc, rack string) (uint32, error) {
 	}
 	return bestLo + uint32(bestSpan/2), nil
 }
+
+// Rename returns s with the member at old known as new: a node whose
+// config names it by a local address (dyn_listen 0.0.0.0:8101) takes the
+// address its peers know it by.
+func (s State) Rename(old, new string) State {
+	n := s.copyState()
+	for _, ms := range [][]Member{n.Old, n.New} {
+		for i := range ms {
+			if ms[i].Addr == old {
+				ms[i].Addr = new
+			}
+		}
+	}
+	sortMembers(n.Old)
+	sortMembers(n.New)
+	return n
+}
+
+// Known returns the address by which s names the member of rack dc/rack
+// holding exactly tokens; "" when none does.
+func (s State) Known(dc, rack string, tokens []uint32) string {
+	for _, m := range append(append([]Member(nil), s.Old...), s.New...) {
+		if m.DC == dc && m.Rack == rack && slices.Equal(sortedCopy(m.Tokens), sortedCopy(tokens)) {
+			return m.Addr
+		}
+	}
+	return ""
+}
+
+func sortedCopy(t []uint32) []uint32 {
+	c := slices.Clone(t)
+	slices.Sort(c)
+	return c
+}

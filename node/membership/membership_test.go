@@ -217,3 +217,26 @@ func TestRandomChangesKeepOneOwnerPerRack(t *testing.T) {
 		}
 	}
 }
+
+// A node whose config names it 0.0.0.0:8101 takes the name its peers give.
+func TestRenameAndKnown(t *testing.T) {
+	s := Initial([]Member{
+		{Addr: "0.0.0.0:8101", DC: "dc1", Rack: "rack1", Tokens: []uint32{0}},
+		{Addr: "node2:8101", DC: "dc1", Rack: "rack2", Tokens: []uint32{0}},
+	})
+	peer := Initial([]Member{
+		{Addr: "node1:8101", DC: "dc1", Rack: "rack1", Tokens: []uint32{0}},
+		{Addr: "0.0.0.0:8101", DC: "dc1", Rack: "rack2", Tokens: []uint32{0}},
+	})
+	name := peer.Known("dc1", "rack1", []uint32{0})
+	if name != "node1:8101" {
+		t.Fatalf("Known = %q", name)
+	}
+	r := s.Rename("0.0.0.0:8101", name)
+	if _, ok := Find(r.New, "node1:8101"); !ok || len(r.Old) != 2 {
+		t.Fatalf("Rename: %+v", r)
+	}
+	if _, ok := Find(s.New, "0.0.0.0:8101"); !ok {
+		t.Fatal("Rename changed the state it was called on")
+	}
+}
