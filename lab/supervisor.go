@@ -694,11 +694,17 @@ func (l *Lab) Done() <-chan struct{} { return l.done }
 // Dir is the lab's directory, absolute.
 func (l *Lab) Dir() string { return l.spec.Dir }
 
-// Nodes lists the positions in dc, rack, node order.
-func (l *Lab) Nodes() []Node { return append([]Node(nil), l.nodes...) }
+// Nodes lists the positions in dc, rack, node order, then those added.
+func (l *Lab) Nodes() []Node {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]Node(nil), l.nodes...)
+}
 
 // Node finds a position by name.
 func (l *Lab) Node(name string) (Node, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	for _, n := range l.nodes {
 		if n.Name == name {
 			return n, true
