@@ -480,14 +480,28 @@ func (n *Node) drive(ctx context.Context, from, s membership.State) (ChangeRepor
 		}
 	}
 	rep := ChangeReport{State: s, Moves: s.Moves()}
+	seen := map[string]bool{}
 	for {
 		missed, err := n.broadcast(s, audience)
-		rep.State, rep.Missed = s, missed
+		rep.State = s
+		for _, m := range missed {
+			if !seen[m] {
+				seen[m] = true
+				rep.Missed = append(rep.Missed, m)
+			}
+		}
 		if err != nil {
 			return rep, err
 		}
-		if ctx.Err() != nil {
+		// A request keeps the view it began with: after each step, wait
+		// out the node's timeout, so that every write routed by the step
+		// before has landed before the next action relies on this one
+		// (the stream on mirroring being on, the end of mirroring on the
+		// switch, the cleanup on the end).
+		select {
+		case <-ctx.Done():
 			return rep, ctx.Err()
+		case <-time.After(n.cfg.Timeout):
 		}
 		switch s.Phase {
 		case membership.Streaming:
@@ -501,14 +515,6 @@ func (n *Node) drive(ctx context.Context, from, s membership.State) (ChangeRepor
 		case membership.Switched:
 			s, _ = s.Advance()
 		default:
-			// A request keeps the view it began with: wait out the node's
-			// timeout, so that no write routed by an earlier step (and
-			// mirrored by it) lands after the keys are dropped.
-			select {
-			case <-ctx.Done():
-				return rep, ctx.Err()
-			case <-time.After(n.cfg.Timeout):
-			}
 			n.cleanupTouched(ctx, s, touched, audience, &rep)
 			return rep, nil
 		}

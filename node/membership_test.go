@@ -48,9 +48,10 @@ type loadModel struct {
 	fails int
 }
 
-// runWriters writes through every coordinator until stop closes (or each
-// writer made max writes): mostly new keys, a quarter overwrites of
-// earlier ones, each value a sequence number higher than the key's last.
+// runWriters writes through every coordinator, one write every few
+// milliseconds each, until stop closes (or each writer made max writes):
+// mostly new keys, a quarter overwrites of earlier ones, each value a
+// sequence number higher than the key's last.
 func runWriters(t *testing.T, tc *testCluster, model *loadModel, round int, stop chan struct{}) *sync.WaitGroup {
 	var wg sync.WaitGroup
 	for w := 0; w < 3; w++ {
@@ -58,12 +59,14 @@ func runWriters(t *testing.T, tc *testCluster, model *loadModel, round int, stop
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			const max = 20000
+			const max = 5000
+			tick := time.NewTicker(4 * time.Millisecond)
+			defer tick.Stop()
 			for seq := 1; seq <= max; seq++ {
 				select {
 				case <-stop:
 					return
-				default:
+				case <-tick.C:
 				}
 				idx := seq
 				if seq%4 == 0 {
