@@ -185,6 +185,9 @@ func (n *Node) takeStep(s membership.State, self string) error {
 	n.changes.mu.Lock()
 	defer n.changes.mu.Unlock()
 	cur := n.view()
+	if s.Epoch == cur.state.Epoch && s.Epoch > 0 && !sameStep(s, cur.state) {
+		return fmt.Errorf("%s: this node holds another step %d (%s, %s): two changes were started at once; cancel to settle on one", conflictingStep, s.Epoch, changeText(cur.state.Change), cur.state.Phase)
+	}
 	if !s.Newer(cur.state) {
 		return nil
 	}
@@ -205,6 +208,17 @@ func (n *Node) takeStep(s membership.State, self string) error {
 	n.cur.Store(v)
 	n.log.Info("membership step taken", "epoch", s.Epoch, "phase", string(s.Phase), "change", changeText(s.Change), "routed_by", len(v.members))
 	return nil
+}
+
+// conflictingStep starts the refusal of a step that differs from the one
+// a node holds at the same epoch: a driver stops at it.
+const conflictingStep = "conflicting membership step"
+
+// sameStep reports whether a and b are the same step.
+func sameStep(a, b membership.State) bool {
+	ja, _ := json.Marshal(a)
+	jb, _ := json.Marshal(b)
+	return string(ja) == string(jb)
 }
 
 func changeText(c *membership.Change) string {
@@ -565,6 +579,9 @@ func (n *Node) broadcast(s membership.State, audience map[string]membership.Memb
 	var missed []string
 	for _, a := range addrs {
 		if err := send(a); err != nil {
+			if strings.Contains(err.Error(), conflictingStep) {
+				return missed, fmt.Errorf("%s refused step %d: %v", a, s.Epoch, err)
+			}
 			n.log.Warn("a member did not take a membership step", "member", a, "epoch", s.Epoch, "err", err)
 			missed = append(missed, a)
 		}

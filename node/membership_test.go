@@ -383,3 +383,31 @@ func waitUp(t *testing.T, tc *testCluster, addr string) {
 		return ""
 	})
 }
+
+// Two changes started at once on two nodes make two different steps of
+// one epoch: a node holding one refuses the other, so the drivers stop.
+func TestMembershipConflictingStep(t *testing.T) {
+	tc := startCluster(t, clusterOpts{racks: 2})
+	n := tc.nodes[0].node
+	st := n.view().state
+	one, err := st.Add(membership.Member{Addr: freePort(t), DC: "dc1", Rack: "rack1", Tokens: []uint32{1 << 30}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := st.Add(membership.Member{Addr: freePort(t), DC: "dc1", Rack: "rack2", Tokens: []uint32{1 << 30}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.takeStep(one, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.takeStep(one, ""); err != nil {
+		t.Fatalf("the same step again: %v", err)
+	}
+	if err := n.takeStep(other, ""); err == nil || !strings.Contains(err.Error(), "conflicting membership step: this node holds another step 1 (add ") {
+		t.Fatalf("another step of the same epoch: %v", err)
+	}
+	if got := n.view().state; !sameStep(got, one) {
+		t.Fatalf("the node routes by %+v, want the first step", got)
+	}
+}
