@@ -264,15 +264,20 @@ func membershipUnderLoad(t *testing.T, bug string) []string {
 // rack1's one range, and checks that it refuses clients meanwhile.
 func startJoining(t *testing.T, tc *testCluster) (*testNode, uint32) {
 	old := tc.nodes[0]
-	bug := old.cfg.PlantedBug
 	split, err := membership.SplitToken([]membership.Member{{Addr: old.cfg.DynListen, DC: "dc1", Rack: "rack1", Tokens: old.cfg.Tokens}}, "dc1", "rack1")
 	if err != nil {
 		t.Fatal(err)
 	}
+	return startJoiningAt(t, tc, "rack1", split), split
+}
+
+// startJoiningAt starts a node with troop_join for rack at token, every
+// node of tc its seeds, and checks that it refuses clients meanwhile.
+func startJoiningAt(t *testing.T, tc *testCluster, rack string, token uint32) *testNode {
 	c := topology.Default()
-	c.Datacenter, c.Rack, c.Name = "dc1", "rack1", "dc1-rack1-new"
+	c.Datacenter, c.Rack, c.Name = "dc1", rack, "dc1-"+rack+"-new"
 	c.Listen, c.DynListen, c.StatsListen = freePort(t), freePort(t), freePort(t)
-	c.Tokens, c.Timeout, c.Join, c.PlantedBug = []uint32{split}, 2*time.Second, true, bug
+	c.Tokens, c.Timeout, c.Join, c.PlantedBug = []uint32{token}, 2*time.Second, true, tc.nodes[0].cfg.PlantedBug
 	c.ReadConsistency, c.WriteConsistency = consistency.DCQuorum, consistency.DCQuorum
 	c.DataDir = t.TempDir()
 	for _, o := range tc.nodes {
@@ -286,8 +291,39 @@ func startJoining(t *testing.T, tc *testCluster) (*testNode, uint32) {
 	if v := dial(t, c.Listen).do("SET", "x", "1"); !v.IsError() || !strings.HasPrefix(string(v.Str), "TRYAGAIN") {
 		t.Fatalf("a joining node answered SET with %s, want TRYAGAIN", v)
 	}
+	return fresh
+}
 
-	return fresh, split
+// A replacement takes over every key of the node it replaces, which ends
+// empty and refuses clients; the cluster serves throughout.
+func TestMembershipReplace(t *testing.T) {
+	tc := startCluster(t, clusterOpts{racks: 3, read: consistency.DCQuorum, write: consistency.DCQuorum})
+	gone := tc.nodes[1] // rack2's only node
+	fresh := startJoiningAt(t, tc, "rack2", gone.cfg.Tokens[0])
+	model := &loadModel{acked: map[string]int{}}
+	stop := make(chan struct{})
+	wg := runWriters(t, tc, model, 1, stop)
+	time.Sleep(200 * time.Millisecond)
+	// The coordinator of one writer is the node replaced: its writes fail
+	// once it is out, and are not acknowledged.
+	code, rep, body := adminPost(t, tc.nodes[2].cfg.StatsListen, "/cluster/replace", url.Values{"old": {gone.cfg.DynListen}, "addr": {fresh.cfg.DynListen}})
+	close(stop)
+	wg.Wait()
+	if code != http.StatusOK || rep.State.Phase != membership.Stable || len(rep.State.New) != 3 || len(rep.Moves) != 1 || rep.Moves[0].Range.Lo != rep.Moves[0].Range.Hi {
+		t.Fatalf("POST /cluster/replace: %d %s", code, body)
+	}
+	whole := membership.Range{} // Lo == Hi: the whole ring
+	problems := checkHandoff(t, fresh.node, model, whole, fresh.redis.Addr, gone.redis.Addr, true)
+	problems = append(problems, checkReadBack(t, []string{tc.nodes[0].cfg.Listen, tc.nodes[2].cfg.Listen, fresh.cfg.Listen}, model)...)
+	if n := dial(t, gone.redis.Addr).must("DBSIZE"); n != "0" {
+		problems = append(problems, "the replaced node's redis-server holds "+n+" keys")
+	}
+	if v := dial(t, gone.cfg.Listen).do("GET", "x"); !v.IsError() || string(v.Str) != "ERR troop: this node was removed from the cluster" {
+		problems = append(problems, fmt.Sprintf("the replaced node answered GET with %s", v))
+	}
+	if len(problems) > 0 {
+		t.Fatalf("%d problems, e.g.\n%s", len(problems), strings.Join(problems[:min(len(problems), 20)], "\n"))
+	}
 }
 
 // A new node killed in the middle of its handoff leaves the cluster
