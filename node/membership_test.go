@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -446,4 +447,54 @@ func TestMembershipConflictingStep(t *testing.T) {
 	if got := n.view().state; !sameStep(got, one) {
 		t.Fatalf("the node routes by %+v, want the first step", got)
 	}
+}
+
+// With the old owner down, the nodes of the other racks stream the range
+// to the new one: every key written before is there after the add.
+func TestMembershipAddWithOldOwnerDown(t *testing.T) {
+	tc := startCluster(t, clusterOpts{racks: 3, read: consistency.DCQuorum, write: consistency.DCQuorum})
+	old := tc.nodes[0]
+	fresh, split := startJoining(t, tc)
+	model := &loadModel{acked: map[string]int{}}
+	w := tc.client(1, "DC_QUORUM")
+	for i := 0; i < 300; i++ {
+		k := fmt.Sprintf("k%d", i)
+		w.must("SET", k, "1")
+		model.acked[k] = 1
+	}
+	old.stop()
+	waitDown(t, tc.nodes[1:], old.cfg.DynListen)
+	code, rep, body := adminPost(t, tc.nodes[2].cfg.StatsListen, "/cluster/add", url.Values{"addr": {fresh.cfg.DynListen}, "rack": {"rack1"}})
+	if code != http.StatusOK || rep.State.Phase != membership.Stable || !slices.Contains(rep.Missed, old.cfg.DynListen) {
+		t.Fatalf("add with the old owner down: %d %s", code, body)
+	}
+	moved := membership.Range{Lo: old.cfg.Tokens[0], Hi: split}
+	have := redisKeys(t, fresh.redis.Addr)
+	in := 0
+	for k := range model.acked {
+		if moved.Contains(fresh.node.token([]byte(k))) {
+			in++
+			if have[k] != "1" {
+				t.Errorf("the new owner lacks %s", k)
+			}
+		}
+	}
+	if in == 0 || len(have) != in {
+		t.Fatalf("the new owner holds %d keys, the range %d", len(have), in)
+	}
+	if p := checkReadBack(t, []string{fresh.cfg.Listen, tc.nodes[1].cfg.Listen, tc.nodes[2].cfg.Listen}, model); len(p) > 0 {
+		t.Fatalf("%d problems, e.g. %s", len(p), p[0])
+	}
+}
+
+// waitDown waits until every node of nodes holds the member at addr down.
+func waitDown(t *testing.T, nodes []*testNode, addr string) {
+	eventually(t, 10*time.Second, func() string {
+		for _, tn := range nodes {
+			if m := tn.node.memberByAddr(addr); m == nil || !m.isDown() {
+				return fmt.Sprintf("%s does not hold %s down", tn.cfg.Name, addr)
+			}
+		}
+		return ""
+	})
 }
