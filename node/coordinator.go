@@ -25,9 +25,10 @@ func (n *Node) replicas(key []byte) []*member { return n.view().replicas(n.token
 // sameReplicas reports whether all keys have the same owner in every local
 // rack, so that one command can carry them all.
 func (n *Node) sameReplicas(keys [][]byte) bool {
-	first := n.replicas(keys[0])
+	v := n.view()
+	first := v.replicas(n.token(keys[0]))
 	for _, k := range keys[1:] {
-		for i, m := range n.replicas(k) {
+		for i, m := range v.replicas(n.token(k)) {
 			if m != first[i] {
 				return false
 			}
