@@ -687,11 +687,9 @@ func (n *Node) clusterChange(w http.ResponseWriter, r *http.Request) {
 		}
 		rep, err = n.startChange(r.Context(), func(s membership.State) (membership.State, error) {
 			if len(m.Tokens) == 0 {
-				t, err := membership.SplitToken(s.New, m.DC, m.Rack)
-				if err != nil {
-					return s, err
-				}
-				m.Tokens = []uint32{t}
+				if t, err := membership.SplitToken(s.New, m.DC, m.Rack); err == nil {
+					m.Tokens = []uint32{t}
+				} // else the core refuses the add, and says why
 			}
 			return s.Add(m)
 		})

@@ -498,3 +498,45 @@ func waitDown(t *testing.T, nodes []*testNode, addr string) {
 		return ""
 	})
 }
+
+// The membership endpoints are admin changes: POST only, with the token;
+// bad parameters are a 400 and a refused change a 409 that says why.
+func TestMembershipAdminEndpoints(t *testing.T) {
+	tc := startCluster(t, clusterOpts{racks: 2, configure: func(c *topology.Config) { c.AdminToken = "s3cret" }})
+	admin := "http://" + tc.nodes[0].cfg.StatsListen
+	call := func(method, path, token string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, admin+path, nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		body, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(body)
+	}
+	addr := url.QueryEscape(tc.nodes[0].cfg.DynListen)
+	for _, c := range []struct {
+		method, path, token string
+		code                int
+		want                string
+	}{
+		{"POST", "/cluster/remove?addr=" + addr, "", http.StatusUnauthorized, "needs the admin token"},
+		{"GET", "/cluster/remove?addr=" + addr, "s3cret", http.StatusMethodNotAllowed, "answers POST or PUT only"},
+		{"POST", "/cluster/add?rack=rack1", "s3cret", http.StatusBadRequest, "want addr=PEER_ADDRESS and rack=RACK"},
+		{"POST", "/cluster/add?addr=x:1&rack=rack1&tokens=abc", "s3cret", http.StatusBadRequest, `"abc" is not a token`},
+		{"POST", "/cluster/remove?addr=" + addr, "s3cret", http.StatusConflict, "is the last node of rack dc1/rack1"},
+		{"POST", "/cluster/add?addr=x:1&rack=rack9", "s3cret", http.StatusConflict, "adding a whole rack is not supported yet"},
+		{"POST", "/cluster/resume", "s3cret", http.StatusConflict, "nothing to resume"},
+		{"POST", "/cluster/cancel", "s3cret", http.StatusConflict, "nothing to cancel"},
+		{"POST", "/cluster/grow", "s3cret", http.StatusNotFound, "want add, remove, replace, cancel or resume"},
+		{"GET", "/cluster/membership", "", http.StatusOK, `"phase": "stable"`},
+	} {
+		if code, body := call(c.method, c.path, c.token); code != c.code || !strings.Contains(body, c.want) {
+			t.Errorf("%s %s: %d %s, want %d and %q", c.method, c.path, code, body, c.code, c.want)
+		}
+	}
+}

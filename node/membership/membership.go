@@ -235,15 +235,15 @@ func (s State) checkNew(m Member, except string) error {
 	if m.Addr == "" || m.DC == "" || m.Rack == "" {
 		return errors.New("a new member needs an address, a datacenter and a rack")
 	}
-	if len(m.Tokens) == 0 {
-		return fmt.Errorf("%s has no tokens", m.Addr)
-	}
 	if _, ok := Find(s.New, m.Addr); ok {
 		return fmt.Errorf("%s is already a member of the cluster", m.Addr)
 	}
 	rack := rackMembers(s.New, m.DC, m.Rack)
 	if len(rack) == 0 {
 		return fmt.Errorf("rack %s/%s has no members: adding a whole rack is not supported yet (it would need every key copied to it); add nodes to existing racks", m.DC, m.Rack)
+	}
+	if len(m.Tokens) == 0 {
+		return fmt.Errorf("%s has no tokens", m.Addr)
 	}
 	seen := map[uint32]bool{}
 	for _, t := range m.Tokens {
