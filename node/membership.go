@@ -94,7 +94,8 @@ func saveMembership(dir string, s savedMembership) error {
 // whichever owner it landed on to the other, which is old to new before
 // the switch and both ways after it, so that a cancel loses nothing), with
 // the repair copy that never replaces a newer version; the write answers
-// only when the copy is in, else it fails. Copies travel as HANDOFF, which
+// only when the copy is in, else this replica fails it as unreachable (the
+// outcome unknown: it is applied here). Copies travel as HANDOFF, which
 // the receiver does not mirror again. With no change under way this is
 // writeLocal and one nil check.
 func (n *Node) applyWrite(b *batch, tr *trace, v *view, version []byte, cmd *command, keys, args [][]byte, done func([]byte, error)) {
@@ -126,8 +127,11 @@ func (n *Node) mirrorAfter(v *view, version []byte, keys [][]byte, done func([]b
 		}
 		n.mirror(mkeys, targets, func(merr error) {
 			if merr != nil {
+				// The replica did not take the write as a whole: to the
+				// coordinator it is a replica that could not be reached,
+				// with the outcome unknown, not one that refused it.
 				n.stats.mirrorFailures.Add(1)
-				done(resp.AppendError(nil, "ERR troop: the write was applied here, but a membership change is under way and its copy to the key's other owner failed: "+merr.Error()), nil)
+				done(nil, fmt.Errorf("the write was applied here, but a membership change is under way and its copy to the key's other owner failed: %v", merr))
 				return
 			}
 			done(raw, nil)
