@@ -295,6 +295,12 @@ func (l *Lab) layout() error {
 		return err
 	}
 	for i := range l.nodes {
+		// A lab starts from its shape: what a node kept of an earlier lab
+		// in this directory (hints for peers on other ports, the
+		// membership steps of its changes) names addresses that are gone.
+		if err := os.RemoveAll(l.nodes[i].DataDir()); err != nil {
+			return fmt.Errorf("remove %s: %w", l.nodes[i].DataDir(), err)
+		}
 		if err := os.MkdirAll(l.nodes[i].RedisDir(), 0o755); err != nil {
 			return fmt.Errorf("create %s: %w", l.nodes[i].RedisDir(), err)
 		}
