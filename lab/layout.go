@@ -93,6 +93,10 @@ func (n Node) RedisDir() string { return filepath.Join(n.Dir, "redis") }
 func (n Node) TLSCert() string  { return filepath.Join(n.Dir, "tls.crt") }
 func (n Node) TLSKey() string   { return filepath.Join(n.Dir, "tls.key") }
 
+// DataDir is where the node keeps its files (troop_data_dir's default
+// beside its config): hints and membership steps.
+func (n Node) DataDir() string { return filepath.Join(n.Dir, "troop-data", n.Name) }
+
 // Names of datacenters, racks and nodes, all counted from 1.
 func DCName(d int) string                    { return fmt.Sprintf("dc%d", d) }
 func RackName(r int) string                  { return fmt.Sprintf("rack%d", r) }

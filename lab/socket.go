@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strconv"
 	"time"
 )
 
@@ -20,6 +21,7 @@ import (
 //	POST /kill?node=NAME&proc=P    SIGKILL; replaced after the delay
 //	POST /stop?node=NAME&proc=P    stop and keep down
 //	POST /start?node=NAME&proc=P   start again and wait until ready
+//	POST /add-node?dc=D&rack=R&token=T  a new position that joins; its Node
 //	POST /down                     stop everything; the supervisor exits
 //
 // P is node or redis. Replies are JSON: {"message": ...} or {"error": ...}.
@@ -95,6 +97,20 @@ func (l *Lab) serve() error {
 	mux.HandleFunc("POST /start", act(func(name string, kind Proc) (string, error) {
 		return fmt.Sprintf("started %s %s", name, kind), l.StartNode(name, kind)
 	}))
+	mux.HandleFunc("POST /add-node", func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		token, err := strconv.ParseUint(q.Get("token"), 10, 32)
+		if err != nil {
+			writeReply(w, http.StatusBadRequest, reply{Error: fmt.Sprintf("token %q: want a number from 0 to 4294967295", q.Get("token"))})
+			return
+		}
+		n, err := l.AddNode(r.Context(), q.Get("dc"), q.Get("rack"), uint32(token))
+		if err != nil {
+			writeReply(w, http.StatusConflict, reply{Error: err.Error()})
+			return
+		}
+		writeReply(w, http.StatusOK, n)
+	})
 	mux.HandleFunc("POST /down", func(w http.ResponseWriter, r *http.Request) {
 		// Stop closes this server, so it runs after the reply is out; the
 		// client waits for the supervisor to exit.
@@ -157,6 +173,15 @@ func (c *Client) Stop(ctx context.Context, node string, kind Proc) (string, erro
 }
 func (c *Client) Start(ctx context.Context, node string, kind Proc) (string, error) {
 	return c.act(ctx, "/start", node, kind)
+}
+
+// AddNode asks the supervisor for a new position in rack dc/rack at
+// token, whose node joins (Lab.AddNode).
+func (c *Client) AddNode(ctx context.Context, dc, rack string, token uint32) (Node, error) {
+	var n Node
+	q := url.Values{"dc": {dc}, "rack": {rack}, "token": {strconv.FormatUint(uint64(token), 10)}}
+	err := c.do(ctx, http.MethodPost, "/add-node", q, &n)
+	return n, err
 }
 
 // Down asks the supervisor to stop everything and exit; it does not wait.

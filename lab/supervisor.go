@@ -295,6 +295,12 @@ func (l *Lab) layout() error {
 		return err
 	}
 	for i := range l.nodes {
+		// A lab starts from its shape: what a node kept of an earlier lab
+		// in this directory (hints for peers on other ports, the
+		// membership steps of its changes) names addresses that are gone.
+		if err := os.RemoveAll(l.nodes[i].DataDir()); err != nil {
+			return fmt.Errorf("remove %s: %w", l.nodes[i].DataDir(), err)
+		}
 		if err := os.MkdirAll(l.nodes[i].RedisDir(), 0o755); err != nil {
 			return fmt.Errorf("create %s: %w", l.nodes[i].RedisDir(), err)
 		}
@@ -694,11 +700,17 @@ func (l *Lab) Done() <-chan struct{} { return l.done }
 // Dir is the lab's directory, absolute.
 func (l *Lab) Dir() string { return l.spec.Dir }
 
-// Nodes lists the positions in dc, rack, node order.
-func (l *Lab) Nodes() []Node { return append([]Node(nil), l.nodes...) }
+// Nodes lists the positions in dc, rack, node order, then those added.
+func (l *Lab) Nodes() []Node {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]Node(nil), l.nodes...)
+}
 
 // Node finds a position by name.
 func (l *Lab) Node(name string) (Node, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	for _, n := range l.nodes {
 		if n.Name == name {
 			return n, true

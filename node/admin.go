@@ -29,6 +29,10 @@ import (
 //	POST /state/{normal|standby|writes_only}, GET /state
 //	POST /repair                        an anti-entropy pass now; its report, JSON
 //	POST /clock/skew?offset=D&rate=R    skew the clock versions come from; 0 and 0 clear it
+//	POST /cluster/add?addr=A&rack=R[&dc=D][&tokens=T,...]   add a node (membership.go)
+//	POST /cluster/remove?addr=A, /cluster/replace?old=A&addr=B[&tokens=T,...]
+//	POST /cluster/cancel, /cluster/resume   roll back or finish the change under way
+//	GET  /cluster/membership            the membership step this node holds and its moves
 //	GET  /ping                          always open
 //	GET  /debug/pprof/...               Go's profiler, with troop_pprof only
 //
@@ -97,6 +101,11 @@ func (n *Node) adminHandler() http.Handler {
 		n.log.Warn("clock skew set", "offset", offset.String(), "rate", rate, "remote", r.RemoteAddr)
 		writeJSON(w, n.clockInfo())
 	})
+	read("/cluster/membership", func(w http.ResponseWriter, r *http.Request) {
+		st := n.view().state
+		writeJSON(w, ChangeReport{State: st, Moves: st.Moves()})
+	})
+	change("/cluster/{op}", n.clusterChange)
 	mux.HandleFunc("/ping", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "pong") })
 	if n.cfg.Pprof {
 		// Go's profiler, for finding where a node spends its time under
@@ -253,7 +262,13 @@ type Info struct {
 	ReadRepairs     int64       `json:"read_repairs"`
 	ReadRepairsLost int64       `json:"read_repairs_lost"`
 	ReadWriteBacks  int64       `json:"read_write_backs"`
-	DataDir         string      `json:"data_dir"`
+
+	// Membership changes (docs/store.md, Membership changes).
+	MembershipEpoch       uint64 `json:"membership_epoch"`
+	MembershipPhase       string `json:"membership_phase"`
+	HandoffMirrorFailures int64  `json:"handoff_mirror_failures"` // writes to a moving key whose copy to its other owner failed
+	HandoffKeys           int64  `json:"handoff_keys"`            // keys this node streamed to a new owner
+	DataDir               string `json:"data_dir"`
 
 	// PlantedBug is troop_planted_bug, a deliberate defect for tests.
 	PlantedBug string `json:"planted_bug,omitempty"`
@@ -294,9 +309,12 @@ func (n *Node) Info() Info {
 		AdminAuthFailures: s.adminAuthFailures.Load(), PeerTLSRefused: s.peerTLSRefused.Load(),
 		Peers: n.peerStates(), PeersMarkedDown: s.peersMarkedDown.Load(),
 		ReadRepairs: s.readRepairs.Load(), ReadRepairsLost: s.readRepairsLost.Load(), ReadWriteBacks: s.readWriteBacks.Load(), DataDir: n.dataDir,
+		HandoffMirrorFailures: s.mirrorFailures.Load(), HandoffKeys: s.handoffKeys.Load(),
 		PlantedBug: n.cfg.PlantedBug, Clock: n.clockInfo(),
 	}
 	info.HintsPending, info.HintsDropped, info.HintsReplayed = n.hintTotals()
+	st := n.view().state
+	info.MembershipEpoch, info.MembershipPhase = st.Epoch, string(st.Phase)
 	for l := consistency.Level(0); l < levels; l++ {
 		for op, ls := range map[string]*levelStats{"read": &s.reads[l], "write": &s.writes[l]} {
 			lat := ls.latency()
@@ -312,10 +330,8 @@ func (n *Node) Info() Info {
 	for _, l := range n.store {
 		info.Links = append(info.Links, linkInfo(l))
 	}
-	for _, m := range n.members {
-		if m.link != nil {
-			info.Links = append(info.Links, linkInfo(m.link))
-		}
+	for _, m := range n.view().peers() {
+		info.Links = append(info.Links, linkInfo(m.link))
 	}
 	return info
 }
@@ -340,16 +356,17 @@ type ClusterNode struct {
 	State       string   `json:"state"` // "up" or "down", as the failure detector says ("up" for self)
 }
 
-// Describe lists the cluster as this node sees it, sorted by datacenter,
-// rack and token.
+// Describe lists the cluster as this node sees it: the members requests
+// are routed by, sorted by datacenter, rack and token.
 func (n *Node) Describe() []ClusterNode {
 	var out []ClusterNode
-	for _, m := range n.members {
+	v := n.view()
+	for i, m := range v.members {
 		m.mu.Lock()
 		info := m.info
 		m.mu.Unlock()
 		up := m.self || m.link.Connected()
-		out = append(out, ClusterNode{Name: info.Name, Datacenter: m.dc, Rack: m.rack, Tokens: m.tokens,
+		out = append(out, ClusterNode{Name: info.Name, Datacenter: m.dc, Rack: m.rack, Tokens: v.tokens[i],
 			Listen: info.Listen, DynListen: m.peerAddr, StatsListen: info.Stats, Self: m.self, Up: up, State: stateName(m.isDown())})
 	}
 	sort.Slice(out, func(i, j int) bool {

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/bits"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -66,13 +67,26 @@ func (n *Node) aeLinks() (store *link.Link, peers map[*member]*link.Link) {
 	if n.aeStore == nil {
 		n.aeStore = link.New("redis-repair", n.cfg.Servers[0].Addr, aeTimeout, n.storeHandshake(false))
 		n.aePeers = map[*member]*link.Link{}
-		for _, m := range n.members {
-			if !m.self {
-				n.aePeers[m] = n.peerLink("peer-repair", m, aeTimeout)
-			}
+	}
+	for _, m := range n.view().peers() { // members join: each gets its link on first use
+		if n.aePeers[m] == nil {
+			n.aePeers[m] = n.peerLink("peer-repair", m, aeTimeout)
 		}
 	}
 	return n.aeStore, n.aePeers
+}
+
+// aeLink returns the long-timeout connection to peer m, made on first use.
+func (n *Node) aeLink(m *member) *link.Link {
+	n.aeLinks()
+	n.aeMu.Lock()
+	defer n.aeMu.Unlock()
+	l := n.aePeers[m]
+	if l == nil {
+		l = n.peerLink("peer-repair", m, aeTimeout)
+		n.aePeers[m] = l
+	}
+	return l
 }
 
 // doSync runs one request on l and waits for its reply.
@@ -300,12 +314,11 @@ func (n *Node) AntiEntropy(ctx context.Context) (RepairReport, error) {
 	start := time.Now()
 	rep := RepairReport{Node: n.cfg.Name}
 	_, peerLinks := n.aeLinks()
+	v := n.view()
 	tokenSet := map[uint32]bool{}
-	for _, m := range n.members {
-		if m.dc == n.cfg.Datacenter {
-			for _, t := range m.tokens {
-				tokenSet[t] = true
-			}
+	for _, r := range v.localRacks {
+		for _, e := range r.ring.Entries() {
+			tokenSet[e.Token] = true
 		}
 	}
 	tokens := make([]uint32, 0, len(tokenSet))
@@ -313,7 +326,8 @@ func (n *Node) AntiEntropy(ctx context.Context) (RepairReport, error) {
 		tokens = append(tokens, t)
 	}
 	sort.Slice(tokens, func(i, j int) bool { return tokens[i] < tokens[j] })
-	segs, owners := segmentsOf(tokens, func(r int, t uint32) int { return n.localRacks[r].ring.Owner(t) }, len(n.localRacks), 0)
+	self := slices.Index(v.members, n.self) // -1 when this node owns nothing (joining, removed)
+	segs, owners := segmentsOf(tokens, func(r int, t uint32) int { return v.localRacks[r].ring.Owner(t) }, len(v.localRacks), self)
 	rep.Segments = len(segs)
 	session := strconv.FormatInt(time.Now().UnixNano(), 36)
 	limiter := newRateLimiter(n.cfg.RepairKeysPerSec)
@@ -335,7 +349,7 @@ func (n *Node) AntiEntropy(ctx context.Context) (RepairReport, error) {
 		compared := int64(local.keys)
 		var replicas []*member // rack order; replicas[0] is this node
 		for _, idx := range owners[si] {
-			replicas = append(replicas, n.members[idx])
+			replicas = append(replicas, v.members[idx])
 		}
 		leafSet := map[int]bool{}
 		var asked []*member

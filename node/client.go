@@ -201,6 +201,9 @@ func printableArg(a []byte) string {
 }
 
 func (n *Node) refuseInState(write bool) []byte {
+	if r := n.view().refuse; r != nil { // joining, or removed
+		return r
+	}
 	switch n.state.Load() {
 	case stateStandby:
 		return resp.AppendError(nil, "ERR troop: node is in standby and serves no requests")

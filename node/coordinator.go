@@ -19,22 +19,16 @@ import (
 func (n *Node) token(key []byte) uint32 { return ring.Hash(ring.Tag(key, n.cfg.HashTag)) }
 
 // replicas returns, for a key, its owner in each rack of the local
-// datacenter, the coordinator's own rack first.
-func (n *Node) replicas(key []byte) []*member {
-	h := n.token(key)
-	out := make([]*member, len(n.localRacks))
-	for i, r := range n.localRacks {
-		out[i] = n.members[r.ring.Owner(h)]
-	}
-	return out
-}
+// datacenter, the coordinator's own rack first, in the current view.
+func (n *Node) replicas(key []byte) []*member { return n.view().replicas(n.token(key)) }
 
 // sameReplicas reports whether all keys have the same owner in every local
 // rack, so that one command can carry them all.
 func (n *Node) sameReplicas(keys [][]byte) bool {
-	first := n.replicas(keys[0])
+	v := n.view()
+	first := v.replicas(n.token(keys[0]))
 	for _, k := range keys[1:] {
-		for i, m := range n.replicas(k) {
+		for i, m := range v.replicas(n.token(k)) {
 			if m != first[i] {
 				return false
 			}
@@ -121,7 +115,8 @@ func (n *Node) readOne(tr *trace, reps []*member, i int, args [][]byte, b *batch
 // acknowledged before it began, and holds its key in the connection's gate
 // meanwhile; any other write takes the next version of this node's clock.
 func (n *Node) write(tr *trace, level consistency.Level, cmd *command, keys [][]byte, args [][]byte, g *keyGate, h *hold, b *batch, done replyFunc) {
-	reps := n.replicas(keys[0])
+	v := n.view()
+	reps := v.replicas(n.token(keys[0]))
 	if !reps[0].self {
 		n.stats.forwarded.Add(1)
 	}
@@ -131,11 +126,11 @@ func (n *Node) write(tr *trace, level consistency.Level, cmd *command, keys [][]
 		reps = reps[:1]
 	}
 	if !n.cfg.Versions { // troop_versions: false writes unversioned
-		n.writeAt(tr, level, cmd, keys, args, reps, []byte{}, nil, h, b, done)
+		n.writeAt(tr, v, level, cmd, keys, args, reps, []byte{}, nil, h, b, done)
 		return
 	}
 	if level == consistency.DCOne || !cmd.isLWW(args) || n.noVersionQuery {
-		n.writeAt(tr, level, cmd, keys, args, reps, n.clock.next(), nil, h, b, done)
+		n.writeAt(tr, v, level, cmd, keys, args, reps, n.clock.next(), nil, h, b, done)
 		return
 	}
 	h.add(1) // the query: the write may go out after the handling is done
@@ -143,21 +138,21 @@ func (n *Node) write(tr *trace, level consistency.Level, cmd *command, keys [][]
 	release := func() { ungate(); h.done() }
 	deadline := time.Now().Add(n.cfg.Timeout)
 	if s := n.stamper(reps); s >= 0 {
-		n.stampedWrite(tr, level, cmd, keys, args, reps, s, deadline, release, h, b, done)
+		n.stampedWrite(tr, v, level, cmd, keys, args, reps, s, deadline, release, h, b, done)
 		return
 	}
-	n.queryThenWrite(tr, level, cmd, keys, args, reps, deadline, release, h, b, done)
+	n.queryThenWrite(tr, v, level, cmd, keys, args, reps, deadline, release, h, b, done)
 }
 
 // queryThenWrite is a quorum write of a whole value the long way: the
 // version query, then the write above the newest version it found, if
 // that came before deadline.
-func (n *Node) queryThenWrite(tr *trace, level consistency.Level, cmd *command, keys, args [][]byte, reps []*member, deadline time.Time, release func(), h *hold, b *batch, done replyFunc) {
+func (n *Node) queryThenWrite(tr *trace, v *view, level consistency.Level, cmd *command, keys, args [][]byte, reps []*member, deadline time.Time, release func(), h *hold, b *batch, done replyFunc) {
 	q := &versionQuery{replicated: n.newReplicated(tr, level, args[0], reps, done), key: keys[0],
 		asker: asker{order: askOrder(reps)}, release: release, deadline: deadline}
 	q.write = func(newest []byte, b *batch) {
 		n.clock.observe(newest)
-		n.writeAt(tr, level, cmd, keys, args, reps, n.clock.next(), nil, h, b, done)
+		n.writeAt(tr, v, level, cmd, keys, args, reps, n.clock.next(), nil, h, b, done)
 	}
 	q.mu.Lock()
 	ask := q.next(consistency.Quorum(len(reps)), 0)
@@ -169,7 +164,7 @@ func (n *Node) queryThenWrite(tr *trace, level consistency.Level, cmd *command, 
 // stamped it, if any, whose reply counts as that replica's answer.
 // Each replica's answer, and each remote datacenter's, ends a part of the
 // hold h.
-func (n *Node) writeAt(tr *trace, level consistency.Level, cmd *command, keys [][]byte, args [][]byte, reps []*member, version []byte, st *stamped, h *hold, b *batch, done replyFunc) {
+func (n *Node) writeAt(tr *trace, v *view, level consistency.Level, cmd *command, keys [][]byte, args [][]byte, reps []*member, version []byte, st *stamped, h *hold, b *batch, done replyFunc) {
 	w := &writeQuorum{replicated: n.newReplicated(tr, level, args[0], reps, done), replies: make([][]byte, len(reps))}
 	h.add(len(reps))
 	var remote []byte
@@ -184,7 +179,7 @@ func (n *Node) writeAt(tr *trace, level consistency.Level, cmd *command, keys []
 			continue
 		}
 		if m.self {
-			n.writeLocal(b, tr, version, cmd, keys, args, answer)
+			n.applyWrite(b, tr, v, version, cmd, keys, args, answer)
 			continue
 		}
 		if remote == nil {
@@ -193,7 +188,7 @@ func (n *Node) writeAt(tr *trace, level consistency.Level, cmd *command, keys []
 		n.sendWrite(b, tr, m, remote, answer)
 	}
 	if !n.localWritesOnly {
-		n.forwardToRemoteDCs(tr, keys[0], version, args, h, b)
+		n.forwardToRemoteDCs(tr, v, keys[0], version, args, h, b)
 	}
 }
 
@@ -312,15 +307,15 @@ func (a *asker) next(need, have int) []int {
 
 // forwardToRemoteDCs sends a write to the key's owner in one rack of each
 // remote datacenter, which applies it and fans it out in its datacenter.
-func (n *Node) forwardToRemoteDCs(tr *trace, key, version []byte, args [][]byte, h *hold, b *batch) {
-	if len(n.remoteDCs) == 0 {
+func (n *Node) forwardToRemoteDCs(tr *trace, v *view, key, version []byte, args [][]byte, h *hold, b *batch) {
+	if len(v.remoteDCs) == 0 {
 		return
 	}
 	token := n.token(key)
 	req := appendPeerRequest(nil, "FWD", version, args)
-	h.add(len(n.remoteDCs))
-	for _, dc := range n.remoteDCs {
-		n.sendWrite(b, tr, n.members[dc.ring.Owner(token)], req, func(raw []byte, err error) { n.asyncDone(raw, err); h.done() })
+	h.add(len(v.remoteDCs))
+	for _, dc := range v.remoteDCs {
+		n.sendWrite(b, tr, v.members[dc.ring.Owner(token)], req, func(raw []byte, err error) { n.asyncDone(raw, err); h.done() })
 	}
 }
 

@@ -27,7 +27,8 @@ func (n *Node) drawn(tr *trace, level consistency.Level, cmd *command, keys, arg
 		done(resp.AppendError(nil, fmt.Sprintf("ERR troop: the keys of '%s' belong to different nodes, and troop does not split it", cmd.name)))
 		return
 	}
-	reps := n.replicas(keys[0])
+	v := n.view()
+	reps := v.replicas(n.token(keys[0]))
 	if !reps[0].self {
 		n.stats.forwarded.Add(1)
 	}
@@ -75,17 +76,17 @@ func (n *Node) drawn(tr *trace, level consistency.Level, cmd *command, keys, arg
 			n.sendWrite(nil, tr, m, remote, answer)
 		}
 		w.answer(di, raw, nil)
-		if len(n.remoteDCs) > 0 {
+		if len(v.remoteDCs) > 0 {
 			fwd := appendTxRequest(nil, "TXFWD", version, nil, nil, follow)
 			token := n.token(keys[0])
-			h.add(len(n.remoteDCs))
-			for _, dc := range n.remoteDCs {
-				n.sendWrite(nil, tr, n.members[dc.ring.Owner(token)], fwd, func(raw []byte, err error) { n.asyncDone(raw, err); h.done() })
+			h.add(len(v.remoteDCs))
+			for _, dc := range v.remoteDCs {
+				n.sendWrite(nil, tr, v.members[dc.ring.Owner(token)], fwd, func(raw []byte, err error) { n.asyncDone(raw, err); h.done() })
 			}
 		}
 	}
 	if d.self {
-		n.writeLocal(b, tr, version, cmd, keys, args, decided)
+		n.applyWrite(b, tr, v, version, cmd, keys, args, decided)
 		return
 	}
 	if d.isDown() {

@@ -22,7 +22,7 @@ import (
 // keysOnDifferentOwners finds two keys owned by different nodes of a rack
 // with two nodes, and two owned by the same one.
 func keysByOwner(n *Node) (differ [2]string, same [2]string) {
-	owner := func(k string) int { return n.localRacks[0].ring.Owner(ring.Hash([]byte(k))) }
+	owner := func(k string) int { return n.view().localRacks[0].ring.Owner(ring.Hash([]byte(k))) }
 	first := "key0"
 	for i := 1; ; i++ {
 		k := fmt.Sprintf("key%d", i)
@@ -508,7 +508,7 @@ func TestPeerPortWithArbitraryRequests(t *testing.T) {
 func TestHashTag(t *testing.T) {
 	tc := startCluster(t, clusterOpts{racks: 2, perRack: 2, configure: func(c *topology.Config) { c.HashTag = "{}" }})
 	n := tc.nodes[0].node
-	owner := func(k string) int { return n.localRacks[0].ring.Owner(ring.Hash([]byte(k))) }
+	owner := func(k string) int { return n.view().localRacks[0].ring.Owner(ring.Hash([]byte(k))) }
 	// Two keys of one tag whose whole keys have different owners.
 	var a, b string
 	for i := 0; a == ""; i++ {
@@ -532,7 +532,7 @@ func TestHashTag(t *testing.T) {
 	for _, tn := range tc.nodes {
 		r := dial(t, tn.redis.Addr)
 		want := "0"
-		if tn.node.members[tn.node.localRacks[0].ring.Owner(ring.Hash(tag))].self {
+		if tn.node.view().members[tn.node.view().localRacks[0].ring.Owner(ring.Hash(tag))].self {
 			want = "1"
 		}
 		for _, k := range []string{a, b} {

@@ -140,7 +140,7 @@ func startCluster(t testing.TB, o clusterOpts) *testCluster {
 	// Wait for the peer links, so tests start from a connected cluster.
 	eventually(t, 10*time.Second, func() string {
 		for _, tn := range tc.nodes {
-			for _, m := range tn.node.members {
+			for _, m := range tn.node.view().all {
 				if m.link != nil && !m.link.Connected() {
 					return fmt.Sprintf("%s is not connected to peer %s", tn.cfg.Name, m.peerAddr)
 				}

@@ -47,15 +47,12 @@ func stateName(down bool) string {
 	return "up"
 }
 
-func (n *Node) initHealth(now time.Time) {
+// initHealth starts the failure detector of a new peer m.
+func (n *Node) initHealth(m *member, now time.Time) {
 	cfg := defaultDetectorConfig(n.cfg.Heartbeat, float64(n.cfg.PhiThreshold))
-	for _, m := range n.members {
-		if !m.self {
-			m.health.det = newPhiDetector(cfg, now)
-			m.health.since = now
-			m.health.reach = newReachability(n.log.With("peer", m.peerAddr, "dc", m.dc, "rack", m.rack), "peer marked down", "peer up again")
-		}
-	}
+	m.health.det = newPhiDetector(cfg, now)
+	m.health.since = now
+	m.health.reach = newReachability(n.log.With("peer", m.peerAddr, "dc", m.dc, "rack", m.rack), "peer marked down", "peer up again")
 }
 
 // isDown reports whether the failure detector marked m down.
@@ -116,10 +113,8 @@ func (n *Node) heartbeatLoop(ctx context.Context) {
 		// The datastore too, so that an idle node notices (and logs) a
 		// redis-server that died or came back.
 		n.store[0].Do(ping, func([]byte, error) {})
-		for _, m := range n.members {
-			if m.self {
-				continue
-			}
+		peers := n.view().peers()
+		for _, m := range peers {
 			m.link.Do(ping, func(raw []byte, err error) {
 				if err == nil && string(raw) == "+PONG\r\n" {
 					n.heartbeat(m, time.Now())
@@ -127,12 +122,10 @@ func (n *Node) heartbeatLoop(ctx context.Context) {
 			})
 		}
 		now := time.Now()
-		for _, m := range n.members {
-			if !m.self {
-				n.evaluate(m, now)
-				if !m.isDown() {
-					n.replayHints(m)
-				}
+		for _, m := range peers {
+			n.evaluate(m, now)
+			if !m.isDown() {
+				n.replayHints(m)
 			}
 		}
 		select {
@@ -147,10 +140,8 @@ func (n *Node) heartbeatLoop(ctx context.Context) {
 func (n *Node) peerStates() []PeerState {
 	now := time.Now()
 	var out []PeerState
-	for _, m := range n.members {
-		if !m.self {
-			out = append(out, m.state(now))
-		}
+	for _, m := range n.view().peers() {
+		out = append(out, m.state(now))
 	}
 	return out
 }

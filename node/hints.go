@@ -223,28 +223,31 @@ func (h *hintLog) close() {
 	h.f = nil
 }
 
-// openHints opens the hint files of every peer under the data directory.
+// openHints makes the hint directory under the data directory; each
+// peer's file opens with its member (openHint).
 func (n *Node) openHints() error {
 	if !n.cfg.HintedHandoff {
 		return nil
 	}
-	dir := filepath.Join(n.dataDir, "hints")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Join(n.dataDir, "hints"), 0o755); err != nil {
 		return fmt.Errorf("hints: %w", err)
 	}
-	for _, m := range n.members {
-		if m.self {
-			continue
-		}
-		h, err := openHintLog(dir, m.peerAddr, int64(n.cfg.MaxHintBytes))
-		if err != nil {
-			return fmt.Errorf("hints for %s: %w", m.peerAddr, err)
-		}
-		if p := h.pending.Load(); p > 0 {
-			n.log.Info("hints waiting from before the restart", "peer", m.peerAddr, "hints", p)
-		}
-		m.hints = h
+	return nil
+}
+
+// openHint opens (or creates) the hint file of a new peer m.
+func (n *Node) openHint(m *member) error {
+	if !n.cfg.HintedHandoff {
+		return nil
 	}
+	h, err := openHintLog(filepath.Join(n.dataDir, "hints"), m.peerAddr, int64(n.cfg.MaxHintBytes))
+	if err != nil {
+		return fmt.Errorf("hints for %s: %w", m.peerAddr, err)
+	}
+	if p := h.pending.Load(); p > 0 {
+		n.log.Info("hints waiting from before the restart", "peer", m.peerAddr, "hints", p)
+	}
+	m.hints = h
 	return nil
 }
 
@@ -352,7 +355,7 @@ func (n *Node) isClosed() bool {
 
 // hintTotals sums the hint counters of every peer.
 func (n *Node) hintTotals() (pending, dropped, replayed int64) {
-	for _, m := range n.members {
+	for _, m := range n.allPeers() {
 		if h := m.hints; h != nil {
 			pending += h.pending.Load()
 			dropped += h.dropped.Load()

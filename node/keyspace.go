@@ -3,6 +3,7 @@ package node
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -159,12 +160,15 @@ func (n *Node) keyspace(dbsize bool, info string, complete func([]byte)) {
 // nodes a SCAN visits one after the other, and KEYS asks.
 func (n *Node) rackMembers() []*member {
 	var out []*member
-	for _, m := range n.members {
+	var first []uint32
+	v := n.view()
+	for i, m := range v.members {
 		if m.dc == n.cfg.Datacenter && m.rack == n.cfg.Rack {
 			out = append(out, m)
+			first = append(first, slices.Min(v.tokens[i]))
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].tokens[0] < out[j].tokens[0] })
+	sort.Sort(byFirstToken{out, first})
 	return out
 }
 
@@ -290,10 +294,11 @@ func (n *Node) onNode(b *batch, m *member, args [][]byte, done func([]byte, erro
 // the cluster, every datacenter, and answers OK once all did; otherwise an
 // error that names the nodes it did not reach.
 func (n *Node) onEveryNode(what string, args [][]byte, b *batch, complete func([]byte)) {
-	n.onNodes(b, n.members, args, func(resp.Value) {}, func(failures []string) {
+	members := n.view().members
+	n.onNodes(b, members, args, func(resp.Value) {}, func(failures []string) {
 		if len(failures) > 0 {
 			complete(resp.AppendError(nil, fmt.Sprintf("ERR troop: %s reached %d of %d nodes; it was not applied on: %s",
-				what, len(n.members)-len(failures), len(n.members), strings.Join(failures, "; "))))
+				what, len(members)-len(failures), len(members), strings.Join(failures, "; "))))
 			return
 		}
 		complete(resp.AppendSimple(nil, "OK"))
@@ -377,11 +382,17 @@ func settableNames() []string {
 	return out
 }
 
-func (n *Node) selfMember() *member {
-	for _, m := range n.members {
-		if m.self {
-			return m
-		}
-	}
-	panic("node: no member is this node") // New always adds it
+func (n *Node) selfMember() *member { return n.self }
+
+// byFirstToken sorts members by their smallest token.
+type byFirstToken struct {
+	ms    []*member
+	first []uint32
+}
+
+func (s byFirstToken) Len() int           { return len(s.ms) }
+func (s byFirstToken) Less(i, j int) bool { return s.first[i] < s.first[j] }
+func (s byFirstToken) Swap(i, j int) {
+	s.ms[i], s.ms[j] = s.ms[j], s.ms[i]
+	s.first[i], s.first[j] = s.first[j], s.first[i]
 }

@@ -92,6 +92,8 @@ var scalars = []scalar{
 	{desc("troop_peers_marked_down_total", "Times the failure detector marked a peer down."), prometheus.CounterValue, func(n *Node) int64 { return n.stats.peersMarkedDown.Load() }},
 	{desc("troop_read_repairs_total", "Stale replicas written back after a quorum read."), prometheus.CounterValue, func(n *Node) int64 { return n.stats.readRepairs.Load() }},
 	{desc("troop_read_repairs_lost_total", "Read repairs not done (too many under way, or failed)."), prometheus.CounterValue, func(n *Node) int64 { return n.stats.readRepairsLost.Load() }},
+	{desc("troop_handoff_mirror_failures_total", "Writes to a key moving in a membership change that failed because their copy to the key's other owner failed."), prometheus.CounterValue, func(n *Node) int64 { return n.stats.mirrorFailures.Load() }},
+	{desc("troop_handoff_keys_total", "Keys this node streamed to their new owner in membership changes."), prometheus.CounterValue, func(n *Node) int64 { return n.stats.handoffKeys.Load() }},
 	{desc("troop_read_write_backs_total", "Quorum reads that wrote their answer back to a quorum of replicas before giving it."), prometheus.CounterValue, func(n *Node) int64 { return n.stats.readWriteBacks.Load() }},
 	{desc("troop_auth_failures_total", "AUTH attempts with a wrong user or password."), prometheus.CounterValue, func(n *Node) int64 { return n.stats.authFailures.Load() }},
 	{desc("troop_auth_rate_limited_total", "AUTH attempts refused unchecked after too many failures from the address."), prometheus.CounterValue, func(n *Node) int64 { return n.stats.authRateLimited.Load() }},
@@ -154,10 +156,7 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	failures(counter, datastoreFail, store)
 
 	now := time.Now()
-	for _, m := range n.members {
-		if m.self {
-			continue
-		}
+	for _, m := range n.view().peers() {
 		ps := m.state(now)
 		labels := []string{ps.Name, ps.Datacenter, ps.Rack}
 		if ps.Name == "" {

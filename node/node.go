@@ -12,7 +12,6 @@ package node
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -39,12 +38,11 @@ const (
 
 var stateNames = []string{"normal", "standby", "writes_only"}
 
-// A member is a node of the cluster, this one included.
+// A member is a node of the cluster, this one included, made once per peer
+// address and kept (memberFor); its tokens are the view's (view.go).
 type member struct {
-	index    int
 	dc, rack string
 	peerAddr string
-	tokens   []uint32
 	self     bool
 	link     *link.Link // nil for self
 
@@ -81,16 +79,19 @@ type Node struct {
 	tls          *tlsFiles       // the node's certificate and CA; nil without troop_tls_cert (tls.go)
 	peerTLS      *tls.Config     // the peer listener's TLS: mutual, against troop_tls_ca
 
-	members    []*member
-	localRacks []rackRing    // own rack first, then by name
-	remoteDCs  []rackRing    // one rack per remote datacenter
-	store      []*link.Link  // connections to the local redis-server
-	datastore  *reachability // whether the redis-server answers, for the log and /metrics
-	dataDir    string        // where hints live (troop_data_dir)
-	repair     *repairer     // read repair and anti-entropy
+	cur       atomic.Pointer[view] // what requests are routed by (view.go)
+	self      *member
+	selfAddr  atomic.Pointer[string] // this node's address in the membership (me)
+	peersMu   sync.Mutex
+	peers     map[string]*member // by peer address, made once and kept
+	changes   changeDriver       // membership changes this node drives or takes part in (membership.go)
+	store     []*link.Link       // connections to the local redis-server
+	datastore *reachability      // whether the redis-server answers, for the log and /metrics
+	dataDir   string             // where hints live (troop_data_dir)
+	repair    *repairer          // read repair and anti-entropy
 
 	// Planted bugs (troop_planted_bug), for testing the testers.
-	noReadFailover, localWritesOnly, noVersionQuery, noReadWriteBack, noHints bool
+	noReadFailover, localWritesOnly, noVersionQuery, noReadWriteBack, noHints, noMirror bool
 
 	readLevel, writeLevel atomic.Int32
 	state                 atomic.Int32
@@ -136,6 +137,7 @@ func New(cfg *topology.Config, log *slog.Logger) (*Node, error) {
 	n.noVersionQuery = cfg.PlantedBug == topology.BugNoVersionQuery
 	n.noReadWriteBack = cfg.PlantedBug == topology.BugNoReadWriteBack
 	n.noHints = cfg.PlantedBug == topology.BugNoHintedHandoff
+	n.noMirror = cfg.PlantedBug == topology.BugNoHandoffMirror
 	n.auth = newAuthenticator(cfg)
 	n.adminLimiter = newFailureLimiter(authFailureBurst, authFailureRefill, authLimiterHosts)
 	var err error
@@ -147,9 +149,6 @@ func New(cfg *topology.Config, log *slog.Logger) (*Node, error) {
 	}
 	n.readLevel.Store(int32(cfg.ReadConsistency))
 	n.writeLevel.Store(int32(cfg.WriteConsistency))
-	if err := n.buildTopology(); err != nil {
-		return nil, err
-	}
 	n.clock = newClock(uint16(ring.Hash([]byte(cfg.Name))), time.Now)
 	n.dataDir = resolveDataDir(cfg.DataDir, cfg.Source, cfg.Name)
 	if err := n.openLineageExport(); err != nil {
@@ -167,14 +166,12 @@ func New(cfg *topology.Config, log *slog.Logger) (*Node, error) {
 		l.Watch(func(reachable bool, err error) { n.datastore.set(reachable, err) })
 		n.store = append(n.store, l)
 	}
-	for _, m := range n.members {
-		if !m.self {
-			m.link = n.peerLink("peer", m, cfg.Timeout)
-		}
-	}
-	n.initHealth(time.Now())
 	n.repair = newRepairer(n)
 	if err := n.openHints(); err != nil {
+		n.closeLinks()
+		return nil, err
+	}
+	if err := n.buildTopology(); err != nil {
 		n.closeLinks()
 		return nil, err
 	}
@@ -200,58 +197,31 @@ func (n *Node) storeHandshake(forget bool) link.Handshake {
 	}
 }
 
-// buildTopology places this node and its seeds on rings: one per rack of the
-// local datacenter, and one per remote datacenter (its rack with our rack's
-// name if it has one, else its first rack by name), which receives our
-// writes and fans them out inside its datacenter.
+// buildTopology makes this node's member and its first view: of the
+// membership it saved last (troop_data_dir/membership.json), else of its
+// config.
 func (n *Node) buildTopology() error {
 	c := n.cfg
-	n.members = append(n.members, &member{index: 0, dc: c.Datacenter, rack: c.Rack, peerAddr: c.DynListen, tokens: c.Tokens, self: true,
-		info: peerInfo{Name: c.Name, DC: c.Datacenter, Rack: c.Rack, Listen: c.Listen, Stats: c.StatsListen}})
-	for _, s := range c.Seeds {
-		n.members = append(n.members, &member{index: len(n.members), dc: s.DC, rack: s.Rack, peerAddr: s.Addr, tokens: s.Tokens})
+	n.self = &member{dc: c.Datacenter, rack: c.Rack, peerAddr: c.DynListen, self: true,
+		info: peerInfo{Name: c.Name, DC: c.Datacenter, Rack: c.Rack, Listen: c.Listen, Stats: c.StatsListen}}
+	n.peers = map[string]*member{}
+	saved, err := loadMembership(n.dataDir)
+	if err != nil {
+		return err
 	}
-	racks := map[[2]string][]ring.Entry{}
-	for _, m := range n.members {
-		key := [2]string{m.dc, m.rack}
-		for _, t := range m.tokens {
-			racks[key] = append(racks[key], ring.Entry{Token: t, Owner: m.index})
-		}
+	self := c.DynListen
+	if saved != nil && saved.Self != "" {
+		self = saved.Self
 	}
-	var keys [][2]string
-	for k := range racks {
-		keys = append(keys, k)
+	n.selfAddr.Store(&self)
+	v, err := n.buildView(initialState(c, saved))
+	if err != nil && c.Join && saved == nil {
+		return fmt.Errorf("troop_join: %w: a node joins a rack that has members among its dyn_seeds (adding a whole rack is not supported yet)", err)
 	}
-	sort.Slice(keys, func(i, j int) bool {
-		if keys[i][0] != keys[j][0] {
-			return keys[i][0] < keys[j][0]
-		}
-		return keys[i][1] < keys[j][1]
-	})
-	chosen := map[string]int{} // remote dc -> index in n.remoteDCs
-	for _, k := range keys {
-		r, err := ring.New(racks[k])
-		if err != nil {
-			return fmt.Errorf("rack %s/%s: %v", k[0], k[1], err)
-		}
-		rr := rackRing{dc: k[0], name: k[1], ring: r}
-		switch {
-		case k[0] == c.Datacenter && k[1] == c.Rack:
-			n.localRacks = append([]rackRing{rr}, n.localRacks...)
-		case k[0] == c.Datacenter:
-			n.localRacks = append(n.localRacks, rr)
-		default:
-			if i, ok := chosen[k[0]]; !ok {
-				chosen[k[0]] = len(n.remoteDCs)
-				n.remoteDCs = append(n.remoteDCs, rr)
-			} else if k[1] == c.Rack {
-				n.remoteDCs[i] = rr
-			}
-		}
+	if err != nil {
+		return err
 	}
-	if len(n.localRacks) == 0 || n.localRacks[0].name != c.Rack {
-		return errors.New("node: this node's rack has no tokens")
-	}
+	n.cur.Store(v)
 	return nil
 }
 
@@ -286,7 +256,7 @@ func (n *Node) Serve(ctx context.Context) error {
 
 	n.log.Info("node serving", "name", n.cfg.Name, "dc", n.cfg.Datacenter, "rack", n.cfg.Rack,
 		"listen", front.Addr().String(), "dyn_listen", peers.Addr().String(), "stats_listen", adminLn.Addr().String(),
-		"redis", n.cfg.Servers[0].Addr, "racks", len(n.localRacks), "remote_dcs", len(n.remoteDCs),
+		"redis", n.cfg.Servers[0].Addr, "racks", len(n.view().localRacks), "remote_dcs", len(n.view().remoteDCs), "membership_epoch", n.view().state.Epoch,
 		"read_consistency", n.level(false).String(), "write_consistency", n.level(true).String())
 	if ip, ok := adminLn.Addr().(*net.TCPAddr); ok && !ip.IP.IsLoopback() && n.cfg.AdminToken == "" {
 		n.log.Warn("the admin API listens beyond loopback without troop_admin_token: whoever reaches it can change this node's state and consistency", "stats_listen", adminLn.Addr().String())
@@ -350,13 +320,11 @@ func (n *Node) shutdown() {
 	n.closeLinks()
 	n.wg.Wait()
 	n.datastore.stop()
-	for _, m := range n.members {
-		if !m.self {
-			m.health.reach.stop()
-		}
+	for _, m := range n.allPeers() {
+		m.health.reach.stop()
 	}
 	n.closeLineageExport()
-	for _, m := range n.members {
+	for _, m := range n.allPeers() {
 		if m.hints != nil {
 			m.hints.close()
 		}
@@ -365,10 +333,8 @@ func (n *Node) shutdown() {
 }
 
 func (n *Node) closeLinks() {
-	for _, m := range n.members {
-		if m.link != nil {
-			m.link.Close()
-		}
+	for _, m := range n.allPeers() {
+		m.link.Close()
 	}
 	for _, l := range n.store {
 		l.Close()
@@ -399,4 +365,17 @@ func (n *Node) level(write bool) consistency.Level {
 		return consistency.Level(n.writeLevel.Load())
 	}
 	return consistency.Level(n.readLevel.Load())
+}
+
+// allPeers returns every peer this node ever made a member for, sorted by
+// address: the links, failure detectors and hint files it holds.
+func (n *Node) allPeers() []*member {
+	n.peersMu.Lock()
+	defer n.peersMu.Unlock()
+	out := make([]*member, 0, len(n.peers))
+	for _, m := range n.peers {
+		out = append(out, m)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].peerAddr < out[j].peerAddr })
+	return out
 }

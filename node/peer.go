@@ -29,6 +29,10 @@ import (
 //	                                    by the peer's clock)
 //	FWD version cmd args...             WRITE, then replicate to the other
 //	                                    racks of the peer's datacenter
+//	HANDOFF key version dump pttl vpttl a membership change's copy of a key:
+//	                                    REPAIR, never mirrored again
+//	MEMBERSHIP op [json]                a membership change's step, stream,
+//	                                    cleanup or state (membership.go)
 //	FIT scope request...                the request, failing the peer's
 //	                                    injection points that scope names
 const peerProtocol = "2"
@@ -167,7 +171,7 @@ func (n *Node) handlePeer(tr *trace, op string, args [][]byte, s *slot, b *batch
 			return
 		}
 		n.clock.observe(version)
-		n.writeLocal(b, tr, version, c, keys, cmdArgs, done)
+		n.applyWrite(b, tr, n.view(), version, c, keys, cmdArgs, done)
 		if op == "FWD" {
 			n.fanOut(tr, keys[0], version, cmdArgs, b)
 		}
@@ -198,7 +202,7 @@ func (n *Node) handlePeer(tr *trace, op string, args [][]byte, s *slot, b *batch
 		}()
 	case op == "FETCH" && len(args) == 2:
 		b.send(n.storeFor(args[1]), appendFetch(nil, args[1]), done)
-	case op == "REPAIR" && len(args) == 6:
+	case (op == "REPAIR" || op == "HANDOFF") && len(args) == 6: // HANDOFF: a membership change's copy, never mirrored
 		pttl, err1 := strconv.ParseInt(string(args[4]), 10, 64)
 		vpttl, err2 := strconv.ParseInt(string(args[5]), 10, 64)
 		if _, ok := decodeVersion(args[2]); !ok || err1 != nil || err2 != nil {
@@ -207,6 +211,8 @@ func (n *Node) handlePeer(tr *trace, op string, args [][]byte, s *slot, b *batch
 		}
 		n.clock.observe(args[2])
 		n.repairLocal(b, args[1], copyOf{version: args[2], dump: args[3], pttl: pttl, vpttl: vpttl}, done)
+	case op == "MEMBERSHIP":
+		n.serveMembership(args, s)
 	case op == "TREE" || op == "TREENODES" || op == "ENTRIES":
 		n.serveAntiEntropy(op, args, s)
 	default:

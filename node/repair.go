@@ -79,6 +79,13 @@ func (r *repairer) fetch(m *member, key []byte, count countFunc, done func(copyO
 
 // install writes a copy onto replica m; changed says whether m took it.
 func (r *repairer) install(m *member, key []byte, c copyOf, count countFunc, done func(changed bool, err error)) {
+	r.installAs("REPAIR", m, key, c, count, done)
+}
+
+// installAs is install by peer request op: REPAIR, or HANDOFF for the
+// copies of a membership change, which the receiver takes as a REPAIR and
+// never mirrors again.
+func (r *repairer) installAs(op string, m *member, key []byte, c copyOf, count countFunc, done func(changed bool, err error)) {
 	parse := func(raw []byte, err error) {
 		if err != nil {
 			done(false, err)
@@ -99,7 +106,7 @@ func (r *repairer) install(m *member, key []byte, c copyOf, count countFunc, don
 		done(false, errMarkedDown(m))
 		return
 	}
-	req := resp.AppendCommand(nil, []byte("REPAIR"), key, c.version, c.dump,
+	req := resp.AppendCommand(nil, []byte(op), key, c.version, c.dump,
 		[]byte(strconv.FormatInt(c.pttl, 10)), []byte(strconv.FormatInt(c.vpttl, 10)))
 	m.link.Do(req, fromPeer(func(raw []byte, err error) {
 		if count != nil {
@@ -113,6 +120,11 @@ func (r *repairer) install(m *member, key []byte, c copyOf, count countFunc, don
 // targets changed, and the first error. count (may be nil) sees the peer
 // traffic.
 func (r *repairer) copyKey(key []byte, src *member, targets []*member, count countFunc, done func(changed int, err error)) {
+	r.copyKeyAs("REPAIR", key, src, targets, count, done)
+}
+
+// copyKeyAs is copyKey with the peer request op (installAs).
+func (r *repairer) copyKeyAs(op string, key []byte, src *member, targets []*member, count countFunc, done func(changed int, err error)) {
 	r.fetch(src, key, count, func(c copyOf, err error) {
 		if err != nil {
 			done(0, err)
@@ -125,7 +137,7 @@ func (r *repairer) copyKey(key []byte, src *member, targets []*member, count cou
 		results := make(chan error, len(targets))
 		changed := make(chan bool, len(targets))
 		for _, t := range targets {
-			r.install(t, key, c, count, func(ch bool, err error) { changed <- ch; results <- err })
+			r.installAs(op, t, key, c, count, func(ch bool, err error) { changed <- ch; results <- err })
 		}
 		go func() {
 			n := 0

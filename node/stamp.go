@@ -63,12 +63,12 @@ func (n *Node) stamper(reps []*member) int {
 // stamped before deadline. release ends the query's part of the request:
 // its key in the connection's gate and its part of the hold, once the
 // write is queued or has failed.
-func (n *Node) stampedWrite(tr *trace, level consistency.Level, cmd *command, keys, args [][]byte, reps []*member, s int, deadline time.Time, release func(), h *hold, b *batch, done replyFunc) {
+func (n *Node) stampedWrite(tr *trace, v *view, level consistency.Level, cmd *command, keys, args [][]byte, reps []*member, s int, deadline time.Time, release func(), h *hold, b *batch, done replyFunc) {
 	// The stamper reads the deadline on its own clock.
 	stampBy := n.clock.millis() + time.Until(deadline).Milliseconds()
 	n.localVersion(b, tr, keys[0], func(floor []byte, err error, b *batch) {
 		if err != nil { // this node's redis-server: the long way asks the others
-			n.queryThenWrite(tr, level, cmd, keys, args, reps, deadline, release, h, b, done)
+			n.queryThenWrite(tr, v, level, cmd, keys, args, reps, deadline, release, h, b, done)
 			return
 		}
 		m := reps[s]
@@ -77,7 +77,7 @@ func (n *Node) stampedWrite(tr *trace, level consistency.Level, cmd *command, ke
 			var injected *fit.InjectedError
 			switch {
 			case err == errNotApplied, errors.As(err, &injected): // an injected fault is never sent
-				n.queryThenWrite(tr, level, cmd, keys, args, reps, deadline, release, h, nil, done)
+				n.queryThenWrite(tr, v, level, cmd, keys, args, reps, deadline, release, h, nil, done)
 			case err != nil:
 				n.countFailure(err)
 				n.stats.quorumFailures.Add(1)
@@ -88,7 +88,7 @@ func (n *Node) stampedWrite(tr *trace, level consistency.Level, cmd *command, ke
 				n.stats.stampedWrites.Add(1)
 				n.clock.observe(st.version)
 				st.replica = s
-				n.writeAt(tr, level, cmd, keys, args, reps, st.version, st, h, nil, done) // from a link goroutine: no batch
+				n.writeAt(tr, v, level, cmd, keys, args, reps, st.version, st, h, nil, done) // from a link goroutine: no batch
 				release()
 			}
 		})
@@ -198,7 +198,7 @@ func (n *Node) serveStamp(tr *trace, args [][]byte, s *slot, b *batch) {
 		late := time.AfterFunc(n.cfg.Timeout/2, func() {
 			notAcked(fmt.Sprintf("this replica's redis-server did not answer within %v", n.cfg.Timeout/2))
 		})
-		n.writeLocal(b, tr, version, c, keys, cmdArgs, func(raw []byte, err error) {
+		n.applyWrite(b, tr, n.view(), version, c, keys, cmdArgs, func(raw []byte, err error) {
 			late.Stop()
 			if err != nil {
 				n.countFailure(err)

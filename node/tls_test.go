@@ -174,7 +174,7 @@ func TestTLSBetweenDatacenters(t *testing.T) {
 	}
 	dialPeer(t, tc.nodes[0]) // from dc1: plain is fine
 	for _, tn := range tc.nodes {
-		for _, m := range tn.node.members {
+		for _, m := range tn.node.view().all {
 			if m.link != nil && !m.link.Connected() {
 				t.Errorf("%s: link to %s/%s down", tn.cfg.Name, m.dc, m.rack)
 			}

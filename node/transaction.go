@@ -360,7 +360,8 @@ func (n *Node) exec(tx *txn, watches []*watch, sess *session, b *batch, s *slot)
 		inner := done
 		done = func(reply []byte) { n.blockers.wake(tx.writeKeys).after(func() { inner(reply) }) }
 	}
-	reps := n.replicas(all[0])
+	routing := n.view()
+	reps := routing.replicas(n.token(all[0]))
 	if !reps[0].self {
 		n.stats.forwarded.Add(1)
 	}
@@ -408,11 +409,11 @@ func (n *Node) exec(tx *txn, watches []*watch, sess *session, b *batch, s *slot)
 			}
 			n.sendWrite(nil, nil, m, remote, fromPeer(func(raw []byte, err error) { w.answer(i, raw, err) }))
 		}
-		if len(n.remoteDCs) > 0 && tx.writes {
+		if len(routing.remoteDCs) > 0 && tx.writes {
 			fwd := appendTxRequest(nil, "TXFWD", version, nil, nil, tx.cmds)
 			h := n.token(all[0])
-			for _, dc := range n.remoteDCs {
-				n.sendWrite(nil, nil, n.members[dc.ring.Owner(h)], fwd, n.asyncDone)
+			for _, dc := range routing.remoteDCs {
+				n.sendWrite(nil, nil, routing.members[dc.ring.Owner(h)], fwd, n.asyncDone)
 			}
 		}
 	})
@@ -513,7 +514,7 @@ func (n *Node) localTx(b *batch, version []byte, wkeys, tokens [][]byte, cmds []
 			req = resp.AppendBulk(req, a)
 		}
 	}
-	n.toStore(b, nil, n.storeFor(route), req, done)
+	n.toStore(b, nil, n.storeFor(route), req, n.mirrorAfter(n.view(), version, writeKeys, done))
 }
 
 func countWords(cmds [][][]byte) int {

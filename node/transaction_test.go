@@ -35,7 +35,7 @@ func (c *client) pipeline(cmds ...[]string) []resp.Value {
 // tagged returns two keys of one hash tag, and a key of another tag that
 // lands on another node of the rack.
 func tagged(n *Node) (a, b, other string) {
-	owner := func(k string) int { return n.localRacks[0].ring.Owner(ring.Hash(ring.Tag([]byte(k), "{}"))) }
+	owner := func(k string) int { return n.view().localRacks[0].ring.Owner(ring.Hash(ring.Tag([]byte(k), "{}"))) }
 	a, b = "{u1}:a", "{u1}:b"
 	for i := 0; ; i++ {
 		if other = fmt.Sprintf("{o%d}:x", i); owner(other) != owner(a) {

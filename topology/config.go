@@ -102,6 +102,11 @@ type Config struct {
 	// FLUSHDB through this node empty every node of the cluster.
 	AllowFlush    bool
 	LineageExport string // troop_lineage_export: FILE or http(s)://OTLP endpoint for traced requests' lineage as spans; "" = off
+	// Join is troop_join, default false: the node starts outside the
+	// cluster its seeds describe, answers clients TRYAGAIN, and waits for
+	// a membership change (POST /cluster/add or /cluster/replace on a
+	// member) that names it (docs/store.md, Membership changes).
+	Join bool
 
 	// PlantedBug is troop_planted_bug: a deliberate defect, for testing the
 	// testers (ldfi, troop run); "" (none) by default and for any real use.
@@ -173,10 +178,14 @@ const (
 	// off or slow) is not kept as a hint for it, so after a partition heals
 	// its replicas differ until a read or anti-entropy repairs them.
 	BugNoHintedHandoff = "no-hinted-handoff"
+	// BugNoHandoffMirror: during a membership change a write to a moving
+	// key is not copied to the key's other owner, so a write that lands on
+	// the old owner after its range was streamed never reaches the new one.
+	BugNoHandoffMirror = "no-handoff-mirror"
 )
 
 // PlantedBugs lists the values troop_planted_bug accepts besides none.
-var PlantedBugs = []string{BugNoReadFailover, BugLocalWritesOnly, BugNoVersionQuery, BugNoReadWriteBack, BugNoHintedHandoff}
+var PlantedBugs = []string{BugNoReadFailover, BugLocalWritesOnly, BugNoVersionQuery, BugNoReadWriteBack, BugNoHintedHandoff, BugNoHandoffMirror}
 
 // Defaults of the keys troop honours. Dynomite's own defaults where the key
 // is Dynomite's.

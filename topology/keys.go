@@ -301,6 +301,7 @@ var keys = []keySpec{
 	intKey("troop_repair_keys_per_sec", func(c *Config) *int { return &c.RepairKeysPerSec }, 1, DefaultRepairKeysPerSec),
 	boolKey("troop_versions", func(c *Config) *bool { return &c.Versions }, true),
 	boolKey("troop_allow_flush", func(c *Config) *bool { return &c.AllowFlush }, false),
+	boolKey("troop_join", func(c *Config) *bool { return &c.Join }, false),
 	intKey("troop_version_cache_keys", func(c *Config) *int { return &c.VersionCacheKeys }, 0, DefaultVersionCacheKeys),
 	{
 		name:  "troop_lineage_export",

@@ -34,6 +34,7 @@ partition, loss, delay) can come between nodes.`,
 		newLabActCmd("kill", "SIGKILL a node (or its redis-server); the supervisor replaces it after the delay"),
 		newLabActCmd("stop", "Stop a node (or its redis-server) and keep it down until start"),
 		newLabActCmd("start", "Start a stopped node (or its redis-server) and wait until it answers"),
+		newLabAddNodeCmd(), newLabRemoveNodeCmd(),
 		newLabSuperviseCmd())
 	return cmd
 }

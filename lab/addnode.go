@@ -1,0 +1,88 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// AddNode lays out and starts a new position in rack dc/rack: its own
+// redis-server and a node that joins (troop_join: true, every position of
+// the lab as its seeds, token as its token), and returns once both answer
+// PING. The node serves nothing until a membership change names it (troop
+// lab add-node sends it: POST /cluster/add on a member). Loopback labs
+// only, without --tls; the position lasts as long as the supervisor.
+func (l *Lab) AddNode(ctx context.Context, dc, rack string, token uint32) (Node, error) {
+	if l.spec.Netns || l.spec.TLS {
+		return Node{}, errors.New("adding a node is supported on loopback labs without --tls only, for now")
+	}
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return Node{}, errors.New("lab is stopped")
+	}
+	known := false
+	index := 1
+	for _, n := range l.nodes {
+		if n.DC == dc && n.Rack == rack {
+			known = true
+			index = max(index, n.Index+1)
+		}
+	}
+	if !known {
+		l.mu.Unlock()
+		return Node{}, fmt.Errorf("the lab has no rack %s/%s: a node joins an existing rack", dc, rack)
+	}
+	name := NodeName(dc, rack, index)
+	n := Node{Name: name, DC: dc, Rack: rack, Index: index, Token: token,
+		Dir: filepath.Join(l.spec.Dir, name), Config: filepath.Join(l.spec.Dir, name, "node.yml")}
+	nodes := []Node{n}
+	if err := assignPorts(nodes); err != nil {
+		l.mu.Unlock()
+		return Node{}, err
+	}
+	n = nodes[0]
+	if err := os.MkdirAll(n.RedisDir(), 0o755); err != nil {
+		l.mu.Unlock()
+		return Node{}, fmt.Errorf("create %s: %w", n.RedisDir(), err)
+	}
+	cfg := NodeConfig(n, l.nodes, l.spec.ReadConsistency, l.spec.WriteConsistency, "")
+	cfg = append(cfg, "  troop_join: true\n"...)
+	if err := os.WriteFile(n.Config, cfg, 0o644); err != nil {
+		l.mu.Unlock()
+		return Node{}, fmt.Errorf("write %s: %w", n.Config, err)
+	}
+	// The procs keep pointers to their position: a new slice for the
+	// positions, so those of the others stay where they are.
+	l.nodes = append(append(make([]Node, 0, len(l.nodes)+1), l.nodes...), n)
+	pos := &l.nodes[len(l.nodes)-1]
+	nodeArgv := []string{l.spec.Troop, "node", "--config", n.Config, "--log-format", l.spec.LogFormat}
+	if l.spec.NodeCommand != nil {
+		nodeArgv = l.spec.NodeCommand(n)
+	}
+	np := &proc{node: pos, kind: NodeProc, argv: nodeArgv, log: n.NodeLog(), addr: n.Listen, want: true, state: Stopped}
+	rp := &proc{node: pos, kind: RedisProc, argv: redisCommand(l.spec.RedisServer, n), log: n.RedisLog(), addr: n.Redis, want: true, state: Stopped}
+	l.procs = append(l.procs, np, rp)
+	l.log.Info("adding a node", "node", name, "dc", dc, "rack", rack, "token", token, "dyn_listen", n.DynListen)
+	err := l.start(rp)
+	l.mu.Unlock()
+	deadline := time.Now().Add(l.spec.ReadyTimeout)
+	if err == nil {
+		err = l.waitReady(ctx, []*proc{rp}, deadline)
+	}
+	if err == nil {
+		l.mu.Lock()
+		err = l.start(np)
+		l.mu.Unlock()
+	}
+	if err == nil {
+		err = l.waitReady(ctx, []*proc{np}, deadline)
+	}
+	if err != nil {
+		return n, fmt.Errorf("add %s: %w (stop it with: troop lab stop %s; troop lab stop --redis %s)", name, err, name, name)
+	}
+	return n, nil
+}

@@ -1,0 +1,542 @@
+package node
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/troop-lab/troop/internal/testredis"
+	"github.com/troop-lab/troop/node/consistency"
+	"github.com/troop-lab/troop/node/membership"
+	"github.com/troop-lab/troop/topology"
+)
+
+// A node is added to rack1 at the middle of its range and later removed,
+// both under load through all three coordinators at DC_QUORUM: no
+// acknowledged write is lost, the new owner holds exactly the keys of its
+// range, the old owner none of them, and the removed node nothing.
+func TestMembershipAddRemoveUnderLoad(t *testing.T) {
+	if problems := membershipUnderLoad(t, ""); len(problems) > 0 {
+		t.Fatalf("%d problems, the first ones:\n%s", len(problems), strings.Join(problems[:min(len(problems), 20)], "\n"))
+	}
+}
+
+// The mutation check: with mirroring off (the planted bug
+// no-handoff-mirror) writes that land on the old owner after its range
+// was streamed never reach the new owner, and the checker says so.
+func TestMembershipCheckCatchesNoHandoffMirror(t *testing.T) {
+	problems := membershipUnderLoad(t, topology.BugNoHandoffMirror)
+	if len(problems) == 0 {
+		t.Fatal("the checker found nothing wrong with mirroring off: it cannot catch lost handoff writes")
+	}
+	t.Logf("the checker caught %d problems, e.g. %s", len(problems), problems[0])
+}
+
+// loadModel is the writers' record: per key, the highest sequence number
+// a write of it was acknowledged with.
+type loadModel struct {
+	mu    sync.Mutex
+	acked map[string]int
+	fails int
+}
+
+// runWriters writes through every coordinator, one write every few
+// milliseconds each, until stop closes (or each writer made max writes):
+// mostly new keys, a quarter overwrites of earlier ones, each value a
+// sequence number higher than the key's last.
+func runWriters(t *testing.T, tc *testCluster, model *loadModel, round int, stop chan struct{}) *sync.WaitGroup {
+	var wg sync.WaitGroup
+	for w := 0; w < 3; w++ {
+		c := tc.client(w, "DC_QUORUM")
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			const max = 5000
+			tick := time.NewTicker(4 * time.Millisecond)
+			defer tick.Stop()
+			for seq := 1; seq <= max; seq++ {
+				select {
+				case <-stop:
+					return
+				case <-tick.C:
+				}
+				idx := seq
+				if seq%4 == 0 {
+					idx = seq / 2
+				}
+				key := fmt.Sprintf("r%d-w%d-%d", round, w, idx)
+				v, err := c.try("SET", key, strconv.Itoa(seq))
+				model.mu.Lock()
+				if err == nil && !v.IsError() && model.acked[key] < seq {
+					model.acked[key] = seq
+				} else if err != nil || v.IsError() {
+					model.fails++
+				}
+				model.mu.Unlock()
+				if err != nil {
+					return
+				}
+			}
+		}()
+	}
+	return &wg
+}
+
+func adminPost(t *testing.T, admin, path string, q url.Values) (int, ChangeReport, string) {
+	t.Helper()
+	res, err := http.Post("http://"+admin+path+"?"+q.Encode(), "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	body, _ := io.ReadAll(res.Body)
+	var rep ChangeReport
+	json.Unmarshal(body, &rep)
+	return res.StatusCode, rep, string(body)
+}
+
+// redisKeys lists the values troop keeps on a redis-server (not the
+// version keys), with their values.
+func redisKeys(t *testing.T, addr string) map[string]string {
+	t.Helper()
+	c := dial(t, addr)
+	out := map[string]string{}
+	cursor := "0"
+	for {
+		v := c.do("SCAN", cursor, "COUNT", "1000")
+		for _, e := range v.Elems[1].Elems {
+			k := string(e.Str)
+			if !strings.HasPrefix(k, reservedPrefix) {
+				out[k] = ""
+			}
+		}
+		cursor = string(v.Elems[0].Str)
+		if cursor == "0" {
+			break
+		}
+	}
+	for k := range out {
+		out[k] = c.must("GET", k)
+	}
+	return out
+}
+
+// checkHandoff checks a moved range after its change: the new owner's
+// redis-server holds the keys of the range that were written, each at
+// least at its last acknowledged value (and, when exactly, no other key),
+// and the old owner's none of them.
+func checkHandoff(t *testing.T, n *Node, model *loadModel, r membership.Range, newRedis, oldRedis string, exactly bool) []string {
+	var problems []string
+	have, old := redisKeys(t, newRedis), redisKeys(t, oldRedis)
+	model.mu.Lock()
+	defer model.mu.Unlock()
+	for k, v := range have {
+		if !r.Contains(n.token([]byte(k))) {
+			if exactly {
+				problems = append(problems, fmt.Sprintf("the new owner holds %s, outside its range", k))
+			}
+			continue
+		}
+		if _, ok := model.acked[k]; !ok {
+			seq, _ := strconv.Atoi(v)
+			if seq == 0 {
+				problems = append(problems, fmt.Sprintf("the new owner holds %s = %q, which nobody wrote", k, v))
+			}
+		}
+	}
+	var keys []string
+	for k := range model.acked {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if !r.Contains(n.token([]byte(k))) {
+			continue
+		}
+		seq, _ := strconv.Atoi(have[k])
+		if seq < model.acked[k] {
+			problems = append(problems, fmt.Sprintf("the new owner holds %s = %q, older than its last acknowledged write %d", k, have[k], model.acked[k]))
+		}
+		if _, ok := old[k]; ok {
+			problems = append(problems, fmt.Sprintf("the old owner still holds %s after cleanup", k))
+		}
+	}
+	return problems
+}
+
+// checkReadBack reads every acknowledged key through each node at
+// DC_QUORUM.
+func checkReadBack(t *testing.T, addrs []string, model *loadModel) []string {
+	var problems []string
+	model.mu.Lock()
+	defer model.mu.Unlock()
+	for _, a := range addrs {
+		c := dial(t, a)
+		c.must("TROOP", "CONSISTENCY", "DC_QUORUM")
+		for k, want := range model.acked {
+			v, err := c.try("GET", k)
+			if err != nil {
+				return append(problems, fmt.Sprintf("GET %s through %s: %v", k, a, err))
+			}
+			if seq, _ := strconv.Atoi(string(v.Str)); v.IsError() || seq < want {
+				problems = append(problems, fmt.Sprintf("GET %s through %s = %s, want at least %d", k, a, v, want))
+			}
+		}
+	}
+	return problems
+}
+
+// membershipUnderLoad runs the add and the removal and returns what the
+// checks found; with a planted bug it returns after the add's checks.
+func membershipUnderLoad(t *testing.T, bug string) []string {
+	tc := startCluster(t, clusterOpts{racks: 3, read: consistency.DCQuorum, write: consistency.DCQuorum,
+		configure: func(c *topology.Config) { c.PlantedBug = bug }})
+	old := tc.nodes[0] // rack1's only node, token 0
+
+	fresh, split := startJoining(t, tc)
+	c := fresh.cfg
+	model := &loadModel{acked: map[string]int{}}
+	pause := func() { time.Sleep(400 * time.Millisecond) } // writes land on the old owner after the streaming
+	tc.nodes[1].node.changes.afterStream = pause
+	tc.nodes[2].node.changes.afterStream = pause
+
+	// The add, under load.
+	stop := make(chan struct{})
+	wg := runWriters(t, tc, model, 1, stop)
+	time.Sleep(300 * time.Millisecond)
+	code, rep, body := adminPost(t, tc.nodes[1].cfg.StatsListen, "/cluster/add", url.Values{"addr": {c.DynListen}, "rack": {"rack1"}})
+	time.Sleep(200 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+	if code != http.StatusOK || rep.State.Phase != membership.Stable || len(rep.State.New) != 4 {
+		t.Fatalf("POST /cluster/add: %d %s", code, body)
+	}
+	t.Logf("add: %d keys acknowledged, %d writes failed", len(model.acked), model.fails)
+	moved := membership.Range{Lo: old.cfg.Tokens[0], Hi: split}
+	problems := checkHandoff(t, fresh.node, model, moved, fresh.redis.Addr, old.redis.Addr, true)
+	problems = append(problems, checkReadBack(t, []string{tc.nodes[0].cfg.Listen, tc.nodes[1].cfg.Listen, tc.nodes[2].cfg.Listen, c.Listen}, model)...)
+	if len(problems) > 0 || bug != "" {
+		return problems
+	}
+	for _, tn := range append([]*testNode{fresh}, tc.nodes...) {
+		d := tn.node.Describe()
+		if len(d) != 4 {
+			t.Fatalf("%s describes %d members after the add, want 4", tn.cfg.Name, len(d))
+		}
+	}
+
+	// The removal, under load, driven from another node.
+	stop = make(chan struct{})
+	wg = runWriters(t, tc, model, 2, stop)
+	time.Sleep(300 * time.Millisecond)
+	code, rep, body = adminPost(t, tc.nodes[2].cfg.StatsListen, "/cluster/remove", url.Values{"addr": {c.DynListen}})
+	time.Sleep(200 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+	if code != http.StatusOK || rep.State.Phase != membership.Stable || len(rep.State.New) != 3 {
+		t.Fatalf("POST /cluster/remove: %d %s", code, body)
+	}
+	t.Logf("after the removal: %d keys acknowledged, %d writes failed", len(model.acked), model.fails)
+	problems = checkReadBack(t, []string{tc.nodes[0].cfg.Listen, tc.nodes[1].cfg.Listen, tc.nodes[2].cfg.Listen}, model)
+	if left := redisKeys(t, fresh.redis.Addr); len(left) > 0 {
+		problems = append(problems, fmt.Sprintf("the removed node's redis-server still holds %d keys", len(left)))
+	}
+	if n := dial(t, fresh.redis.Addr).must("DBSIZE"); n != "0" {
+		problems = append(problems, "the removed node's redis-server holds "+n+" keys (versions included)")
+	}
+	if v := dial(t, c.Listen).do("GET", "x"); !v.IsError() || string(v.Str) != "ERR troop: this node was removed from the cluster" {
+		problems = append(problems, fmt.Sprintf("the removed node answered GET with %s", v))
+	}
+	// Every key of the range is back on the old owner.
+	problems = append(problems, checkHandoff(t, old.node, model, moved, old.redis.Addr, fresh.redis.Addr, false)...)
+	return problems
+}
+
+// startJoining starts a node with troop_join for rack1, at the middle of
+// rack1's one range, and checks that it refuses clients meanwhile.
+func startJoining(t *testing.T, tc *testCluster) (*testNode, uint32) {
+	old := tc.nodes[0]
+	split, err := membership.SplitToken([]membership.Member{{Addr: old.cfg.DynListen, DC: "dc1", Rack: "rack1", Tokens: old.cfg.Tokens}}, "dc1", "rack1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return startJoiningAt(t, tc, "rack1", split), split
+}
+
+// startJoiningAt starts a node with troop_join for rack at token, every
+// node of tc its seeds, and checks that it refuses clients meanwhile.
+func startJoiningAt(t *testing.T, tc *testCluster, rack string, token uint32) *testNode {
+	c := topology.Default()
+	c.Datacenter, c.Rack, c.Name = "dc1", rack, "dc1-"+rack+"-new"
+	c.Listen, c.DynListen, c.StatsListen = freePort(t), freePort(t), freePort(t)
+	c.Tokens, c.Timeout, c.Join, c.PlantedBug = []uint32{token}, 2*time.Second, true, tc.nodes[0].cfg.PlantedBug
+	c.ReadConsistency, c.WriteConsistency = consistency.DCQuorum, consistency.DCQuorum
+	c.DataDir = t.TempDir()
+	for _, o := range tc.nodes {
+		c.Seeds = append(c.Seeds, topology.Seed{Addr: o.cfg.DynListen, Rack: o.cfg.Rack, DC: o.cfg.Datacenter, Tokens: o.cfg.Tokens})
+	}
+	fresh := &testNode{t: t, cfg: c, redis: testredis.StartArgs(t), log: tc.nodes[0].log}
+	c.Servers = []topology.Server{{Addr: fresh.redis.Addr, Weight: 1}}
+	fresh.start()
+	t.Cleanup(fresh.stop)
+	waitPing(t, c.Listen)
+	if v := dial(t, c.Listen).do("SET", "x", "1"); !v.IsError() || !strings.HasPrefix(string(v.Str), "TRYAGAIN") {
+		t.Fatalf("a joining node answered SET with %s, want TRYAGAIN", v)
+	}
+	return fresh
+}
+
+// A replacement takes over every key of the node it replaces, which ends
+// empty and refuses clients; the cluster serves throughout.
+func TestMembershipReplace(t *testing.T) {
+	tc := startCluster(t, clusterOpts{racks: 3, read: consistency.DCQuorum, write: consistency.DCQuorum})
+	gone := tc.nodes[1] // rack2's only node
+	fresh := startJoiningAt(t, tc, "rack2", gone.cfg.Tokens[0])
+	model := &loadModel{acked: map[string]int{}}
+	stop := make(chan struct{})
+	wg := runWriters(t, tc, model, 1, stop)
+	time.Sleep(200 * time.Millisecond)
+	// The coordinator of one writer is the node replaced: its writes fail
+	// once it is out, and are not acknowledged.
+	code, rep, body := adminPost(t, tc.nodes[2].cfg.StatsListen, "/cluster/replace", url.Values{"old": {gone.cfg.DynListen}, "addr": {fresh.cfg.DynListen}})
+	close(stop)
+	wg.Wait()
+	if code != http.StatusOK || rep.State.Phase != membership.Stable || len(rep.State.New) != 3 || len(rep.Moves) != 1 || rep.Moves[0].Range.Lo != rep.Moves[0].Range.Hi {
+		t.Fatalf("POST /cluster/replace: %d %s", code, body)
+	}
+	whole := membership.Range{} // Lo == Hi: the whole ring
+	problems := checkHandoff(t, fresh.node, model, whole, fresh.redis.Addr, gone.redis.Addr, true)
+	problems = append(problems, checkReadBack(t, []string{tc.nodes[0].cfg.Listen, tc.nodes[2].cfg.Listen, fresh.cfg.Listen}, model)...)
+	if n := dial(t, gone.redis.Addr).must("DBSIZE"); n != "0" {
+		problems = append(problems, "the replaced node's redis-server holds "+n+" keys")
+	}
+	if v := dial(t, gone.cfg.Listen).do("GET", "x"); !v.IsError() || string(v.Str) != "ERR troop: this node was removed from the cluster" {
+		problems = append(problems, fmt.Sprintf("the replaced node answered GET with %s", v))
+	}
+	if len(problems) > 0 {
+		t.Fatalf("%d problems, e.g.\n%s", len(problems), strings.Join(problems[:min(len(problems), 20)], "\n"))
+	}
+}
+
+// A new node killed in the middle of its handoff leaves the cluster
+// serving, with the change under way; cancel rolls it back though the
+// node is still down; the node restarts from the step it saved; a second
+// add, killed again, is resumed once the node is back, and completes.
+func TestMembershipKilledMidHandoffCancelResume(t *testing.T) {
+	tc := startCluster(t, clusterOpts{racks: 3, read: consistency.DCQuorum, write: consistency.DCQuorum})
+	old := tc.nodes[0]
+	fresh, split := startJoining(t, tc)
+	addr := fresh.cfg.DynListen
+	kill := func() { fresh.stop() }
+	tc.nodes[1].node.changes.afterStream = kill
+
+	model := &loadModel{acked: map[string]int{}}
+	stop := make(chan struct{})
+	wg := runWriters(t, tc, model, 1, stop)
+	time.Sleep(200 * time.Millisecond)
+	code, rep, body := adminPost(t, tc.nodes[1].cfg.StatsListen, "/cluster/add", url.Values{"addr": {addr}, "rack": {"rack1"}})
+	if code != http.StatusInternalServerError || !strings.Contains(rep.Error, "did not take step 2 (switched), so no member did") {
+		t.Fatalf("add with the new node killed after streaming: %d %s", code, body)
+	}
+	time.Sleep(300 * time.Millisecond) // the cluster goes on serving, routed by the old members
+	close(stop)
+	wg.Wait()
+	for _, tn := range tc.nodes {
+		if st := tn.node.view().state; st.Phase != membership.Streaming || st.Epoch != 1 {
+			t.Fatalf("%s holds step %d (%s), want 1 (streaming)", tn.cfg.Name, st.Epoch, st.Phase)
+		}
+	}
+	if p := checkReadBack(t, []string{tc.nodes[0].cfg.Listen, tc.nodes[1].cfg.Listen, tc.nodes[2].cfg.Listen}, model); len(p) > 0 {
+		t.Fatalf("after the kill: %d problems, e.g. %s", len(p), p[0])
+	}
+
+	// Cancel, from another node, with the new node still down.
+	code, rep, body = adminPost(t, tc.nodes[2].cfg.StatsListen, "/cluster/cancel", nil)
+	if code != http.StatusOK || rep.State.Phase != membership.Stable || rep.State.Epoch != 2 || len(rep.State.New) != 3 || len(rep.Missed) == 0 {
+		t.Fatalf("cancel: %d %s", code, body)
+	}
+	if d := tc.nodes[0].node.Describe(); len(d) != 3 {
+		t.Fatalf("after the cancel rack1's node routes by %d members, want 3", len(d))
+	}
+	dial(t, tc.nodes[0].cfg.Listen).must("SET", "after-cancel", "1")
+
+	// The node restarts from the step it saved; a resume finds nothing
+	// under way (the newest step any member holds is the cancel's).
+	fresh.start()
+	waitPing(t, fresh.cfg.Listen)
+	waitUp(t, tc, addr)
+	if st := fresh.node.view().state; st.Epoch != 1 || st.Phase != membership.Streaming {
+		t.Fatalf("the restarted node holds step %d (%s), want the saved 1 (streaming)", st.Epoch, st.Phase)
+	}
+	if code, _, body := adminPost(t, tc.nodes[1].cfg.StatsListen, "/cluster/resume", nil); code != http.StatusConflict || !strings.Contains(body, "nothing to resume") {
+		t.Fatalf("resume with nothing under way: %d %s", code, body)
+	}
+
+	// Add it again, killed again; resumed once it is back.
+	stop = make(chan struct{})
+	wg = runWriters(t, tc, model, 2, stop)
+	time.Sleep(200 * time.Millisecond)
+	code, _, body = adminPost(t, tc.nodes[1].cfg.StatsListen, "/cluster/add", url.Values{"addr": {addr}, "rack": {"rack1"}})
+	if code != http.StatusInternalServerError || !strings.Contains(body, "did not take step 4 (switched)") {
+		t.Fatalf("second add with the new node killed: %d %s", code, body)
+	}
+	fresh.start()
+	waitPing(t, fresh.cfg.Listen)
+	waitUp(t, tc, addr)
+	tc.nodes[1].node.changes.afterStream = nil
+	code, rep, body = adminPost(t, tc.nodes[2].cfg.StatsListen, "/cluster/resume", nil)
+	time.Sleep(200 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+	if code != http.StatusOK || rep.State.Phase != membership.Stable || rep.State.Epoch != 5 || len(rep.State.New) != 4 {
+		t.Fatalf("resume: %d %s", code, body)
+	}
+	moved := membership.Range{Lo: old.cfg.Tokens[0], Hi: split}
+	problems := checkHandoff(t, fresh.node, model, moved, fresh.redis.Addr, old.redis.Addr, true)
+	problems = append(problems, checkReadBack(t, []string{tc.nodes[0].cfg.Listen, tc.nodes[1].cfg.Listen, tc.nodes[2].cfg.Listen, fresh.cfg.Listen}, model)...)
+	if len(problems) > 0 {
+		t.Fatalf("%d problems, e.g.\n%s", len(problems), strings.Join(problems[:min(len(problems), 20)], "\n"))
+	}
+}
+
+// waitUp waits until every node of tc holds the member at addr up: a
+// restarted node is marked down until its heartbeats come back.
+func waitUp(t *testing.T, tc *testCluster, addr string) {
+	eventually(t, 10*time.Second, func() string {
+		for _, tn := range tc.nodes {
+			if m := tn.node.memberByAddr(addr); m != nil && m.isDown() {
+				return fmt.Sprintf("%s holds %s down", tn.cfg.Name, addr)
+			}
+		}
+		return ""
+	})
+}
+
+// Two changes started at once on two nodes make two different steps of
+// one epoch: a node holding one refuses the other, so the drivers stop.
+func TestMembershipConflictingStep(t *testing.T) {
+	tc := startCluster(t, clusterOpts{racks: 2})
+	n := tc.nodes[0].node
+	st := n.view().state
+	one, err := st.Add(membership.Member{Addr: freePort(t), DC: "dc1", Rack: "rack1", Tokens: []uint32{1 << 30}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := st.Add(membership.Member{Addr: freePort(t), DC: "dc1", Rack: "rack2", Tokens: []uint32{1 << 30}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.takeStep(one, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.takeStep(one, ""); err != nil {
+		t.Fatalf("the same step again: %v", err)
+	}
+	if err := n.takeStep(other, ""); err == nil || !strings.Contains(err.Error(), "conflicting membership step: this node holds another step 1 (add ") {
+		t.Fatalf("another step of the same epoch: %v", err)
+	}
+	if got := n.view().state; !sameStep(got, one) {
+		t.Fatalf("the node routes by %+v, want the first step", got)
+	}
+}
+
+// With the old owner down, the nodes of the other racks stream the range
+// to the new one: every key written before is there after the add.
+func TestMembershipAddWithOldOwnerDown(t *testing.T) {
+	tc := startCluster(t, clusterOpts{racks: 3, read: consistency.DCQuorum, write: consistency.DCQuorum})
+	old := tc.nodes[0]
+	fresh, split := startJoining(t, tc)
+	model := &loadModel{acked: map[string]int{}}
+	w := tc.client(1, "DC_QUORUM")
+	for i := 0; i < 300; i++ {
+		k := fmt.Sprintf("k%d", i)
+		w.must("SET", k, "1")
+		model.acked[k] = 1
+	}
+	old.stop()
+	waitDown(t, tc.nodes[1:], old.cfg.DynListen)
+	code, rep, body := adminPost(t, tc.nodes[2].cfg.StatsListen, "/cluster/add", url.Values{"addr": {fresh.cfg.DynListen}, "rack": {"rack1"}})
+	if code != http.StatusOK || rep.State.Phase != membership.Stable || !slices.Contains(rep.Missed, old.cfg.DynListen) {
+		t.Fatalf("add with the old owner down: %d %s", code, body)
+	}
+	moved := membership.Range{Lo: old.cfg.Tokens[0], Hi: split}
+	have := redisKeys(t, fresh.redis.Addr)
+	in := 0
+	for k := range model.acked {
+		if moved.Contains(fresh.node.token([]byte(k))) {
+			in++
+			if have[k] != "1" {
+				t.Errorf("the new owner lacks %s", k)
+			}
+		}
+	}
+	if in == 0 || len(have) != in {
+		t.Fatalf("the new owner holds %d keys, the range %d", len(have), in)
+	}
+	if p := checkReadBack(t, []string{fresh.cfg.Listen, tc.nodes[1].cfg.Listen, tc.nodes[2].cfg.Listen}, model); len(p) > 0 {
+		t.Fatalf("%d problems, e.g. %s", len(p), p[0])
+	}
+}
+
+// waitDown waits until every node of nodes holds the member at addr down.
+func waitDown(t *testing.T, nodes []*testNode, addr string) {
+	eventually(t, 10*time.Second, func() string {
+		for _, tn := range nodes {
+			if m := tn.node.memberByAddr(addr); m == nil || !m.isDown() {
+				return fmt.Sprintf("%s does not hold %s down", tn.cfg.Name, addr)
+			}
+		}
+		return ""
+	})
+}
+
+// The membership endpoints are admin changes: POST only, with the token;
+// bad parameters are a 400 and a refused change a 409 that says why.
+func TestMembershipAdminEndpoints(t *testing.T) {
+	tc := startCluster(t, clusterOpts{racks: 2, configure: func(c *topology.Config) { c.AdminToken = "s3cret" }})
+	admin := "http://" + tc.nodes[0].cfg.StatsListen
+	call := func(method, path, token string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, admin+path, nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		body, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(body)
+	}
+	addr := url.QueryEscape(tc.nodes[0].cfg.DynListen)
+	for _, c := range []struct {
+		method, path, token string
+		code                int
+		want                string
+	}{
+		{"POST", "/cluster/remove?addr=" + addr, "", http.StatusUnauthorized, "needs the admin token"},
+		{"GET", "/cluster/remove?addr=" + addr, "s3cret", http.StatusMethodNotAllowed, "answers POST or PUT only"},
+		{"POST", "/cluster/add?rack=rack1", "s3cret", http.StatusBadRequest, "want addr=PEER_ADDRESS and rack=RACK"},
+		{"POST", "/cluster/add?addr=x:1&rack=rack1&tokens=abc", "s3cret", http.StatusBadRequest, `"abc" is not a token`},
+		{"POST", "/cluster/remove?addr=" + addr, "s3cret", http.StatusConflict, "is the last node of rack dc1/rack1"},
+		{"POST", "/cluster/add?addr=x:1&rack=rack9", "s3cret", http.StatusConflict, "adding a whole rack is not supported yet"},
+		{"POST", "/cluster/resume", "s3cret", http.StatusConflict, "nothing to resume"},
+		{"POST", "/cluster/cancel", "s3cret", http.StatusConflict, "nothing to cancel"},
+		{"POST", "/cluster/grow", "s3cret", http.StatusNotFound, "want add, remove, replace, cancel or resume"},
+		{"GET", "/cluster/membership", "", http.StatusOK, `"phase": "stable"`},
+	} {
+		if code, body := call(c.method, c.path, c.token); code != c.code || !strings.Contains(body, c.want) {
+			t.Errorf("%s %s: %d %s, want %d and %q", c.method, c.path, code, body, c.code, c.want)
+		}
+	}
+}
