@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -36,6 +37,14 @@ type Options struct {
 	// nodes with requirepass or troop_users, and dials TLS when its TLS is
 	// set, for nodes with troop_tls_client. Its DB must be 0.
 	Dial Dial
+	// Follow, if set, tells the cluster's nodes as they are now
+	// (FollowDescribe asks a node's /cluster_describe): the client asks it
+	// every FollowEvery (default 2 s) and routes by its answer from then
+	// on, so it follows nodes added to its racks, removed or replaced,
+	// without a restart. An answer that fails, or that lacks the client's
+	// own rack, leaves the routing as it was.
+	Follow      func(context.Context) ([]Node, error)
+	FollowEvery time.Duration
 }
 
 // Retry is the policy for requests that fail on the way: the node is down,
@@ -56,12 +65,24 @@ type Retry struct {
 // Cluster is a token-aware, rack-aware client for a troop cluster. It is
 // safe for concurrent use.
 type Cluster struct {
-	opts   Options
-	nodes  []Node
-	racks  []*rackRing // the local datacenter: the client's rack first, then the next by name, wrapping
-	conns  []*conn     // every connection, for Flush and Close
-	rr     atomic.Uint32
-	closed atomic.Bool
+	opts      Options
+	handshake link.Handshake
+	routes    atomic.Pointer[routes]
+	conns     atomic.Pointer[[]*conn] // every connection made, for Flush and Close: a request may sit on one that routing no longer uses
+	rr        atomic.Uint32
+	closed    atomic.Bool
+
+	mu       sync.Mutex         // makes routes, one at a time
+	byAddr   map[string][]*conn // the connections to each node address, kept across routes
+	stop     context.CancelFunc // ends following; nil without Follow
+	followed sync.WaitGroup
+}
+
+// routes are the nodes as last known, and the local datacenter's racks
+// made of them: the client's rack first, then the next by name, wrapping.
+type routes struct {
+	nodes []Node
+	racks []*rackRing
 }
 
 // rackRing is one rack's token ring and its nodes.
@@ -87,26 +108,87 @@ func NewCluster(nodes []Node, opts Options) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{opts: opts, nodes: append([]Node(nil), nodes...)}
 	// Every connect and reconnect authenticates and sets the levels before
 	// any request, so none runs at the node's default level by mistake.
-	handshake := handshake(opts.Dial.setup(opts.ReadLevel, opts.WriteLevel))
-	for _, name := range rackOrder(nodes, opts.DC, opts.Rack) {
-		rk, err := newRackRing(name, inRack(nodes, opts.DC, name))
-		if err != nil {
-			return nil, err
-		}
-		for _, m := range rk.members {
-			for range opts.ConnsPerNode {
-				cn := &conn{l: link.NewDial(m.node.String(), m.node.Addr, opts.Timeout, opts.Dial.Dialer(), handshake)}
-				m.conns = append(m.conns, cn)
-				c.conns = append(c.conns, cn)
-			}
-		}
-		c.racks = append(c.racks, rk)
+	c := &Cluster{opts: opts, handshake: handshake(opts.Dial.setup(opts.ReadLevel, opts.WriteLevel)), byAddr: map[string][]*conn{}}
+	c.conns.Store(&[]*conn{})
+	if err := c.route(nodes); err != nil {
+		return nil, err
+	}
+	if opts.Follow != nil {
+		ctx, stop := context.WithCancel(context.Background())
+		c.stop = stop
+		c.followed.Add(1)
+		go c.follow(ctx)
 	}
 	return c, nil
 }
+
+// route makes the client route by nodes from now on. A node keeps its
+// connections from one routing to the next.
+func (c *Cluster) route(nodes []Node) error {
+	if err := checkNodes(nodes); err != nil {
+		return err
+	}
+	if len(inRack(nodes, c.opts.DC, c.opts.Rack)) == 0 {
+		return fmt.Errorf("client: no node in the client's rack %s/%s", c.opts.DC, c.opts.Rack)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r := &routes{nodes: append([]Node(nil), nodes...)}
+	for _, name := range rackOrder(nodes, c.opts.DC, c.opts.Rack) {
+		rk, err := newRackRing(name, inRack(nodes, c.opts.DC, name))
+		if err != nil {
+			return err
+		}
+		for _, m := range rk.members {
+			m.conns = c.connsTo(m.node)
+		}
+		r.racks = append(r.racks, rk)
+	}
+	c.routes.Store(r)
+	return nil
+}
+
+// connsTo returns the connections to node's address, made on first use.
+// c.mu is held.
+func (c *Cluster) connsTo(node Node) []*conn {
+	if conns, ok := c.byAddr[node.Addr]; ok {
+		return conns
+	}
+	var conns []*conn
+	for range c.opts.ConnsPerNode {
+		conns = append(conns, &conn{l: link.NewDial(node.String(), node.Addr, c.opts.Timeout, c.opts.Dial.Dialer(), c.handshake)})
+	}
+	c.byAddr[node.Addr] = conns
+	all := append(append([]*conn(nil), *c.conns.Load()...), conns...)
+	c.conns.Store(&all)
+	if c.closed.Load() { // Close ran meanwhile: it did not see these
+		closeAll(conns)
+	}
+	return conns
+}
+
+// follow routes by Follow's answer every FollowEvery, until Close.
+func (c *Cluster) follow(ctx context.Context) {
+	defer c.followed.Done()
+	t := time.NewTicker(c.opts.FollowEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		ask, cancel := context.WithTimeout(ctx, c.opts.FollowEvery)
+		nodes, err := c.opts.Follow(ask)
+		cancel()
+		if err == nil {
+			c.route(nodes) // a routing it refuses leaves the last one
+		}
+	}
+}
+
 
 func (o Options) withDefaults(nodes []Node) (Options, error) {
 	var err error
@@ -118,6 +200,12 @@ func (o Options) withDefaults(nodes []Node) (Options, error) {
 	}
 	if o.Dial.DB != 0 {
 		return o, fmt.Errorf("client: database %d: a troop cluster has database 0 only", o.Dial.DB)
+	}
+	if o.FollowEvery == 0 {
+		o.FollowEvery = 2 * time.Second
+	}
+	if o.FollowEvery < 0 {
+		return o, fmt.Errorf("client: follow every %v: must be positive", o.FollowEvery)
 	}
 	if o.Retry.Attempts < 0 {
 		return o, fmt.Errorf("client: %d retry attempts: must not be negative", o.Retry.Attempts)
@@ -224,7 +312,7 @@ func (c *Cluster) Send(args [][]byte, done func(raw []byte, err error)) { c.send
 
 // Flush writes out every command queued by Send, one write per connection
 // that has any.
-func (c *Cluster) Flush() { flushAll(c.conns) }
+func (c *Cluster) Flush() { flushAll(*c.conns.Load()) }
 
 // Do runs one command and waits for its reply, or for ctx. An error reply
 // is returned as a *ReplyError along with the raw frame.
@@ -234,13 +322,19 @@ func (c *Cluster) Do(ctx context.Context, args ...[]byte) ([]byte, error) {
 
 // Close closes every connection; requests in flight fail.
 func (c *Cluster) Close() error {
+	if c.stop != nil {
+		c.stop()
+		c.followed.Wait()
+	}
+	c.mu.Lock()
 	c.closed.Store(true)
-	closeAll(c.conns)
+	c.mu.Unlock()
+	closeAll(*c.conns.Load())
 	return nil
 }
 
-// Nodes returns the topology the client was made with.
-func (c *Cluster) Nodes() []Node { return append([]Node(nil), c.nodes...) }
+// Nodes returns the topology the client routes by.
+func (c *Cluster) Nodes() []Node { return append([]Node(nil), c.routes.Load().nodes...) }
 
 // Place returns the client's datacenter and rack.
 func (c *Cluster) Place() (dc, rack string) { return c.opts.DC, c.opts.Rack }
@@ -250,8 +344,9 @@ func (c *Cluster) Place() (dc, rack string) { return c.opts.DC, c.opts.Rack }
 // its owner in the next rack that is not.
 func (c *Cluster) Route(key []byte) Node {
 	h := ring.Hash(key)
-	i, _ := c.first(h, true)
-	rk := c.racks[i]
+	r := c.routes.Load()
+	i, _ := c.first(r, h, true)
+	rk := r.racks[i]
 	return rk.members[rk.ring.Owner(h)].node
 }
 
@@ -271,7 +366,7 @@ func (c *Cluster) send(args [][]byte, done func([]byte, error)) *conn {
 	if keyed {
 		h = ring.Hash(key)
 	}
-	i, cn := c.first(h, keyed)
+	i, cn := c.first(c.routes.Load(), h, keyed)
 	if c.opts.Retry.Attempts == 0 { // nothing to resend: no copy of the request to keep
 		sendEncoded(cn, args, done)
 		return cn
@@ -286,8 +381,8 @@ func (c *Cluster) send(args [][]byte, done func([]byte, error)) *conn {
 // connAt returns the connection for a request in rack i: the key's owner
 // there (keyless commands go to the rack's first node), and the owner's
 // connection for that key.
-func (c *Cluster) connAt(i int, h uint32, keyed bool) *conn {
-	rk := c.racks[i]
+func (c *Cluster) connAt(r *routes, i int, h uint32, keyed bool) *conn {
+	rk := r.racks[i]
 	m := rk.members[0]
 	if keyed {
 		m = rk.members[rk.ring.Owner(h)]
@@ -305,13 +400,13 @@ func (c *Cluster) connAt(i int, h uint32, keyed bool) *conn {
 // first picks where a request goes first: the client's rack, unless
 // CrossRack is on and that connection is down (it would fail at once), in
 // which case the next rack whose connection is not.
-func (c *Cluster) first(h uint32, keyed bool) (int, *conn) {
-	cn := c.connAt(0, h, keyed)
+func (c *Cluster) first(r *routes, h uint32, keyed bool) (int, *conn) {
+	cn := c.connAt(r, 0, h, keyed)
 	if !c.opts.Retry.CrossRack || cn.l.Up() {
 		return 0, cn
 	}
-	for i := 1; i < len(c.racks); i++ {
-		if alt := c.connAt(i, h, keyed); alt.l.Up() {
+	for i := 1; i < len(r.racks); i++ {
+		if alt := c.connAt(r, i, h, keyed); alt.l.Up() {
 			return i, alt
 		}
 	}
@@ -319,19 +414,23 @@ func (c *Cluster) first(h uint32, keyed bool) (int, *conn) {
 }
 
 // next picks where a retry goes after a failure in rack i.
+// The routing may have changed since the request's last try: a rack index
+// past the end wraps around.
 func (c *Cluster) next(i int, h uint32, keyed bool) (int, *conn) {
+	r := c.routes.Load()
+	n := len(r.racks)
 	if !c.opts.Retry.CrossRack {
-		return i, c.connAt(i, h, keyed)
+		i %= n
+		return i, c.connAt(r, i, h, keyed)
 	}
-	n := len(c.racks)
 	for k := 1; k <= n; k++ {
 		j := (i + k) % n
-		if cn := c.connAt(j, h, keyed); cn.l.Up() {
+		if cn := c.connAt(r, j, h, keyed); cn.l.Up() {
 			return j, cn
 		}
 	}
 	j := (i + 1) % n
-	return j, c.connAt(j, h, keyed)
+	return j, c.connAt(r, j, h, keyed)
 }
 
 // retrying is a request under a retry policy: it keeps its encoding and

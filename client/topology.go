@@ -191,10 +191,30 @@ func parseDynomite(data []byte, source, host string) ([]Node, []string, error) {
 // /cluster_describe answer, when fileOrAddr names one, or else from the
 // node whose admin API is at that address; troop's answer or Dynomite's.
 func FromCluster(ctx context.Context, fileOrAddr string) ([]Node, error) {
-	if st, err := os.Stat(fileOrAddr); err == nil && st.Mode().IsRegular() {
+	if isFile(fileOrAddr) {
 		return FromClusterFile(fileOrAddr)
 	}
 	return FromClusterDescribe(ctx, fileOrAddr)
+}
+
+func isFile(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && st.Mode().IsRegular()
+}
+
+// FollowDescribe is a Follow (Options) that asks the admin API at
+// adminAddr for its /cluster_describe.
+func FollowDescribe(adminAddr string) func(context.Context) ([]Node, error) {
+	return func(ctx context.Context) ([]Node, error) { return FromClusterDescribe(ctx, adminAddr) }
+}
+
+// FollowCluster is the Follow of a cluster named as FromCluster takes it:
+// FollowDescribe of an admin address, nil for a file, which stays as it is.
+func FollowCluster(fileOrAddr string) func(context.Context) ([]Node, error) {
+	if isFile(fileOrAddr) {
+		return nil
+	}
+	return FollowDescribe(fileOrAddr)
 }
 
 // SetDynomitePort gives the Dynomite nodes among nodes the client port

@@ -85,6 +85,9 @@ func (n *Node) stampedWrite(tr *trace, v *view, level consistency.Level, cmd *co
 				done(resp.AppendError(nil, fmt.Sprintf("ERR troop: %s write (%s) failed, outcome unknown: %s, which was to stamp it, did not answer (%s); it may have been applied, and repair may still spread it",
 					level, args[0], replicaName(m), err)))
 			default:
+				// This node's version went into the stamp, as a version
+				// query's answer would.
+				n.useReplica(tr, reps[0])
 				n.stats.stampedWrites.Add(1)
 				n.clock.observe(st.version)
 				st.replica = s

@@ -212,8 +212,13 @@ func benchTarget(ctx context.Context, targets, labDir, clusterAddr string, clien
 		return nil, "", err
 	}
 	auth.DB = 0 // --db does not apply to a cluster: a warning says so
-	t, err := bench.NewClusterTarget(nodes, "", client.Options{ConnsPerNode: cfg.Conns, Timeout: cfg.Timeout,
-		ReadLevel: level, WriteLevel: level, Dial: auth})
+	opts := client.Options{ConnsPerNode: cfg.Conns, Timeout: cfg.Timeout, ReadLevel: level, WriteLevel: level, Dial: auth}
+	if kind == bench.TargetTroop && labDir == "" {
+		// Nodes added to the cluster or taken out while the run goes on
+		// get their share of requests, and removed ones none.
+		opts.Follow = client.FollowCluster(clusterAddr)
+	}
+	t, err := bench.NewClusterTarget(nodes, "", opts)
 	if err != nil {
 		return nil, "", err
 	}

@@ -2,20 +2,24 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"net"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/troop-lab/troop/client"
 	"github.com/troop-lab/troop/lab"
 	"github.com/troop-lab/troop/resp"
+	"github.com/troop-lab/troop/ring"
 )
 
 // troop lab add-node starts a node that joins rack1 and adds it while the
 // cluster serves; remove-node takes it out and stops it. Keys written
 // before read back at DC_QUORUM through the new node, and after its
-// removal through another.
+// removal through another. A client following /cluster_describe routes a
+// key of the moved range to the new node once it is in, and back after.
 func TestLabAddRemoveNode(t *testing.T) {
 	l := startLab(t)
 	do := func(addr string, args ...string) resp.Value {
@@ -56,6 +60,36 @@ func TestLabAddRemoveNode(t *testing.T) {
 		}
 		return out.String()
 	}
+	nodes, err := client.FromLab(l.Dir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	follower, err := client.NewCluster(nodes, client.Options{DC: "dc1", Rack: "rack1", WriteLevel: "DC_QUORUM", ReadLevel: "DC_QUORUM",
+		Follow: client.FollowDescribe(l.Nodes()[0].StatsListen), FollowEvery: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer follower.Close()
+	moved := "moved-0" // a key of (0, 2^31], the range the new node takes
+	for i := 1; ring.Hash([]byte(moved)) == 0 || ring.Hash([]byte(moved)) > 1<<31; i++ {
+		moved = fmt.Sprintf("moved-%d", i)
+	}
+	routedTo := func(want string) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for follower.Route([]byte(moved)).Name != want {
+			if time.Now().After(deadline) {
+				t.Fatalf("the following client routes %s to %s, want %s", moved, follower.Route([]byte(moved)).Name, want)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if raw, err := follower.Do(ctx, []byte("SET"), []byte(moved), []byte(want)); err != nil || string(raw) != "+OK\r\n" {
+			t.Fatalf("SET through the following client, routed to %s: %q %v", want, raw, err)
+		}
+	}
+	routedTo("dc1-rack1-1")
 	out := run("add-node", "--rack", "rack1")
 	if !strings.Contains(out, "epoch 3, stable") || !strings.Contains(out, "moves dc1/rack1 (0, 2147483648]") {
 		t.Fatalf("add-node:\n%s", out)
@@ -69,6 +103,7 @@ func TestLabAddRemoveNode(t *testing.T) {
 			t.Fatalf("GET k%d through the added node = %s", i, v)
 		}
 	}
+	routedTo("dc1-rack1-2")
 	out = run("remove-node", "dc1-rack1-2")
 	if !strings.Contains(out, "epoch 6, stable") || !strings.Contains(out, "removed dc1-rack1-2 from the cluster and stopped it") {
 		t.Fatalf("remove-node:\n%s", out)
@@ -77,6 +112,10 @@ func TestLabAddRemoveNode(t *testing.T) {
 		if v := do(first, "GET", fmt.Sprintf("k%d", i)); string(v.Str) != fmt.Sprint(i) {
 			t.Fatalf("GET k%d after the removal = %s", i, v)
 		}
+	}
+	routedTo("dc1-rack1-1")
+	if v := do(first, "GET", moved); string(v.Str) != "dc1-rack1-1" {
+		t.Fatalf("GET %s after the removal = %s", moved, v)
 	}
 	st := l.Status()
 	n, err := st.Node("dc1-rack1-2")
