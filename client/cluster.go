@@ -189,7 +189,6 @@ func (c *Cluster) follow(ctx context.Context) {
 	}
 }
 
-
 func (o Options) withDefaults(nodes []Node) (Options, error) {
 	var err error
 	if o.DC, o.Rack, err = place(nodes, o.DC, o.Rack); err != nil {
