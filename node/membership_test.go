@@ -506,17 +506,7 @@ func TestMembershipAdminEndpoints(t *testing.T) {
 	admin := "http://" + tc.nodes[0].cfg.StatsListen
 	call := func(method, path, token string) (int, string) {
 		t.Helper()
-		req, _ := http.NewRequest(method, admin+path, nil)
-		if token != "" {
-			req.Header.Set("Authorization", "Bearer "+token)
-		}
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer res.Body.Close()
-		body, _ := io.ReadAll(res.Body)
-		return res.StatusCode, string(body)
+		return adminCall(t, method, admin+path, token)
 	}
 	addr := url.QueryEscape(tc.nodes[0].cfg.DynListen)
 	for _, c := range []struct {
