@@ -1,3 +1,10 @@
+// Left out of fuzzing builds (scripts/fuzz sets troopfuzz): client-go's
+// fake clientset, linked into the package's fuzz binary, carries its
+// coverage counters into every iteration of FuzzParseConfig, which ran
+// half as fast with it (20,000 inputs: 41 s against 21 s).
+
+//go:build !troopfuzz
+
 package suite
 
 import (
