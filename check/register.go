@@ -68,6 +68,22 @@ type Verdict struct {
 // Linearizable reports whether every key's history has a linearization.
 func (v Verdict) Linearizable() bool { return v.Result == string(porcupine.Ok) }
 
+// Problem is "" when every history is linearizable with no stale read;
+// else the result, the stale reads and the counterexample's operations,
+// one a line.
+func (v Verdict) Problem() string {
+	if v.Linearizable() && v.StaleReads == 0 {
+		return ""
+	}
+	p := fmt.Sprintf("%s, %d stale reads", v.Result, v.StaleReads)
+	if v.Counterexample != nil {
+		for _, o := range v.Counterexample.Ops {
+			p += "\n" + o.String()
+		}
+	}
+	return p
+}
+
 // Counterexample is the shortest prefix (by call time) of one key's history
 // that has no linearization, ending with the operation that made it so.
 type Counterexample struct {

@@ -95,3 +95,17 @@ func TestCounterexampleKeepsTheWritesItsReadsRead(t *testing.T) {
 		t.Fatalf("counterexample %v, want it to end with the read at 90", ce.Ops)
 	}
 }
+
+func TestVerdictProblem(t *testing.T) {
+	if p := (Verdict{Result: "Ok"}).Problem(); p != "" {
+		t.Errorf("a linearizable verdict's problem = %q", p)
+	}
+	w := Op{Client: 1, Key: "k", Write: true, Value: 7}
+	v := Verdict{Result: "Illegal", StaleReads: 2, Counterexample: &Counterexample{Key: "k", Ops: []Op{w}}}
+	if p := v.Problem(); p != "Illegal, 2 stale reads\n"+w.String() {
+		t.Errorf("problem = %q", p)
+	}
+	if p := (Verdict{Result: "Ok", StaleReads: 1}).Problem(); p != "Ok, 1 stale reads" {
+		t.Errorf("a stale read's problem = %q", p)
+	}
+}
