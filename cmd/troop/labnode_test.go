@@ -52,15 +52,11 @@ func TestLabAddRemoveNode(t *testing.T) {
 	}
 	run := func(args ...string) string {
 		t.Helper()
-		var out bytes.Buffer
-		cmd := newLabCmd()
-		cmd.SetOut(&out)
-		cmd.SetErr(&out)
-		cmd.SetArgs(append(args, "--dir", l.Dir()))
-		if err := cmd.Execute(); err != nil {
-			t.Fatalf("troop lab %v: %v\n%s", args, err, out.String())
+		out, err := labVerb(l.Dir(), args...)
+		if err != nil {
+			t.Fatal(err)
 		}
-		return out.String()
+		return out
 	}
 	nodes, err := client.FromLab(l.Dir())
 	if err != nil {
@@ -139,26 +135,16 @@ func TestRegistersLinearizableThroughMembershipChanges(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	labVerb := func(args ...string) error {
-		var out bytes.Buffer
-		cmd := newLabCmd()
-		cmd.SetOut(&out)
-		cmd.SetErr(&out)
-		cmd.SetArgs(append(args, "--dir", l.Dir()))
-		if err := cmd.Execute(); err != nil {
-			return fmt.Errorf("troop lab %v: %v\n%s", args, err, out.String())
-		}
-		return nil
-	}
+
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 	changed := make(chan error, 1)
 	go func() {
 		defer stop() // the workload ends with the changes
 		time.Sleep(2 * time.Second)
-		err := labVerb("add-node", "--rack", "rack1")
+		_, err := labVerb(l.Dir(), "add-node", "--rack", "rack1")
 		if err == nil {
-			err = labVerb("remove-node", "dc1-rack1-2")
+			_, err = labVerb(l.Dir(), "remove-node", "dc1-rack1-2")
 		}
 		time.Sleep(2 * time.Second)
 		changed <- err
@@ -181,4 +167,18 @@ func TestRegistersLinearizableThroughMembershipChanges(t *testing.T) {
 	if v.Writes < 1000 || v.Reads < 1000 {
 		t.Errorf("only %d reads and %d writes", v.Reads, v.Writes)
 	}
+}
+
+// labVerb runs troop lab ARGS --dir dir and returns what it printed; safe
+// off the test's goroutine.
+func labVerb(dir string, args ...string) (string, error) {
+	var out bytes.Buffer
+	cmd := newLabCmd()
+	cmd.SetOut(&out)
+	cmd.SetErr(&out)
+	cmd.SetArgs(append(args, "--dir", dir))
+	if err := cmd.Execute(); err != nil {
+		return "", fmt.Errorf("troop lab %v: %v\n%s", args, err, out.String())
+	}
+	return out.String(), nil
 }
