@@ -177,7 +177,7 @@ func (n *Node) writeLocal(b *batch, tr *trace, version []byte, cmd *command, key
 		if nilIsArray(cmd, args) { // Lua turned redis-server's null array into false, a null bulk
 			inner := done
 			done = func(raw []byte, err error) {
-				if err == nil && string(raw) == "$-1\r\n" {
+				if err == nil && isNullBulk(raw) {
 					raw = []byte("*-1\r\n")
 				}
 				inner(raw, err)

@@ -73,15 +73,20 @@ func (c *clock) skewNow() (Skew, time.Duration) {
 // observed.
 func (c *clock) next() []byte {
 	c.mu.Lock()
-	t := uint64(c.skew.at(c.now()).UnixMilli()) << 16
-	if t > c.last {
+	v := c.tickLocked(c.skew.at(c.now()).UnixMilli())
+	c.mu.Unlock()
+	return encodeVersion(v, c.node)
+}
+
+// tickLocked moves the clock to the reading ms (Unix milliseconds), or one
+// past its last version when that is ahead, and returns it.
+func (c *clock) tickLocked(ms int64) uint64 {
+	if t := uint64(ms) << 16; t > c.last {
 		c.last = t
 	} else {
 		c.last++
 	}
-	v := c.last
-	c.mu.Unlock()
-	return encodeVersion(v, c.node)
+	return c.last
 }
 
 // millis is the clock's reading in Unix milliseconds, skew included: the
@@ -97,11 +102,15 @@ func (c *clock) millis() int64 {
 // ms): a write stamped later could outrank writes acknowledged after its
 // coordinator gave up on it.
 func (c *clock) stampBefore(deadline int64, floor []byte) ([]byte, bool) {
-	if c.millis() > deadline {
+	f, _ := decodeVersion(floor) // none: 0
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ms := c.skew.at(c.now()).UnixMilli()
+	if ms > deadline {
 		return nil, false
 	}
-	c.observe(floor)
-	return c.next(), true
+	c.last = max(c.last, f)
+	return encodeVersion(c.tickLocked(ms), c.node), true
 }
 
 // observe moves the clock past a version seen from another node, so a write

@@ -140,3 +140,26 @@ func TestClockSkewAPI(t *testing.T) {
 		t.Errorf("clear: %d, %+v", code, info())
 	}
 }
+
+// A stamp is above the floor and every version the clock issued, and
+// refused once the clock reads past the deadline.
+func TestClockStampBefore(t *testing.T) {
+	now := time.UnixMilli(1_700_000_000_000)
+	c := newClock(3, func() time.Time { return now })
+	issued := c.next()
+	floor := newClock(9, func() time.Time { return now.Add(time.Minute) }).next()
+	v, ok := c.stampBefore(now.UnixMilli(), floor)
+	if !ok || bytes.Compare(v[:16], floor[:16]) <= 0 || bytes.Compare(v, issued) <= 0 {
+		t.Fatalf("stamp %s (%v): want one above floor %s and issued %s", v, ok, floor, issued)
+	}
+	if w, ok := c.stampBefore(now.UnixMilli(), nil); !ok || bytes.Compare(w, v) <= 0 {
+		t.Fatalf("stamp with no floor %s (%v): want one above %s", w, ok, v)
+	}
+	if _, ok := c.stampBefore(now.UnixMilli()-1, nil); ok {
+		t.Fatal("stamped past the deadline")
+	}
+	c.setSkew(time.Second, 0) // a clock ahead reads past a deadline its coordinator has not reached
+	if _, ok := c.stampBefore(now.UnixMilli()+500, nil); ok {
+		t.Fatal("a clock a second ahead stamped before a deadline half a second away")
+	}
+}
