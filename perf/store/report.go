@@ -115,10 +115,11 @@ func (r *result) note(format string, args ...any) {
 	r.Notes = append(r.Notes, fmt.Sprintf(format, args...))
 }
 
-func (r *result) failedRounds() int {
+// rounds is how many measured windows are such that f says yes.
+func (r *result) rounds(f func(round) bool) int {
 	n := 0
 	for _, rd := range r.Rounds {
-		if rd.Error != "" {
+		if f(rd) {
 			n++
 		}
 	}

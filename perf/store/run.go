@@ -335,9 +335,15 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("%v (logs in %s)", err, dir)
 	}
-	if failed := res.failedRounds(); failed > 0 {
+	if failed := res.rounds(func(rd round) bool { return rd.Error != "" }); failed > 0 {
 		keepDir = true
 		return fmt.Errorf("%d measured windows failed (see \"error\" in %s; logs in %s)", failed, cfg.Out, dir)
+	}
+	// An error reply or wrong data is a store bug: its node logs are worth
+	// keeping, and the run must not pass.
+	if wrong := res.rounds(func(rd round) bool { return rd.ErrorReplies > 0 || rd.BadReplies > 0 }); wrong > 0 {
+		keepDir = true
+		return fmt.Errorf("%d measured windows got error replies or wrong data (see the table; logs in %s)", wrong, dir)
 	}
 	return nil
 }
