@@ -210,16 +210,7 @@ func membershipUnderLoad(t *testing.T, bug string) []string {
 	tc.nodes[2].node.changes.afterStream = pause
 
 	// The add, under load.
-	stop := make(chan struct{})
-	wg := runWriters(t, tc, model, 1, stop)
-	time.Sleep(300 * time.Millisecond)
-	code, rep, body := adminPost(t, tc.nodes[1].cfg.StatsListen, "/cluster/add", url.Values{"addr": {c.DynListen}, "rack": {"rack1"}})
-	time.Sleep(200 * time.Millisecond)
-	close(stop)
-	wg.Wait()
-	if code != http.StatusOK || rep.State.Phase != membership.Stable || len(rep.State.New) != 4 {
-		t.Fatalf("POST /cluster/add: %d %s", code, body)
-	}
+	changeUnderLoad(t, tc, model, 1, tc.nodes[1].cfg.StatsListen, "/cluster/add", url.Values{"addr": {c.DynListen}, "rack": {"rack1"}}, 4)
 	t.Logf("add: %d keys acknowledged, %d writes failed", len(model.acked), model.fails)
 	moved := membership.Range{Lo: old.cfg.Tokens[0], Hi: split}
 	problems := checkHandoff(t, fresh.node, model, moved, fresh.redis.Addr, old.redis.Addr, true)
@@ -235,16 +226,7 @@ func membershipUnderLoad(t *testing.T, bug string) []string {
 	}
 
 	// The removal, under load, driven from another node.
-	stop = make(chan struct{})
-	wg = runWriters(t, tc, model, 2, stop)
-	time.Sleep(300 * time.Millisecond)
-	code, rep, body = adminPost(t, tc.nodes[2].cfg.StatsListen, "/cluster/remove", url.Values{"addr": {c.DynListen}})
-	time.Sleep(200 * time.Millisecond)
-	close(stop)
-	wg.Wait()
-	if code != http.StatusOK || rep.State.Phase != membership.Stable || len(rep.State.New) != 3 {
-		t.Fatalf("POST /cluster/remove: %d %s", code, body)
-	}
+	changeUnderLoad(t, tc, model, 2, tc.nodes[2].cfg.StatsListen, "/cluster/remove", url.Values{"addr": {c.DynListen}}, 3)
 	t.Logf("after the removal: %d keys acknowledged, %d writes failed", len(model.acked), model.fails)
 	problems = checkReadBack(t, []string{tc.nodes[0].cfg.Listen, tc.nodes[1].cfg.Listen, tc.nodes[2].cfg.Listen}, model)
 	if left := redisKeys(t, fresh.redis.Addr); len(left) > 0 {
@@ -259,6 +241,23 @@ func membershipUnderLoad(t *testing.T, bug string) []string {
 	// Every key of the range is back on the old owner.
 	problems = append(problems, checkHandoff(t, old.node, model, moved, old.redis.Addr, fresh.redis.Addr, false)...)
 	return problems
+}
+
+// changeUnderLoad runs writers (their round of keys) while admin's endpoint
+// path makes a membership change, and fails the test unless the change
+// ends stable with members members.
+func changeUnderLoad(t *testing.T, tc *testCluster, model *loadModel, round int, admin, path string, params url.Values, members int) {
+	t.Helper()
+	stop := make(chan struct{})
+	wg := runWriters(t, tc, model, round, stop)
+	time.Sleep(300 * time.Millisecond)
+	code, rep, body := adminPost(t, admin, path, params)
+	time.Sleep(200 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+	if code != http.StatusOK || rep.State.Phase != membership.Stable || len(rep.State.New) != members {
+		t.Fatalf("POST %s: %d %s", path, code, body)
+	}
 }
 
 // startJoining starts a node with troop_join for rack1, at the middle of
