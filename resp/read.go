@@ -148,9 +148,12 @@ func (r *Reader) readRaw(dst []byte, start, depth int) ([]byte, error) {
 	if len(line) == 0 {
 		return dst, protoErr("empty line where a frame was expected")
 	}
+	// line points into the reader's buffer, which the reads of an
+	// aggregate's elements refill: take what is needed of it now.
+	typ := Type(line[0])
 	dst = append(dst, line...)
 	dst = append(dst, '\r', '\n')
-	switch Type(line[0]) {
+	switch typ {
 	case SimpleString, Error, Double, BigNumber:
 		return dst, nil
 	case Integer:
@@ -182,13 +185,13 @@ func (r *Reader) readRaw(dst []byte, start, depth int) ([]byte, error) {
 		return r.readPayload(dst, int(n))
 	case Array, Map, Set, Attribute, Push:
 		n, ok := parseInt(line[1:])
-		if !ok || n < -1 || (n == -1 && Type(line[0]) != Array) { // only RESP2's array has a null form
+		if !ok || n < -1 || (n == -1 && typ != Array) { // only RESP2's array has a null form
 			return dst, protoErr("invalid aggregate length")
 		}
 		if n > int64(r.lim.MaxElems) { // before a map's count is doubled, which could overflow
 			return dst, protoErr("aggregate of %d elements (limit %d)", n, r.lim.MaxElems)
 		}
-		if Type(line[0]) == Map || Type(line[0]) == Attribute {
+		if typ == Map || typ == Attribute {
 			n *= 2
 		}
 		if n > int64(r.lim.MaxElems) {
@@ -202,7 +205,7 @@ func (r *Reader) readRaw(dst []byte, start, depth int) ([]byte, error) {
 				return dst, err
 			}
 		}
-		if Type(line[0]) == Attribute { // an attribute annotates the frame after it
+		if typ == Attribute { // an attribute annotates the frame after it
 			return r.readRaw(dst, start, depth)
 		}
 		return dst, nil

@@ -171,6 +171,19 @@ func FuzzReadRaw(f *testing.F) {
 	f.Fuzz(func(t *testing.T, in []byte) {
 		_, _ = Parse(in)
 		raw, err := NewReader(bytes.NewReader(in), lim).ReadRaw(nil)
+		// The same bytes arriving a few at a time, so the reader refills its
+		// buffer in the middle of frames, read as the same frames.
+		whole, chunked := NewReader(bytes.NewReader(in), lim), NewReader(&trickle{rest: in}, lim)
+		for {
+			a, errA := whole.ReadRaw(nil)
+			b, errB := chunked.ReadRaw(nil)
+			if !bytes.Equal(a, b) || (errA == nil) != (errB == nil) {
+				t.Fatalf("%q read whole: %q %v; a few bytes at a time: %q %v", in, a, errA, b, errB)
+			}
+			if errA != nil {
+				break
+			}
+		}
 		if err != nil {
 			return
 		}
@@ -194,6 +207,52 @@ func FuzzReadRaw(f *testing.F) {
 			}
 		}
 	})
+}
+
+// trickle hands its bytes out a few at a time (1 to 7, by the bytes
+// themselves), as a socket does under load.
+type trickle struct{ rest []byte }
+
+func (r *trickle) Read(p []byte) (int, error) {
+	if len(r.rest) == 0 {
+		return 0, io.EOF
+	}
+	n := min(len(p), len(r.rest), 1+int(r.rest[0]%7))
+	copy(p, r.rest[:n])
+	r.rest = r.rest[n:]
+	return n, nil
+}
+
+// A reply's type is read before its elements: reading them refills the
+// reader's buffer, and the byte where the header line was may then be a
+// '|', which made the reader take the reply for an attribute and swallow
+// the next reply with it (found as a store that paired a peer's replies
+// with the wrong requests under load).
+func TestReadRawTypeSurvivesRefill(t *testing.T) {
+	reply := "*2\r\n$3\r\nabc\r\n$9\r\nkey:1|xyz\r\n"
+	stream := []byte(reply + reply)
+	split := strings.Index(reply, "|") // the refill puts the '|' where "*2" was
+	rd := NewReader(&chunks{parts: [][]byte{stream[:split], stream[split:]}}, DefaultLimits)
+	for i := 0; i < 2; i++ {
+		raw, err := rd.ReadRaw(nil)
+		if err != nil || string(raw) != reply {
+			t.Fatalf("reply %d: %q, %v; want %q", i, raw, err, reply)
+		}
+	}
+}
+
+// chunks hands out its parts one Read each.
+type chunks struct{ parts [][]byte }
+
+func (c *chunks) Read(p []byte) (int, error) {
+	if len(c.parts) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, c.parts[0])
+	if c.parts[0] = c.parts[0][n:]; len(c.parts[0]) == 0 {
+		c.parts = c.parts[1:]
+	}
+	return n, nil
 }
 
 // Aggregate counts so large that doubling a map's count overflows are
