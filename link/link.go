@@ -76,6 +76,7 @@ type linkStats struct {
 type call struct {
 	deadline time.Time
 	done     func(raw []byte, err error)
+	skip     int // replies to read and drop before the one done gets
 }
 
 // A link that failed waits before dialling again: minBackoff at first, then
@@ -141,12 +142,19 @@ func (l *Link) Send(req []byte, done func(raw []byte, err error)) {
 // instead of passing it to done: done then never runs. A caller that holds
 // a lock while queueing needs this, as done may take the same lock.
 func (l *Link) TrySend(req []byte, done func(raw []byte, err error)) error {
+	return l.TrySendLast(req, 1, done)
+}
+
+// TrySendLast is TrySend for req holding n commands that must reach the
+// server together (MULTI ... EXEC, say): done gets the last one's reply,
+// the others are read and dropped.
+func (l *Link) TrySendLast(req []byte, n int, done func(raw []byte, err error)) error {
 	l.mu.Lock()
 	if err := l.connectLocked(); err != nil {
 		l.mu.Unlock()
 		return err
 	}
-	l.pending = append(l.pending, &call{deadline: time.Now().Add(l.timeout), done: done})
+	l.pending = append(l.pending, &call{deadline: time.Now().Add(l.timeout), done: done, skip: n - 1})
 	l.out = append(l.out, req...)
 	l.mu.Unlock()
 	return nil
@@ -357,6 +365,11 @@ func (l *Link) readLoop(conn net.Conn, rd *resp.Reader) {
 			return
 		}
 		c := l.pending[0]
+		if c.skip > 0 {
+			c.skip--
+			l.mu.Unlock()
+			continue
+		}
 		l.pending[0] = nil
 		l.pending = l.pending[1:]
 		l.mu.Unlock()

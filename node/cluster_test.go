@@ -3,6 +3,7 @@ package node
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -259,6 +260,82 @@ func TestScriptlessWrites(t *testing.T) {
 		t.Fatalf("with troop_version_cache_keys: 0, %d writes skipped the script", n)
 	}
 }
+
+// A write that changes a value in place (INCR, LPUSH, ...) goes to
+// redis-server as MULTI of the command and its version once the node knows
+// the key's version there and that it has no expiry; with an expiry, or
+// after a command that may have set one, it takes the script, which gives
+// the version the key's expiry plus the grace. Replies are the command's
+// own, errors included.
+func TestScriptlessInPlaceWrites(t *testing.T) {
+	tc := startCluster(t, clusterOpts{racks: 1})
+	tn := tc.nodes[0]
+	r := dial(t, tn.redis.Addr)
+	c := tc.client(0, "DC_QUORUM")
+	fast := func() int64 { return tn.node.stats.scriptlessWrites.Load() }
+	step := func(want int64, args ...string) string {
+		t.Helper()
+		before := fast()
+		got := c.must(args...)
+		if n := fast() - before; n != want {
+			t.Fatalf("%v: %d writes skipped the script, want %d", args, n, want)
+		}
+		return got
+	}
+
+	step(0, "INCR", "n") // the script reports the version and that n has no expiry
+	if got := step(1, "INCR", "n"); got != "2" {
+		t.Fatalf("INCR answered %s, want 2", got)
+	}
+	if v, ttl := r.must("GET", VersionPrefix+"n"), r.must("PTTL", VersionPrefix+"n"); !isVersion(v) || ttl != "-1" {
+		t.Fatalf("redis holds version %q with PTTL %s, want a version and no expiry", v, ttl)
+	}
+	step(0, "EXPIRE", "n", "100")
+	step(0, "INCR", "n")
+	step(0, "INCR", "n") // still an expiry: the script again
+	if ttl, _ := strconv.Atoi(r.must("PTTL", VersionPrefix+"n")); ttl < 100_000 {
+		t.Fatalf("the version of a key with an expiry has PTTL %d, want its expiry plus the grace", ttl)
+	}
+	step(0, "PERSIST", "n")
+	step(0, "INCR", "n") // the script finds no expiry
+	if got := step(1, "INCRBY", "n", "10"); got != "15" {
+		t.Fatalf("INCRBY answered %s, want 15", got)
+	}
+
+	for _, w := range []struct {
+		first, second []string
+		want          string
+	}{
+		{[]string{"LPUSH", "l", "a"}, []string{"LPUSH", "l", "b"}, "2"},
+		{[]string{"HSET", "h", "f", "v"}, []string{"HSET", "h", "g", "v"}, "1"},
+		{[]string{"SADD", "s", "a"}, []string{"SADD", "s", "a"}, "0"},
+		{[]string{"ZADD", "z", "1", "a"}, []string{"ZADD", "z", "2", "b"}, "1"},
+	} {
+		step(0, w.first...)
+		if got := step(1, w.second...); got != w.want {
+			t.Fatalf("%v answered %s, want %s", w.second, got, w.want)
+		}
+	}
+	if got := r.must("LLEN", "l"); got != "2" {
+		t.Fatalf("LLEN l = %s, want 2", got)
+	}
+	step(0, "ZADD", "z", "XX", "5", "a") // may leave a key absent: the script
+
+	step(0, "SET", "str", "abc")
+	step(1, "SET", "str", "abd")
+	before := fast()
+	if v := c.do("INCR", "str"); !v.IsError() || !strings.Contains(string(v.Str), "not an integer") {
+		t.Fatalf("INCR of a string answered %v, want redis-server's error", v)
+	}
+	if fast() != before+1 {
+		t.Fatal("INCR of a string known to have no expiry took the script")
+	}
+	if got := r.must("GET", "str"); got != "abd" {
+		t.Fatalf("str = %q after a failed INCR", got)
+	}
+}
+
+func isVersion(v string) bool { _, ok := decodeVersion([]byte(v)); return ok }
 
 // Concurrent SETs of the same keys through every node, most of them sent as
 // MSET without the script, never lower a replica's version, and leave the

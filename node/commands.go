@@ -274,6 +274,31 @@ func (c *command) isLWW(args [][]byte) bool {
 	return true
 }
 
+// expiryEffect says what a write of args does to its key's expiry, for the
+// version cache: a plain SET clears it; a write that changes a value in
+// place and always leaves the key existing keeps it (one that may leave
+// the key absent, such as LPUSHX, or ZADD XX, takes the script, which
+// gives the version of an absent key the tombstone grace).
+func (c *command) expiryEffect(args [][]byte) expiryEffect {
+	switch c.name {
+	case "SET":
+		if len(args) == 3 {
+			return clearsExpiry
+		}
+	case "INCR", "DECR", "INCRBY", "DECRBY", "INCRBYFLOAT", "APPEND", "SETBIT",
+		"LPUSH", "RPUSH", "HSET", "HMSET", "HSETNX", "HINCRBY", "HINCRBYFLOAT", "SADD", "ZINCRBY", "PFADD":
+		return keepsExpiry
+	case "ZADD":
+		for _, a := range args[2:] {
+			if bytes.EqualFold(a, []byte("XX")) {
+				return mayExpire
+			}
+		}
+		return keepsExpiry
+	}
+	return mayExpire
+}
+
 // staleReplyFor is what a replica answers for a last-writer-wins write it
 // ignores as older than what it holds: what the command answers when it runs.
 func (c *command) staleReplyFor() string {

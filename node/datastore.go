@@ -23,28 +23,31 @@ const VersionPrefix = "__troop:v:"
 
 // writeScript applies a write with its version, atomically. KEYS alternate
 // key, version key; ARGV is the version, "lww" when the write is
-// last-writer-wins (else ""), the tombstone grace in ms, "persist" when the
-// command leaves its key without expiry (so PTTL need not be asked), then
-// the command. A last-writer-wins write older than the key's version is not
-// run: the script answers the status STALE, which the node turns into the
-// command's own reply (writeLocal).
+// last-writer-wins, "report" when the answer is to be {reply, the key's
+// version after it, the key's PTTL} (for the version cache; one key), else
+// ""; the tombstone grace in ms, "persist" when the command leaves its key
+// without expiry (so PTTL need not be asked), then the command. A
+// last-writer-wins write older than the key's version is not run: the
+// script answers the status STALE, which the node turns into the command's
+// own reply (writeLocal).
 const writeScript = `
 local v = ARGV[1]
-local lww = ARGV[2] ~= ''
+local lww = ARGV[2] == 'lww'
 if lww then
   local cur = redis.call('GET', KEYS[2])
   if cur and cur >= v then return redis.status_reply('STALE') end
 end
 local r = redis.pcall(unpack(ARGV, 5))
 if type(r) == 'table' and r.err then return r end
+local nv, ttl
 for i = 1, #KEYS, 2 do
   local vk = KEYS[i+1]
-  local nv = v
+  nv = v
   if not lww then
     local cur = redis.call('GET', vk)
     if cur and cur > v then nv = cur end
   end
-  local ttl = -1
+  ttl = -1
   if ARGV[4] ~= 'persist' then ttl = redis.call('PTTL', KEYS[i]) end
   if ttl == -2 then
     redis.call('SET', vk, nv, 'PX', ARGV[3])
@@ -56,6 +59,7 @@ for i = 1, #KEYS, 2 do
     redis.call('SET', vk, nv, 'PX', ttl + tonumber(ARGV[3]))
   end
 end
+if ARGV[2] == 'report' then return {r, nv, ttl} end
 return r
 `
 
@@ -148,7 +152,9 @@ func loadScripts(conn net.Conn, rd *resp.Reader) error {
 // writeLocal applies a write of args, touching keys, to this node's
 // redis-server and passes on its reply: unversioned, the plain command
 // (troop_versions: false); a plain SET the version cache vouches for, an
-// MSET of the value and its version; any other write, the write script.
+// MSET of the value and its version; a write that changes a value in place
+// the cache vouches for, a MULTI of it and its version; any other write,
+// the write script.
 func (n *Node) writeLocal(b *batch, tr *trace, version []byte, cmd *command, keys, args [][]byte, done func([]byte, error)) {
 	l := n.storeFor(keys[0])
 	if len(version) == 0 {
@@ -156,13 +162,21 @@ func (n *Node) writeLocal(b *batch, tr *trace, version []byte, cmd *command, key
 		return
 	}
 	lww := cmd.isLWW(args)
-	plainSet := lww && tr == nil && len(args) == 3 && cmd.name == "SET"
-	t := n.versions.record(keys[0], version, plainSet)
+	effect := mayExpire
+	if tr == nil && len(keys) == 1 { // a traced write passes the datastore's injection point, in toStore
+		effect = cmd.expiryEffect(args)
+	}
+	t := n.versions.record(keys[0], version, effect)
 	for _, k := range keys[1:] {
-		n.versions.record(k, version, false)
+		n.versions.record(k, version, mayExpire)
 	}
 	if t.fast {
-		err := l.TrySend(appendVersionedSet(nil, args[1], args[2], version), done)
+		var err error
+		if effect == clearsExpiry {
+			err = l.TrySend(appendVersionedSet(nil, args[1], args[2], version), done)
+		} else {
+			err = l.TrySendLast(appendVersionedInPlace(nil, version, args), 4, execReply(done))
+		}
 		t.queued()
 		if err != nil {
 			done(nil, err)
@@ -172,7 +186,15 @@ func (n *Node) writeLocal(b *batch, tr *trace, version []byte, cmd *command, key
 		b.add(l)
 		return
 	}
-	req := appendWrite(nil, version, keys, lww, n.cfg.TombstoneGrace.Milliseconds(), args)
+	if effect == keepsExpiry {
+		n.toStore(b, tr, l, appendWrite(nil, version, keys, "report", n.cfg.TombstoneGrace.Milliseconds(), args), reportedWrite(t, done))
+		return
+	}
+	lwwArg := ""
+	if lww {
+		lwwArg = "lww"
+	}
+	req := appendWrite(nil, version, keys, lwwArg, n.cfg.TombstoneGrace.Milliseconds(), args)
 	if !lww {
 		if nilIsArray(cmd, args) { // Lua turned redis-server's null array into false, a null bulk
 			inner := done
@@ -190,8 +212,8 @@ func (n *Node) writeLocal(b *batch, tr *trace, version []byte, cmd *command, key
 	n.toStore(b, tr, l, req, func(raw []byte, err error) {
 		if err == nil && string(raw) == "+STALE\r\n" {
 			raw = []byte(stale)
-		} else if plainSet && err == nil && string(raw) == "+OK\r\n" {
-			t.applied(version)
+		} else if effect == clearsExpiry && err == nil && string(raw) == "+OK\r\n" {
+			t.learned(version, true)
 		}
 		done(raw, err)
 	})
@@ -221,16 +243,65 @@ func appendVersionedSet(dst, key, value, version []byte) []byte {
 	return resp.AppendBulk(dst, version)
 }
 
+// appendVersionedInPlace encodes `MULTI; cmd; SET versionkey version;
+// EXEC`: a write that changes a value in place and its version, without
+// the write script.
+func appendVersionedInPlace(dst, version []byte, args [][]byte) []byte {
+	dst = resp.AppendCommandStrings(dst, "MULTI")
+	dst = resp.AppendCommand(dst, args...)
+	dst = resp.AppendArrayHeader(dst, 3)
+	dst = resp.AppendBulkString(dst, "SET")
+	dst = appendVersionKey(dst, args[1])
+	dst = resp.AppendBulk(dst, version)
+	return resp.AppendCommandStrings(dst, "EXEC")
+}
+
+// execReply passes on the command's own reply from EXEC's answer to
+// appendVersionedInPlace; an error (the transaction aborted) as it is.
+func execReply(done func([]byte, error)) func([]byte, error) {
+	return func(raw []byte, err error) {
+		if err != nil || len(raw) == 0 || raw[0] == '-' {
+			done(raw, err)
+			return
+		}
+		frames, perr := resp.Elements(raw)
+		if perr != nil || len(frames) != 2 {
+			done(nil, fmt.Errorf("redis-server answered %q to a versioned write", printableArg(raw)))
+			return
+		}
+		done(frames[0], nil)
+	}
+}
+
+// reportedWrite passes on the command's own reply from the write script's
+// report ({reply, version, PTTL}), and teaches the version cache the
+// version and whether the key has an expiry.
+func reportedWrite(t cacheTicket, done func([]byte, error)) func([]byte, error) {
+	return func(raw []byte, err error) {
+		if err != nil || len(raw) == 0 || raw[0] == '-' {
+			done(raw, err)
+			return
+		}
+		frames, perr := resp.Elements(raw)
+		if perr == nil && len(frames) == 3 {
+			version, verr := resp.Parse(frames[1])
+			ttl, terr := resp.Parse(frames[2])
+			if verr == nil && terr == nil {
+				t.learned(version.Str, ttl.Type == resp.Integer && ttl.Int == -1)
+				done(frames[0], nil)
+				return
+			}
+		}
+		done(nil, fmt.Errorf("redis-server answered %q to a versioned write", printableArg(raw)))
+	}
+}
+
 // appendWrite encodes a versioned write of args, touching keys, for the
-// local redis-server's write script.
-func appendWrite(dst []byte, version []byte, keys [][]byte, lww bool, graceMS int64, args [][]byte) []byte {
+// local redis-server's write script; mode is its "lww", "report" or "".
+func appendWrite(dst []byte, version []byte, keys [][]byte, mode string, graceMS int64, args [][]byte) []byte {
 	ttlHint := ""
 	if len(args) == 3 && isCommand(args[0], "SET") { // a plain SET clears any expiry
 		ttlHint = "persist"
-	}
-	lwwArg := ""
-	if lww {
-		lwwArg = "lww"
 	}
 	// The seven arguments before the command are no longer than the
 	// script's SHA, but the version.
@@ -248,7 +319,7 @@ func appendWrite(dst []byte, version []byte, keys [][]byte, lww bool, graceMS in
 		dst = appendVersionKey(dst, k)
 	}
 	dst = resp.AppendBulk(dst, version)
-	dst = resp.AppendBulkString(dst, lwwArg)
+	dst = resp.AppendBulkString(dst, mode)
 	dst = resp.AppendBulkInt(dst, max(graceMS, 1))
 	dst = resp.AppendBulkString(dst, ttlHint)
 	for _, a := range args {

@@ -155,7 +155,7 @@ func New(cfg *topology.Config, log *slog.Logger) (*Node, error) {
 		return nil, err
 	}
 	if cfg.Versions && cfg.VersionCacheKeys > 0 {
-		n.versions = newVersionCache(cfg.VersionCacheKeys)
+		n.versions = newVersionCache(cfg.VersionCacheKeys, cfg.DatastoreConnections <= 1)
 	}
 	// One line when the redis-server becomes unreachable and one when it is
 	// back, whichever of the node's connections to it finds out.

@@ -268,7 +268,7 @@ func appendFetch(dst, key []byte) []byte {
 // repairLocal installs copy c of key on this node's redis-server, unless
 // it holds a newer version.
 func (n *Node) repairLocal(b *batch, key []byte, c copyOf, done func([]byte, error)) {
-	n.versions.record(key, c.version, false)
+	n.versions.record(key, c.version, mayExpire)
 	b.send(n.storeFor(key), appendRepair(nil, key, c), done)
 }
 

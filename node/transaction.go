@@ -489,7 +489,7 @@ func (n *Node) localTx(b *batch, version []byte, wkeys, tokens [][]byte, cmds []
 	}
 	if len(version) > 0 {
 		for _, k := range writeKeys {
-			n.versions.record(k, version, false)
+			n.versions.record(k, version, mayExpire)
 		}
 	}
 	req := resp.AppendArrayHeader(nil, 3+len(wkeys)+len(writeKeys)+3+len(tokens)+len(cmds)+countWords(cmds))

@@ -17,6 +17,14 @@ import (
 // one redis holds. A plain SET newer than that bound can then go as
 // `MSET key value versionkey version`.
 //
+// A write that changes a value in place (INCR, LPUSH, HSET: keepsExpiry)
+// can skip the script too, as `MULTI; cmd; SET versionkey version; EXEC`,
+// when the key is also known to have no expiry: the script gives the
+// version key the key's expiry plus the tombstone grace, and the fast form
+// gives it none. That is learned from redis (a plain SET's reply, or the
+// script's report of the key's expiry) and lost when a request that may
+// give the key an expiry is sent.
+//
 // The bound holds because every versioned request for a key (write, MSET,
 // repair) raises it before it is queued, and an entry is never removed: a
 // key the cache has no room for is simply never sent the fast way. What is
@@ -26,15 +34,20 @@ import (
 // connection to redis-server (which may have restarted with other data)
 // makes every entry unknown again.
 //
-// Order matters only for the unconditional MSETs: one is queued on the
-// key's redis link while its shard is locked, so no later decision can
+// Order matters only for the unconditional writes: one is queued on the
+// node's redis link while its shard is locked, so no later decision can
 // reach redis before it, and everything else is a conditional script that
-// may arrive in any order.
+// may arrive in any order. With more than one link to redis-server
+// (datastore_connections), a transaction or multi-key write queued on one
+// key's link could overtake an unconditional write to another of its keys
+// on that key's link: then every write takes the script (fastWrites off),
+// and the cache still answers version queries.
 type versionCache struct {
-	perShard int           // entries each shard may hold
-	epoch    atomic.Uint32 // raised by forget
-	seeds    [2]maphash.Seed
-	shards   [cacheShards]cacheShard
+	fastWrites bool          // one link to redis-server: writes may skip the script
+	perShard   int           // entries each shard may hold
+	epoch      atomic.Uint32 // raised by forget
+	seeds      [2]maphash.Seed
+	shards     [cacheShards]cacheShard
 }
 
 const (
@@ -51,7 +64,7 @@ const (
 // memory error for any keyspace redis can hold.
 type keyHash [2]uint64
 
-// A shard is an open-addressing table with linear probing, of 32-byte
+// A shard is an open-addressing table with linear probing, of 40-byte
 // slots: a decision mostly reads and writes one slot in place, where a Go
 // map read a group's control word and then the slot, and did it again to
 // store (docs/performance.md). Entries are never removed, so probing needs
@@ -66,10 +79,13 @@ type cacheSlot struct {
 	key        keyHash              // key[1] is never 0 but in an empty slot
 	bound      [versionLen / 2]byte // no older than any version sent for the key since the entry was made
 	knownEpoch uint32               // bound is also no older than redis's version when this is the cache's epoch
+
+	noExpiryEpoch uint32 // the key has no expiry in redis, nor once what was sent runs, when this is the cache's epoch
+	expirySends   uint32 // requests sent that may give the key an expiry: a reply from before the last of them teaches nothing of it
 }
 
-func newVersionCache(keys int) *versionCache {
-	c := &versionCache{perShard: (keys + cacheShards - 1) / cacheShards}
+func newVersionCache(keys int, fastWrites bool) *versionCache {
+	c := &versionCache{perShard: (keys + cacheShards - 1) / cacheShards, fastWrites: fastWrites}
 	c.seeds = [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}
 	c.epoch.Store(1)
 	return c
@@ -120,20 +136,32 @@ func (s *cacheShard) insert(h keyHash, perShard int) *cacheSlot {
 
 // A cacheTicket is the cache's answer for one request about to be queued.
 type cacheTicket struct {
-	cache *versionCache // nil when the cache holds nothing for the key
-	shard *cacheShard   // locked until queued is called, when fast
-	key   keyHash
-	epoch uint32
-	fast  bool // the write may go unconditionally, as MSET
+	cache       *versionCache // nil when the cache holds nothing for the key
+	shard       *cacheShard   // locked until queued is called, when fast
+	key         keyHash
+	epoch       uint32
+	expirySends uint32 // the slot's when the request was recorded
+	fast        bool   // the write may go unconditionally, as MSET or MULTI
 }
 
+// expiryEffect is what a write does to its key's expiry, as far as the
+// version cache needs to know.
+type expiryEffect uint8
+
+const (
+	mayExpire    expiryEffect = iota // anything not below
+	clearsExpiry                     // a plain SET: the key has none after it
+	keepsExpiry                      // changes the value in place, and leaves the key existing with the expiry it had
+)
+
 // record notes that a request writing version to key is about to be queued
-// and says whether it may skip the script: only a whole-value write
-// (wholeValue: a plain SET) newer than every version the key may hold. When
-// fast, the caller queues the request and then calls queued, which unlocks
-// the shard. Versions are checked where they enter the node (peer.go); one
+// and says whether it may skip the script: only a write newer than every
+// version the key may hold, and then a plain SET (clearsExpiry), or a
+// keepsExpiry write to a key known to have no expiry. When fast, the
+// caller queues the request and then calls queued, which unlocks the
+// shard. Versions are checked where they enter the node (peer.go); one
 // that is not a version is never cached.
-func (c *versionCache) record(key, version []byte, wholeValue bool) cacheTicket {
+func (c *versionCache) record(key, version []byte, effect expiryEffect) cacheTicket {
 	if c == nil {
 		return cacheTicket{}
 	}
@@ -153,18 +181,34 @@ func (c *versionCache) record(key, version []byte, wholeValue bool) cacheTicket 
 			return cacheTicket{}
 		}
 		sl.bound = v
+		sl.sent(effect)
+		t := cacheTicket{cache: c, key: h, epoch: epoch, expirySends: sl.expirySends}
 		sh.mu.Unlock()
-		return cacheTicket{cache: c, key: h, epoch: epoch}
+		return t
 	}
 	newer := bytes.Compare(v[:], sl.bound[:]) > 0
 	if newer {
 		sl.bound = v
 	}
-	if wholeValue && newer && sl.knownEpoch == epoch {
-		return cacheTicket{cache: c, shard: sh, key: h, epoch: epoch, fast: true}
+	sl.sent(effect)
+	t := cacheTicket{cache: c, key: h, epoch: epoch, expirySends: sl.expirySends}
+	if c.fastWrites && newer && sl.knownEpoch == epoch && (effect == clearsExpiry || effect == keepsExpiry && sl.noExpiryEpoch == epoch) {
+		if effect == clearsExpiry {
+			sl.noExpiryEpoch = epoch // the MSET runs after everything sent before it, before anything sent after it
+		}
+		t.shard, t.fast = sh, true
+		return t
 	}
 	sh.mu.Unlock()
-	return cacheTicket{cache: c, key: h, epoch: epoch}
+	return t
+}
+
+// sent notes what a request about to be queued may do to the key's expiry.
+func (sl *cacheSlot) sent(effect expiryEffect) {
+	if effect == mayExpire {
+		sl.noExpiryEpoch = 0
+		sl.expirySends++
+	}
 }
 
 // known returns the key's bound when it is also no older than the version
@@ -197,12 +241,13 @@ func (t cacheTicket) queued() {
 	}
 }
 
-// applied records that redis ran a whole-value write of version sent with
-// this ticket: redis held exactly that version then, and the bound, which
-// covers every request sent since, is no older than what it holds now.
-// It runs on a reply, never while the node holds a shard (a request that
-// cannot be queued fails without a reply).
-func (t cacheTicket) applied(version []byte) {
+// learned records what redis answered to a write sent with this ticket:
+// it held exactly version after it, and the bound, which covers every
+// request sent since, is no older than what it holds now; noExpiry, that
+// the key had no expiry then, which holds until a request that may give it
+// one is sent. It runs on a reply, never while the node holds a shard (a
+// request that cannot be queued fails without a reply).
+func (t cacheTicket) learned(version []byte, noExpiry bool) {
 	v, ok := versionBytes(version)
 	if t.cache == nil || !ok {
 		return
@@ -211,11 +256,16 @@ func (t cacheTicket) applied(version []byte) {
 	sh.mu.Lock()
 	// A reply from before a forget teaches an epoch already past: the
 	// entry stays unknown.
-	if sl := sh.find(t.key); sl != nil && sl.key == t.key && t.epoch > sl.knownEpoch {
-		if bytes.Compare(v[:], sl.bound[:]) > 0 {
-			sl.bound = v
+	if sl := sh.find(t.key); sl != nil && sl.key == t.key {
+		if t.epoch > sl.knownEpoch {
+			if bytes.Compare(v[:], sl.bound[:]) > 0 {
+				sl.bound = v
+			}
+			sl.knownEpoch = t.epoch
 		}
-		sl.knownEpoch = t.epoch
+		if noExpiry && t.epoch == sl.knownEpoch && t.expirySends == sl.expirySends {
+			sl.noExpiryEpoch = t.epoch
+		}
 	}
 	sh.mu.Unlock()
 }
