@@ -245,7 +245,9 @@ return 0
 // streamRange copies every key of this node's redis-server whose token is
 // in r to the member at addr, with its version (HANDOFF: the repair copy,
 // which never replaces a newer version), a bounded number of copies in
-// flight. It returns how many keys it copied.
+// flight, at most troop_handoff_keys_per_sec a second: unbounded, the
+// stream took the clients' share of redis-server and the CPU
+// (docs/performance.md). It returns how many keys it copied.
 func (n *Node) streamRange(ctx context.Context, r membership.Range, addr string) (int64, error) {
 	to := n.memberByAddr(addr)
 	if to == nil {
@@ -253,6 +255,7 @@ func (n *Node) streamRange(ctx context.Context, r membership.Range, addr string)
 	}
 	const inflight = 64
 	slots := make(chan struct{}, inflight)
+	limiter := newRateLimiter(n.cfg.HandoffKeysPerSec)
 	var (
 		mu     sync.Mutex
 		first  error
@@ -260,6 +263,9 @@ func (n *Node) streamRange(ctx context.Context, r membership.Range, addr string)
 		wg     sync.WaitGroup
 	)
 	err := n.scanLocal(ctx, segment{lo: r.Lo, hi: r.Hi}, 0, nil, func(key, _, _ []byte, _ int) {
+		if limiter.wait(ctx) != nil {
+			return // the scan ends with the context's error
+		}
 		key = append([]byte(nil), key...)
 		slots <- struct{}{}
 		wg.Add(1)

@@ -486,6 +486,56 @@ func TestMembershipAddWithOldOwnerDown(t *testing.T) {
 	}
 }
 
+// A node streams a moving range to its new owner at most
+// troop_handoff_keys_per_sec keys a second, and copies every key of it.
+func TestMembershipStreamRate(t *testing.T) {
+	const rate = 50
+	tc := startCluster(t, clusterOpts{racks: 1, configure: func(c *topology.Config) { c.HandoffKeysPerSec = rate }})
+	old := tc.nodes[0]
+	fresh, split := startJoining(t, tc)
+	w := tc.client(0, "DC_ONE")
+	moved := membership.Range{Lo: old.cfg.Tokens[0], Hi: split}
+	in := 0
+	for i := 0; in < 150; i++ {
+		k := fmt.Sprintf("k%d", i)
+		w.must("SET", k, "1")
+		if moved.Contains(old.node.token([]byte(k))) {
+			in++
+		}
+	}
+	done := make(chan string, 1)
+	go func() {
+		code, _, body := adminPost(t, old.cfg.StatsListen, "/cluster/add", url.Values{"addr": {fresh.cfg.DynListen}, "rack": {"rack1"}})
+		if code != http.StatusOK {
+			done <- fmt.Sprintf("POST /cluster/add: %d %s", code, body)
+		}
+		close(done)
+	}()
+	// Each key arrives with its version: two of the new owner's keys.
+	r := dial(t, fresh.redis.Addr)
+	var first, last time.Time
+	for deadline := time.Now().Add(time.Minute); last.IsZero() && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		switch n, _ := strconv.Atoi(r.must("DBSIZE")); {
+		case n >= 2*in:
+			last = time.Now()
+		case n > 0 && first.IsZero():
+			first = time.Now()
+		}
+	}
+	if msg := <-done; msg != "" {
+		t.Fatal(msg)
+	}
+	if last.IsZero() || first.IsZero() {
+		t.Fatalf("the new owner never held the %d keys of its range, in steps", in)
+	}
+	if took, least := last.Sub(first), time.Duration(in-2)*time.Second/rate; took < least {
+		t.Fatalf("%d keys streamed in %v at %d keys/s: faster than the %v the rate allows", in, took, rate, least)
+	}
+	if n := len(redisKeys(t, fresh.redis.Addr)); n != in {
+		t.Fatalf("the new owner holds %d keys, want %d", n, in)
+	}
+}
+
 // waitDown waits until every node of nodes holds the member at addr down.
 func waitDown(t *testing.T, nodes []*testNode, addr string) {
 	eventually(t, 10*time.Second, func() string {

@@ -89,6 +89,7 @@ type Config struct {
 	ReadRepair          bool          // troop_read_repair, default true
 	AntiEntropyInterval time.Duration // troop_anti_entropy_interval_ms: 0 = off, default 0 (off)
 	RepairKeysPerSec    int           // troop_repair_keys_per_sec: anti-entropy repair rate, default 1000
+	HandoffKeysPerSec   int           // troop_handoff_keys_per_sec: keys a node streams to a new owner per second in a membership change, default 2000
 	// Versions is troop_versions, default true. false writes the plain
 	// command, without a version, as Dynomite does: it exists to measure
 	// what versions cost (make bench), and needs hints, read repair and
@@ -206,6 +207,7 @@ const (
 	DefaultPhiThreshold       = 8
 	DefaultMaxHintBytes       = 256 << 20
 	DefaultRepairKeysPerSec   = 1000
+	DefaultHandoffKeysPerSec  = 2000
 	DefaultVersionCacheKeys   = 1 << 20
 
 	// DefaultAntiEntropyInterval is 0: background anti-entropy is off

@@ -299,6 +299,7 @@ var keys = []keySpec{
 	boolKey("troop_read_repair", func(c *Config) *bool { return &c.ReadRepair }, true),
 	msKey("troop_anti_entropy_interval_ms", func(c *Config) *time.Duration { return &c.AntiEntropyInterval }, 0, DefaultAntiEntropyInterval, false),
 	intKey("troop_repair_keys_per_sec", func(c *Config) *int { return &c.RepairKeysPerSec }, 1, DefaultRepairKeysPerSec),
+	intKey("troop_handoff_keys_per_sec", func(c *Config) *int { return &c.HandoffKeysPerSec }, 1, DefaultHandoffKeysPerSec),
 	boolKey("troop_versions", func(c *Config) *bool { return &c.Versions }, true),
 	boolKey("troop_allow_flush", func(c *Config) *bool { return &c.AllowFlush }, false),
 	boolKey("troop_join", func(c *Config) *bool { return &c.Join }, false),
