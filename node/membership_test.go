@@ -536,6 +536,57 @@ func TestMembershipStreamRate(t *testing.T) {
 	}
 }
 
+// A repair that reaches a moving key's old owner during a change (read
+// repair, anti-entropy) reaches its new owner too, as a write does: the
+// stream may have copied the key already.
+func TestMembershipRepairMirrored(t *testing.T) {
+	tc := startCluster(t, clusterOpts{racks: 3, read: consistency.DCQuorum, write: consistency.DCQuorum})
+	old := tc.nodes[0]
+	fresh, split := startJoining(t, tc)
+	moved := membership.Range{Lo: old.cfg.Tokens[0], Hi: split}
+	key := ""
+	for i := 0; key == ""; i++ {
+		if k := fmt.Sprint("k", i); moved.Contains(old.node.token([]byte(k))) {
+			key = k
+		}
+	}
+	tc.client(1, "DC_QUORUM").must("SET", key, "before")
+
+	streamed, resume := make(chan struct{}), make(chan struct{})
+	tc.nodes[1].node.changes.afterStream = func() { close(streamed); <-resume }
+	done := make(chan string, 1)
+	go func() {
+		code, _, body := adminPost(t, tc.nodes[1].cfg.StatsListen, "/cluster/add", url.Values{"addr": {fresh.cfg.DynListen}, "rack": {"rack1"}})
+		if code != http.StatusOK {
+			done <- fmt.Sprintf("POST /cluster/add: %d %s", code, body)
+		}
+		close(done)
+	}()
+	select {
+	case <-streamed:
+	case msg := <-done:
+		t.Fatalf("the change ended before its switch: %s", msg)
+	}
+	if got := dial(t, fresh.redis.Addr).must("GET", key); got != "before" {
+		t.Fatalf("the new owner holds %s = %q after the stream, want \"before\"", key, got)
+	}
+	// A repair of a newer copy, as another replica would send it.
+	scratch := dial(t, old.redis.Addr)
+	scratch.must("SET", "scratch", "repaired")
+	dump := scratch.do("DUMP", "scratch").Str
+	version := string(encodeVersion(uint64(time.Now().Add(time.Hour).UnixMilli())<<16, 9))
+	if got := dialPeer(t, old).must("REPAIR", key, version, string(dump), "-1", "-1"); got != "1" {
+		t.Fatalf("REPAIR answered %s, want 1", got)
+	}
+	close(resume)
+	if msg := <-done; msg != "" {
+		t.Fatal(msg)
+	}
+	if got := dial(t, fresh.redis.Addr).must("GET", key); got != "repaired" {
+		t.Fatalf("the new owner holds %s = %q, want the repaired copy", key, got)
+	}
+}
+
 // waitDown waits until every node of nodes holds the member at addr down.
 func waitDown(t *testing.T, nodes []*testNode, addr string) {
 	eventually(t, 10*time.Second, func() string {

@@ -99,7 +99,7 @@ func (r *repairer) installAs(op string, m *member, key []byte, c copyOf, count c
 		done(v.Int == 1, nil)
 	}
 	if m.self {
-		r.n.repairLocal(nil, key, c, parse)
+		r.n.repairLocal(nil, key, c, op == "REPAIR", parse)
 		return
 	}
 	if m.isDown() {
@@ -266,9 +266,22 @@ func appendFetch(dst, key []byte) []byte {
 }
 
 // repairLocal installs copy c of key on this node's redis-server, unless
-// it holds a newer version.
-func (n *Node) repairLocal(b *batch, key []byte, c copyOf, done func([]byte, error)) {
+// it holds a newer version. During a membership change a repair that
+// changed a moving key is mirrored to its other owner, as a write is
+// (applyWrite), when mirror says so: a HANDOFF, the change's own copy,
+// never is.
+func (n *Node) repairLocal(b *batch, key []byte, c copyOf, mirror bool, done func([]byte, error)) {
 	n.versions.record(key, c.version, mayExpire)
+	if mirror {
+		unmirrored, mirrored := done, n.mirrorAfter(n.view(), c.version, [][]byte{key}, done)
+		done = func(raw []byte, err error) {
+			if err == nil && string(raw) == ":1\r\n" {
+				mirrored(raw, err)
+				return
+			}
+			unmirrored(raw, err)
+		}
+	}
 	b.send(n.storeFor(key), appendRepair(nil, key, c), done)
 }
 
