@@ -260,16 +260,9 @@ func appendVersionedInPlace(dst, version []byte, args [][]byte) []byte {
 // appendVersionedInPlace; an error (the transaction aborted) as it is.
 func execReply(done func([]byte, error)) func([]byte, error) {
 	return func(raw []byte, err error) {
-		if err != nil || len(raw) == 0 || raw[0] == '-' {
-			done(raw, err)
-			return
+		if frames, ok := versionedFrames(raw, err, 2, done); ok {
+			done(frames[0], nil)
 		}
-		frames, perr := resp.Elements(raw)
-		if perr != nil || len(frames) != 2 {
-			done(nil, fmt.Errorf("redis-server answered %q to a versioned write", printableArg(raw)))
-			return
-		}
-		done(frames[0], nil)
 	}
 }
 
@@ -278,22 +271,39 @@ func execReply(done func([]byte, error)) func([]byte, error) {
 // version and whether the key has an expiry.
 func reportedWrite(t cacheTicket, done func([]byte, error)) func([]byte, error) {
 	return func(raw []byte, err error) {
-		if err != nil || len(raw) == 0 || raw[0] == '-' {
-			done(raw, err)
+		frames, ok := versionedFrames(raw, err, 3, done)
+		if !ok {
 			return
 		}
-		frames, perr := resp.Elements(raw)
-		if perr == nil && len(frames) == 3 {
-			version, verr := resp.Parse(frames[1])
-			ttl, terr := resp.Parse(frames[2])
-			if verr == nil && terr == nil {
-				t.learned(version.Str, ttl.Type == resp.Integer && ttl.Int == -1)
-				done(frames[0], nil)
-				return
-			}
+		version, verr := resp.Parse(frames[1])
+		ttl, terr := resp.Parse(frames[2])
+		if verr != nil || terr != nil {
+			done(nil, unexpectedAnswer(raw))
+			return
 		}
-		done(nil, fmt.Errorf("redis-server answered %q to a versioned write", printableArg(raw)))
+		t.learned(version.Str, ttl.Type == resp.Integer && ttl.Int == -1)
+		done(frames[0], nil)
 	}
+}
+
+// versionedFrames takes apart redis-server's array answer of n frames to
+// a versioned write; a failed request or an error answer goes to done as
+// it is, and so does anything else, as an error (ok false both ways).
+func versionedFrames(raw []byte, err error, n int, done func([]byte, error)) (frames [][]byte, ok bool) {
+	if err != nil || len(raw) == 0 || raw[0] == '-' {
+		done(raw, err)
+		return nil, false
+	}
+	frames, err = resp.Elements(raw)
+	if err != nil || len(frames) != n {
+		done(nil, unexpectedAnswer(raw))
+		return nil, false
+	}
+	return frames, true
+}
+
+func unexpectedAnswer(raw []byte) error {
+	return fmt.Errorf("redis-server answered %q to a versioned write", printableArg(raw))
 }
 
 // appendWrite encodes a versioned write of args, touching keys, for the
