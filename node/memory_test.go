@@ -104,10 +104,10 @@ func TestReplyWriter(t *testing.T) {
 }
 
 // A node with a small memory budget, under a burst of large pipelined
-// writes from many connections that would take several times the budget,
-// refuses some of them with -BUSY instead of growing: its resident memory
-// stays within the budget and a slack, and every write it acknowledged is
-// there afterwards. The node runs as its own process (the troop binary),
+// writes from many connections that would take several times the budget
+// (redis-server paused while it arrives), refuses some of them with -BUSY
+// instead of growing: its resident memory stays within the budget and a
+// slack, and every write it acknowledged is there afterwards. The node runs as its own process (the troop binary),
 // so that its memory is its own.
 func TestMemoryBudgetRefusesABurst(t *testing.T) {
 	const (
@@ -163,6 +163,11 @@ func TestMemoryBudgetRefusesABurst(t *testing.T) {
 		}
 	}()
 
+	// redis-server pauses while the first round arrives, so that no write
+	// completes before all of it is offered, however fast the node reads.
+	redis.Cmd.Process.Signal(syscall.SIGSTOP)
+	resume := time.AfterFunc(1500*time.Millisecond, func() { redis.Cmd.Process.Signal(syscall.SIGCONT) })
+	defer resume.Stop()
 	var mu sync.Mutex
 	acked := map[string][]int{} // conn -> indices of the writes answered +OK
 	busy, other := 0, []string{}
