@@ -305,7 +305,13 @@ func (b *batch) add(l *link.Link) {
 
 func (b *batch) flush() {
 	for _, l := range b.links {
-		l.Flush()
+		if b.loop != nil {
+			// A server that stops reading (paused, cut off) fills the
+			// socket, and a write would block the loop.
+			l.FlushNoWait()
+		} else {
+			l.Flush()
+		}
 	}
 	b.links = b.links[:0]
 }

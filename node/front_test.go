@@ -929,3 +929,31 @@ func TestClientConnections(t *testing.T) {
 		return noConns()
 	})
 }
+
+// A redis-server that stops reading fills the node's socket to it; the
+// writes that no longer fit must not stop the node's event loops, which
+// serve every other connection.
+func TestPausedServerStopsNoLoop(t *testing.T) {
+	tc := startCluster(t, clusterOpts{racks: 1, timeout: 10 * time.Second})
+	p := tc.nodes[0].redis.Cmd.Process
+	p.Signal(syscall.SIGSTOP)
+	defer p.Signal(syscall.SIGCONT)
+	value := strings.Repeat("v", 64<<10)
+	var req []byte
+	for i := range 100 { // 6.4 MB: more than loopback's socket buffers hold
+		req = resp.AppendCommandStrings(req, "SET", fmt.Sprintf("big:%d", i), value)
+	}
+	for range runtime.GOMAXPROCS(0) { // one such connection on each loop, round robin
+		c := dial(t, tc.nodes[0].cfg.Listen)
+		go c.c.Write(req)
+	}
+	time.Sleep(500 * time.Millisecond)
+	for i := range 2 * runtime.GOMAXPROCS(0) {
+		other := dial(t, tc.nodes[0].cfg.Listen)
+		other.c.SetDeadline(time.Now().Add(2 * time.Second))
+		other.c.Write(resp.AppendCommandStrings(nil, "PING"))
+		if v, err := other.rd.ReadValue(); err != nil || string(v.Str) != "PONG" {
+			t.Fatalf("connection %d, while redis-server is paused: %v %s", i, err, v)
+		}
+	}
+}
