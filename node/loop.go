@@ -41,8 +41,7 @@ const maxIovecs = 512
 
 // A frontLoop is one event loop with its connections.
 type frontLoop struct {
-	n    *Node
-	epfd int
+	n *Node
 	// poll is the epoll fd as Go's poller sees it: the loop parks there as
 	// any goroutine parks on a socket, and takes no thread while idle.
 	file *os.File
@@ -74,7 +73,7 @@ func newFrontLoop(n *Node) (*frontLoop, error) {
 		f.Close()
 		return nil, err
 	}
-	l := &frontLoop{n: n, epfd: epfd, file: f, poll: rc, events: make([]unix.EpollEvent, 256), conns: map[uint64]*loopConn{}}
+	l := &frontLoop{n: n, file: f, poll: rc, events: make([]unix.EpollEvent, 256), conns: map[uint64]*loopConn{}}
 	l.b = &batch{loop: l}
 	go l.run()
 	return l, nil
@@ -96,6 +95,17 @@ func (l *frontLoop) close() {
 		c.mu.Unlock()
 	}
 	l.file.Close() // the parked loop wakes with an error and ends
+}
+
+// ctl changes the epoll set, unless the loop has closed: through the
+// poller's reference, so that the set's descriptor, closed and then reused
+// by another, is never changed by mistake.
+func (l *frontLoop) ctl(op, fd int, ev *unix.EpollEvent) error {
+	err := net.ErrClosed
+	if cerr := l.poll.Control(func(epfd uintptr) { err = unix.EpollCtl(int(epfd), op, fd, ev) }); cerr != nil {
+		return cerr
+	}
+	return err
 }
 
 // serve takes c over from Go's poller and serves it on the loop, which
@@ -128,7 +138,7 @@ func (l *frontLoop) serve(c *net.TCPConn, sess *session) error {
 	lc.mu.Lock()
 	defer lc.mu.Unlock()
 	lc.events = unix.EPOLLIN | unix.EPOLLRDHUP
-	if err := unix.EpollCtl(l.epfd, unix.EPOLL_CTL_ADD, fd, lc.event(lc.events)); err != nil {
+	if err := l.ctl(unix.EPOLL_CTL_ADD, fd, lc.event(lc.events)); err != nil {
 		lc.failed = true
 		lc.endInputLocked()
 		return os.NewSyscallError("epoll_ctl", err)
@@ -164,8 +174,8 @@ func (l *frontLoop) run() {
 		l.b.flush()
 		var n int
 		var werr error
-		err := l.poll.Read(func(uintptr) bool {
-			n, werr = unix.EpollWait(l.epfd, l.events, 0)
+		err := l.poll.Read(func(epfd uintptr) bool {
+			n, werr = unix.EpollWait(int(epfd), l.events, 0)
 			return n > 0 || (werr != nil && werr != unix.EINTR)
 		})
 		if err != nil || werr != nil {
@@ -179,32 +189,31 @@ func (l *frontLoop) run() {
 // It reports false when the goroutine stopped being the loop's on the way.
 func (l *frontLoop) readable(c *loopConn) bool {
 	c.mu.Lock()
-	skip := c.inputDone || c.offLoop
-	c.mu.Unlock()
-	if skip {
+	if c.inputDone || c.offLoop {
+		c.mu.Unlock()
 		return true
 	}
+	c.running = true // nor is c closed while the loop reads it
+	c.burst++
+	c.mu.Unlock()
 	k, err := unix.Read(c.fd, c.in.space())
 	if k <= 0 {
 		c.in.drop()
-		if err == unix.EAGAIN || err == unix.EINTR {
-			return true
-		}
-		if err != nil && err != unix.ECONNRESET {
-			l.n.log.Debug("client connection", "err", err)
-		}
 		c.mu.Lock()
-		c.endInputLocked() // end of stream: the replies owed still go out
+		c.running = false
+		if err != unix.EAGAIN && err != unix.EINTR {
+			if err != nil && err != unix.ECONNRESET {
+				l.n.log.Debug("client connection", "err", err)
+			}
+			c.endInputLocked() // end of stream: the replies owed still go out
+		}
+		c.collectLocked()
 		c.mu.Unlock()
 		return true
 	}
 	c.in.filled(k)
 	b := l.b
 	b.conn = c
-	c.mu.Lock()
-	c.running = true
-	c.burst++
-	c.mu.Unlock()
 	return c.run(b)
 }
 
@@ -421,7 +430,7 @@ func (c *loopConn) rearmLocked() {
 	if c.failed {
 		op = unix.EPOLL_CTL_DEL
 	}
-	unix.EpollCtl(c.loop.epfd, op, c.fd, c.event(want))
+	c.loop.ctl(op, c.fd, c.event(want))
 	c.events = want
 }
 
@@ -435,7 +444,7 @@ func (c *loopConn) maybeCloseLocked() {
 	l.mu.Lock()
 	delete(l.conns, c.id)
 	l.mu.Unlock()
-	unix.EpollCtl(l.epfd, unix.EPOLL_CTL_DEL, c.fd, nil)
+	l.ctl(unix.EPOLL_CTL_DEL, c.fd, nil)
 	unix.Close(c.fd)
 	l.n.stats.connections.Add(-1)
 }
