@@ -253,7 +253,7 @@ func (n *Node) Serve(ctx context.Context) error {
 		adminLn = tls.NewListener(adminLn, n.tls.serverConfig(tls.VerifyClientCertIfGiven))
 	}
 	if !n.cfg.TLSClient {
-		for range runtime.GOMAXPROCS(0) {
+		for range clientLoops(n.cfg.ClientLoops) {
 			l, err := newFrontLoop(n)
 			if err != nil {
 				front.Close()
@@ -289,6 +289,16 @@ func (n *Node) Serve(ctx context.Context) error {
 	<-ctx.Done()
 	n.shutdown()
 	return nil
+}
+
+// clientLoops is how many event loops serve clients: as configured, or one
+// per four cores. One loop on two cores cost less CPU per request than
+// two, as more connections are ready at each wait.
+func clientLoops(configured int) int {
+	if configured > 0 {
+		return configured
+	}
+	return max(1, runtime.GOMAXPROCS(0)/4)
 }
 
 func (n *Node) acceptLoop(ln net.Listener, serve func(net.Conn)) {

@@ -74,6 +74,7 @@ type Config struct {
 	Pprof             bool   // troop_pprof: serve Go's profiler under /debug/pprof/
 
 	// troop's own keys.
+	ClientLoops        int           // troop_client_loops: event loops serving plain TCP clients; 0 = one per 4 cores, at least 1
 	MaxInflightPerConn int           // troop_max_inflight_per_conn, default 1024
 	MaxInflight        int           // troop_max_inflight (per node), default 65536
 	MaxRequestBytes    int           // troop_max_request_bytes, default 64 MiB

@@ -286,6 +286,7 @@ var keys = []keySpec{
 		return nil
 	}),
 	boolKey("troop_pprof", func(c *Config) *bool { return &c.Pprof }, false),
+	intKey("troop_client_loops", func(c *Config) *int { return &c.ClientLoops }, 0, 0),
 	intKey("troop_max_inflight_per_conn", func(c *Config) *int { return &c.MaxInflightPerConn }, 1, DefaultMaxInflightPerConn),
 	intKey("troop_max_inflight", func(c *Config) *int { return &c.MaxInflight }, 1, DefaultMaxInflight),
 	intKey("troop_max_request_bytes", func(c *Config) *int { return &c.MaxRequestBytes }, 1, DefaultMaxRequestBytes),
