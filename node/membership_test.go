@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"reflect"
 	"slices"
 	"sort"
 	"strconv"
@@ -17,6 +18,7 @@ import (
 	"github.com/troop-lab/troop/internal/testredis"
 	"github.com/troop-lab/troop/node/consistency"
 	"github.com/troop-lab/troop/node/membership"
+	"github.com/troop-lab/troop/node/reconfig"
 	"github.com/troop-lab/troop/topology"
 )
 
@@ -91,7 +93,7 @@ func runWriters(t *testing.T, tc *testCluster, model *loadModel, round int, stop
 	return &wg
 }
 
-func adminPost(t *testing.T, admin, path string, q url.Values) (int, ChangeReport, string) {
+func adminPost(t *testing.T, admin, path string, q url.Values) (int, reconfig.Report, string) {
 	t.Helper()
 	res, err := http.Post("http://"+admin+path+"?"+q.Encode(), "", nil)
 	if err != nil {
@@ -99,7 +101,7 @@ func adminPost(t *testing.T, admin, path string, q url.Values) (int, ChangeRepor
 	}
 	defer res.Body.Close()
 	body, _ := io.ReadAll(res.Body)
-	var rep ChangeReport
+	var rep reconfig.Report
 	json.Unmarshal(body, &rep)
 	return res.StatusCode, rep, string(body)
 }
@@ -206,8 +208,8 @@ func membershipUnderLoad(t *testing.T, bug string) []string {
 	c := fresh.cfg
 	model := &loadModel{acked: map[string]int{}}
 	pause := func() { time.Sleep(400 * time.Millisecond) } // writes land on the old owner after the streaming
-	tc.nodes[1].node.changes.afterStream = pause
-	tc.nodes[2].node.changes.afterStream = pause
+	tc.nodes[1].node.changes.AfterStream = pause
+	tc.nodes[2].node.changes.AfterStream = pause
 
 	// The add, under load.
 	changeUnderLoad(t, tc, model, 1, tc.nodes[1].cfg.StatsListen, "/cluster/add", url.Values{"addr": {c.DynListen}, "rack": {"rack1"}}, 4)
@@ -336,7 +338,7 @@ func TestMembershipKilledMidHandoffCancelResume(t *testing.T) {
 	fresh, split := startJoining(t, tc)
 	addr := fresh.cfg.DynListen
 	kill := func() { fresh.stop() }
-	tc.nodes[1].node.changes.afterStream = kill
+	tc.nodes[1].node.changes.AfterStream = kill
 
 	model := &loadModel{acked: map[string]int{}}
 	stop := make(chan struct{})
@@ -391,7 +393,7 @@ func TestMembershipKilledMidHandoffCancelResume(t *testing.T) {
 	fresh.start()
 	waitPing(t, fresh.cfg.Listen)
 	waitUp(t, tc, addr)
-	tc.nodes[1].node.changes.afterStream = nil
+	tc.nodes[1].node.changes.AfterStream = nil
 	code, rep, body = adminPost(t, tc.nodes[2].cfg.StatsListen, "/cluster/resume", nil)
 	time.Sleep(200 * time.Millisecond)
 	close(stop)
@@ -434,16 +436,16 @@ func TestMembershipConflictingStep(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := n.takeStep(one, ""); err != nil {
+	if err := n.changes.TakeStep(one, ""); err != nil {
 		t.Fatal(err)
 	}
-	if err := n.takeStep(one, ""); err != nil {
+	if err := n.changes.TakeStep(one, ""); err != nil {
 		t.Fatalf("the same step again: %v", err)
 	}
-	if err := n.takeStep(other, ""); err == nil || !strings.Contains(err.Error(), "conflicting membership step: this node holds another step 1 (add ") {
+	if err := n.changes.TakeStep(other, ""); err == nil || !strings.Contains(err.Error(), "conflicting membership step: this node holds another step 1 (add ") {
 		t.Fatalf("another step of the same epoch: %v", err)
 	}
-	if got := n.view().state; !sameStep(got, one) {
+	if got := n.view().state; !reflect.DeepEqual(got, one) {
 		t.Fatalf("the node routes by %+v, want the first step", got)
 	}
 }
@@ -553,7 +555,7 @@ func TestMembershipRepairMirrored(t *testing.T) {
 	tc.client(1, "DC_QUORUM").must("SET", key, "before")
 
 	streamed, resume := make(chan struct{}), make(chan struct{})
-	tc.nodes[1].node.changes.afterStream = func() { close(streamed); <-resume }
+	tc.nodes[1].node.changes.AfterStream = func() { close(streamed); <-resume }
 	done := make(chan string, 1)
 	go func() {
 		code, _, body := adminPost(t, tc.nodes[1].cfg.StatsListen, "/cluster/add", url.Values{"addr": {fresh.cfg.DynListen}, "rack": {"rack1"}})

@@ -24,6 +24,7 @@ import (
 	troopclient "github.com/troop-lab/troop/client" // aliased: the tests have a client type
 	"github.com/troop-lab/troop/link"
 	"github.com/troop-lab/troop/node/consistency"
+	"github.com/troop-lab/troop/node/reconfig"
 	"github.com/troop-lab/troop/resp"
 	"github.com/troop-lab/troop/ring"
 	"github.com/troop-lab/troop/topology"
@@ -84,7 +85,7 @@ type Node struct {
 	selfAddr  atomic.Pointer[string] // this node's address in the membership (me)
 	peersMu   sync.Mutex
 	peers     map[string]*member // by peer address, made once and kept
-	changes   changeDriver       // membership changes this node drives or takes part in (membership.go)
+	changes   *reconfig.Driver   // membership changes this node drives or takes part in (membership.go)
 	store     []*link.Link       // connections to the local redis-server
 	datastore *reachability      // whether the redis-server answers, for the log and /metrics
 	dataDir   string             // where hints live (troop_data_dir)
@@ -167,6 +168,7 @@ func New(cfg *topology.Config, log *slog.Logger) (*Node, error) {
 		n.store = append(n.store, l)
 	}
 	n.repair = newRepairer(n)
+	n.changes = reconfig.New((*changeNode)(n), reconfig.Config{Dir: n.dataDir, Datacenter: cfg.Datacenter, Timeout: cfg.Timeout, Log: log})
 	if err := n.openHints(); err != nil {
 		n.closeLinks()
 		return nil, err
@@ -205,7 +207,7 @@ func (n *Node) buildTopology() error {
 	n.self = &member{dc: c.Datacenter, rack: c.Rack, peerAddr: c.DynListen, self: true,
 		info: peerInfo{Name: c.Name, DC: c.Datacenter, Rack: c.Rack, Listen: c.Listen, Stats: c.StatsListen}}
 	n.peers = map[string]*member{}
-	saved, err := loadMembership(n.dataDir)
+	saved, err := reconfig.Load(n.dataDir)
 	if err != nil {
 		return err
 	}

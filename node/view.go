@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/troop-lab/troop/node/membership"
+	"github.com/troop-lab/troop/node/reconfig"
 	"github.com/troop-lab/troop/resp"
 	"github.com/troop-lab/troop/ring"
 	"github.com/troop-lab/troop/topology"
@@ -82,7 +83,7 @@ var (
 // initialState is where a node starts: the membership it saved last, or
 // else its config (this node, as its dyn_listen, and its seeds; only the
 // seeds with troop_join, the node then waits for a change that names it).
-func initialState(c *topology.Config, saved *savedMembership) membership.State {
+func initialState(c *topology.Config, saved *reconfig.Saved) membership.State {
 	if saved != nil {
 		return saved.State
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/troop-lab/troop/client"
-	"github.com/troop-lab/troop/node"
+	"github.com/troop-lab/troop/node/reconfig"
 )
 
 func init() { subcommands = append(subcommands, newClusterCmd) }
@@ -110,7 +110,7 @@ any member (docs/store.md, Membership changes).`,
 
 // clusterRequest calls a membership endpoint and decodes its report; the
 // report comes back with the error too when the node gave one.
-func clusterRequest(ctx context.Context, method, admin, path string, q url.Values) (*node.ChangeReport, error) {
+func clusterRequest(ctx context.Context, method, admin, path string, q url.Values) (*reconfig.Report, error) {
 	for k, v := range q {
 		if len(v) == 1 && v[0] == "" {
 			delete(q, k)
@@ -130,7 +130,7 @@ func clusterRequest(ctx context.Context, method, admin, path string, q url.Value
 	}
 	defer res.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(res.Body, 1<<20))
-	var rep node.ChangeReport
+	var rep reconfig.Report
 	if jerr := json.Unmarshal(body, &rep); jerr != nil {
 		return nil, fmt.Errorf("%s: %s: %s", admin, res.Status, strings.TrimSpace(string(body)))
 	}
@@ -140,7 +140,7 @@ func clusterRequest(ctx context.Context, method, admin, path string, q url.Value
 	return &rep, nil
 }
 
-func printChange(w io.Writer, rep node.ChangeReport, asJSON bool) {
+func printChange(w io.Writer, rep reconfig.Report, asJSON bool) {
 	if asJSON {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/troop-lab/troop/node"
 	"github.com/troop-lab/troop/node/membership"
+	"github.com/troop-lab/troop/node/reconfig"
 )
 
 // troop cluster add is the admin endpoint: POST /cluster/add with the
@@ -21,7 +21,7 @@ func TestClusterVerbs(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got = append(got, r.Method+" "+r.URL.Path+"?"+r.URL.RawQuery+" "+r.Header.Get("Authorization"))
 		st := membership.Initial([]membership.Member{{Addr: "a:1", DC: "dc1", Rack: "rack1", Tokens: []uint32{0}}})
-		rep := node.ChangeReport{State: st, Moves: []membership.Move{{DC: "dc1", Rack: "rack1", Range: membership.Range{Lo: 0, Hi: 7}, From: "a:1", To: "b:1"}}}
+		rep := reconfig.Report{State: st, Moves: []membership.Move{{DC: "dc1", Rack: "rack1", Range: membership.Range{Lo: 0, Hi: 7}, From: "a:1", To: "b:1"}}}
 		if r.URL.Path == "/cluster/remove" {
 			rep.Error = "a:1 is the last node of rack dc1/rack1"
 			w.WriteHeader(http.StatusConflict)
