@@ -330,7 +330,7 @@ func TestMembershipReplace(t *testing.T) {
 
 // A new node killed in the middle of its handoff leaves the cluster
 // serving, with the change under way; cancel rolls it back though the
-// node is still down; the node restarts from the step it saved; a second
+// node is still down; the node restarts and learns the cancel; a second
 // add, killed again, is resumed once the node is back, and completes.
 func TestMembershipKilledMidHandoffCancelResume(t *testing.T) {
 	tc := startCluster(t, clusterOpts{racks: 3, read: consistency.DCQuorum, write: consistency.DCQuorum})
@@ -370,13 +370,16 @@ func TestMembershipKilledMidHandoffCancelResume(t *testing.T) {
 	}
 	dial(t, tc.nodes[0].cfg.Listen).must("SET", "after-cancel", "1")
 
-	// The node restarts from the step it saved; a resume finds nothing
-	// under way (the newest step any member holds is the cancel's).
+	// The node restarts, and catches up with the cancel it missed: it is
+	// no member; a resume finds nothing under way.
 	fresh.start()
 	waitPing(t, fresh.cfg.Listen)
 	waitUp(t, tc, addr)
-	if st := fresh.node.view().state; st.Epoch != 1 || st.Phase != membership.Streaming {
-		t.Fatalf("the restarted node holds step %d (%s), want the saved 1 (streaming)", st.Epoch, st.Phase)
+	if st := fresh.node.view().state; st.Epoch != 2 || st.Phase != membership.Stable {
+		t.Fatalf("the restarted node holds step %d (%s), want the cancel's 2 (stable)", st.Epoch, st.Phase)
+	}
+	if v := dial(t, fresh.cfg.Listen).do("GET", "x"); !v.IsError() || string(v.Str) != "ERR troop: this node was removed from the cluster" {
+		t.Fatalf("the restarted node, no member, answered GET with %s", v)
 	}
 	if code, _, body := adminPost(t, tc.nodes[1].cfg.StatsListen, "/cluster/resume", nil); code != http.StatusConflict || !strings.Contains(body, "nothing to resume") {
 		t.Fatalf("resume with nothing under way: %d %s", code, body)
@@ -630,5 +633,35 @@ func TestMembershipAdminEndpoints(t *testing.T) {
 		if code, body := call(c.method, c.path, c.token); code != c.code || !strings.Contains(body, c.want) {
 			t.Errorf("%s %s: %d %s, want %d and %q", c.method, c.path, code, body, c.code, c.want)
 		}
+	}
+}
+
+// A member that missed a step while it was serving (its peers could not
+// reach it) learns it from them within a period of its own look at them
+// (catchUpEvery), without a restart, a resume or a cancel.
+func TestMembershipCatchUpWhileRunning(t *testing.T) {
+	tc := startCluster(t, clusterOpts{racks: 3, read: consistency.DCQuorum, write: consistency.DCQuorum})
+	fresh, split := startJoining(t, tc)
+	step, err := tc.nodes[0].node.view().state.Add(membership.Member{Addr: fresh.cfg.DynListen, DC: "dc1", Rack: "rack1", Tokens: []uint32{split}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tn := range []*testNode{fresh, tc.nodes[0], tc.nodes[1]} { // not tc.nodes[2]
+		if err := tn.node.changes.TakeStep(step, tn.cfg.DynListen); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := tc.nodes[2].node.view().state; st.Epoch != 0 {
+		t.Fatalf("rack3's node holds step %d before it could look, want 0", st.Epoch)
+	}
+	eventually(t, catchUpEvery+3*time.Second, func() string {
+		if st := tc.nodes[2].node.view().state; st.Epoch != 1 || st.Phase != membership.Streaming {
+			return fmt.Sprintf("rack3's node holds step %d (%s), want 1 (streaming)", st.Epoch, st.Phase)
+		}
+		return ""
+	})
+	saved, err := reconfig.Load(tc.nodes[2].cfg.DataDir)
+	if err != nil || saved == nil || saved.Epoch != 1 || saved.Self != tc.nodes[2].cfg.DynListen {
+		t.Fatalf("rack3's node saved %+v, %v; want step 1 as %s", saved, err, tc.nodes[2].cfg.DynListen)
 	}
 }

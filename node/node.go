@@ -227,9 +227,17 @@ func (n *Node) buildTopology() error {
 	return nil
 }
 
+// catchUpEvery is how often a node asks its peers for the membership
+// step they hold (reconfig's Driver.Run).
+const catchUpEvery = 2 * time.Second
+
 // Serve listens on the client, peer and admin addresses and serves until
 // ctx ends; then it closes every listener and connection and returns.
 func (n *Node) Serve(ctx context.Context) error {
+	// A member that missed membership steps while it was down routes by
+	// the current one before it serves anybody; it listens on nothing
+	// meanwhile, so that peers starting at once do not wait on it.
+	n.changes.CatchUp(ctx)
 	front, err := net.Listen("tcp", n.cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen (client): %w", err)
@@ -267,12 +275,13 @@ func (n *Node) Serve(ctx context.Context) error {
 		n.log.Warn("this node runs with a PLANTED BUG, a deliberate defect for testing testers: never use it for real data", "troop_planted_bug", n.cfg.PlantedBug)
 	}
 
-	n.wg.Add(5)
+	n.wg.Add(6)
 	go func() { defer n.wg.Done(); n.acceptLoop(front, n.serveClient) }()
 	go func() { defer n.wg.Done(); n.acceptLoop(peers, n.acceptPeer) }()
 	go func() { defer n.wg.Done(); n.admin.Serve(adminLn) }()
 	go func() { defer n.wg.Done(); n.heartbeatLoop(ctx) }()
 	go func() { defer n.wg.Done(); n.repair.antiEntropyLoop(ctx) }()
+	go func() { defer n.wg.Done(); n.changes.Run(ctx, catchUpEvery) }()
 	<-ctx.Done()
 	n.shutdown()
 	return nil

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/troop-lab/troop/check"
 	"github.com/troop-lab/troop/client"
 	"github.com/troop-lab/troop/lab"
+	"github.com/troop-lab/troop/node/membership"
 	"github.com/troop-lab/troop/resp"
 	"github.com/troop-lab/troop/ring"
 	"github.com/troop-lab/troop/suite"
@@ -119,6 +121,87 @@ func TestLabAddRemoveNode(t *testing.T) {
 	n, err := st.Node("dc1-rack1-2")
 	if err != nil || n.NodeP.State != lab.Stopped || n.RedisP.State != lab.Stopped {
 		t.Fatalf("the removed position: %+v, %v", n, err)
+	}
+}
+
+// A node that was stopped while a node was added to another rack catches
+// up when it starts again: it routes by the change's last step as soon as
+// it answers clients (before its first periodic look at its peers, 2 s
+// later), and every key written before and during the change reads back
+// through it at DC_QUORUM.
+func TestLabNodeCatchesUpAfterRestart(t *testing.T) {
+	l := startLab(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	first, down := l.Nodes()[0], l.Nodes()[2] // rack1 grows; rack3's node misses it
+	if down.Rack != "rack3" {
+		t.Fatalf("the lab's third node is in %s, want rack3", down.Rack)
+	}
+	do := func(addr string, args ...string) resp.Value {
+		t.Helper()
+		c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		rd := resp.NewReader(c, resp.DefaultLimits)
+		var v resp.Value
+		for _, cmd := range [][]string{{"TROOP", "CONSISTENCY", "DC_QUORUM"}, args} {
+			if _, err := c.Write(resp.AppendCommandStrings(nil, cmd...)); err != nil {
+				t.Fatal(err)
+			}
+			if v, err = rd.ReadValue(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return v
+	}
+	write := func(prefix string) {
+		t.Helper()
+		for i := 0; i < 100; i++ {
+			if v := do(first.Listen, "SET", fmt.Sprintf("%s%d", prefix, i), fmt.Sprint(i)); v.IsError() {
+				t.Fatalf("SET: %s", v)
+			}
+		}
+	}
+	write("before-")
+	if _, err := labVerb(l.Dir(), "stop", down.Name); err != nil {
+		t.Fatal(err)
+	}
+	out, err := labVerb(l.Dir(), "add-node", "--rack", "rack1")
+	if err != nil || !strings.Contains(out, "epoch 3, stable") || !strings.Contains(out, "missed: "+down.DynListen) {
+		t.Fatalf("add-node with %s stopped: %v\n%s", down.Name, err, out)
+	}
+	write("during-")
+	if _, err := labVerb(l.Dir(), "start", down.Name); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", down.Listen, time.Second)
+		if err == nil {
+			c.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s does not answer after its start: %v", down.Name, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	rep, err := clusterRequest(ctx, http.MethodGet, down.StatsListen, "/cluster/membership", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := rep.State; st.Epoch != 3 || st.Phase != membership.Stable || len(st.New) != 4 {
+		t.Fatalf("the restarted %s holds step %d (%s) of %d members, want 3 (stable) of 4", down.Name, st.Epoch, st.Phase, len(st.New))
+	}
+	for _, prefix := range []string{"before-", "during-"} {
+		for i := 0; i < 100; i++ {
+			if v := do(down.Listen, "GET", fmt.Sprintf("%s%d", prefix, i)); string(v.Str) != fmt.Sprint(i) {
+				t.Fatalf("GET %s%d through the restarted node = %s", prefix, i, v)
+			}
+		}
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"sort"
 	"strconv"
 	"strings"
@@ -184,6 +185,38 @@ func members(s membership.State, self string) []membership.Member {
 	return out
 }
 
+// poll asks every member this node knows, all at once, for the step it
+// holds: the steps of those that answered, by address, and those that
+// did not.
+func (d *Driver) poll(ctx context.Context, own membership.State) (map[string]membership.State, []string) {
+	ms := members(own, d.node.Self())
+	got := make([]*membership.State, len(ms))
+	var wg sync.WaitGroup
+	for i, m := range ms {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			raw, err := d.node.Ask(ctx, m, false, []byte("STATE"))
+			v, perr := resp.Parse(raw)
+			var s membership.State
+			if err == nil && perr == nil && !v.IsError() && json.Unmarshal(v.Str, &s) == nil {
+				got[i] = &s
+			}
+		}()
+	}
+	wg.Wait()
+	states := map[string]membership.State{}
+	var missed []string
+	for i, m := range ms {
+		if got[i] == nil {
+			missed = append(missed, m.Addr)
+			continue
+		}
+		states[m.Addr] = *got[i]
+	}
+	return states, missed
+}
+
 // gather asks every member this node knows for the step it holds and
 // returns the newest, and the members that did not answer. A node the
 // steps do not know by its dyn_listen (0.0.0.0:8101, say) learns from its
@@ -191,25 +224,20 @@ func members(s membership.State, self string) []membership.Member {
 // own.
 func (d *Driver) gather(ctx context.Context) (membership.State, []string) {
 	own := d.node.State()
+	states, missed := d.poll(ctx, own)
 	newest := own
-	var missed []string
-	var states []membership.State
-	for _, m := range members(own, d.node.Self()) {
-		raw, err := d.node.Ask(ctx, m, false, []byte("STATE"))
-		v, perr := resp.Parse(raw)
-		var s membership.State
-		if err != nil || perr != nil || v.IsError() || json.Unmarshal(v.Str, &s) != nil {
-			missed = append(missed, m.Addr)
-			continue
-		}
-		states = append(states, s)
+	addrs := make([]string, 0, len(states))
+	for a, s := range states {
+		addrs = append(addrs, a)
 		if s.Newer(newest) {
 			newest = s
 		}
 	}
+	sort.Strings(addrs)
 	me := d.node.Self()
 	if mine, ok := membership.Find(own.Routing(), me); ok {
-		for _, s := range states {
+		for _, a := range addrs {
+			s := states[a]
 			if _, known := membership.Find(s.Routing(), me); known {
 				break
 			}
@@ -225,6 +253,68 @@ func (d *Driver) gather(ctx context.Context) (membership.State, []string) {
 		}
 	}
 	return newest, missed
+}
+
+// CatchUp takes the newest step any member holds, when it is newer than
+// this node's: a member that was down or out of reach while the cluster
+// took steps routes by the current one. A node that is not a member of
+// the step it holds (one that joins and no change named yet, or one
+// removed) learns nothing this way: the driver of a change that names it
+// sends it its steps.
+func (d *Driver) CatchUp(ctx context.Context) {
+	own, me := d.node.State(), d.node.Self()
+	mine, ok := membership.Find(append(append([]membership.Member(nil), own.Old...), own.New...), me)
+	if !ok {
+		return
+	}
+	states, _ := d.poll(ctx, own)
+	newest := own
+	for _, s := range states {
+		if s.Newer(newest) {
+			newest = s
+		}
+	}
+	if !newest.Newer(own) {
+		return
+	}
+	self := me
+	if _, named := membership.Find(append(append([]membership.Member(nil), newest.Old...), newest.New...), me); !named && unspecified(me) {
+		// A dyn_listen of 0.0.0.0:8101 is known to the peers by the
+		// address their seeds give; any other address not in the step
+		// is a node the step removed (a replacement has its tokens).
+		if name := newest.Known(mine.DC, mine.Rack, mine.Tokens); name != "" {
+			self = name
+		}
+	}
+	if err := d.TakeStep(newest, self); err != nil {
+		d.cfg.Log.Warn("this node could not catch up with the membership step its peers hold", "epoch", newest.Epoch, "err", err)
+		return
+	}
+	d.cfg.Log.Info("caught up with the membership step its peers hold", "from_epoch", own.Epoch, "epoch", newest.Epoch, "phase", string(newest.Phase))
+}
+
+// unspecified reports whether addr's host is 0.0.0.0 or ::, an address
+// a node listens on but its peers cannot dial.
+func unspecified(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	ip := net.ParseIP(host)
+	return err == nil && ip != nil && ip.IsUnspecified()
+}
+
+// Run catches up every period until ctx ends (CatchUp): a member that
+// missed steps while its peers could not reach it learns them within a
+// period of being reachable again.
+func (d *Driver) Run(ctx context.Context, every time.Duration) {
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		d.CatchUp(ctx)
+	}
 }
 
 // drive takes a change from step s (from, the step before it, names the
