@@ -27,8 +27,10 @@ func newLabAddNodeCmd() *cobra.Command {
 redis-server and a node started with troop_join: true, at the middle of
 the rack's widest token range. Then it adds the node to the cluster through
 a member's admin API (as troop cluster add does), which streams the range
-it takes over and switches the cluster to it. Loopback labs without --tls
-only, for now; the position lasts as long as the lab's supervisor.`,
+it takes over and switches the cluster to it. In address mode (--netns)
+the node gets its own network namespace and address, with --tls a
+certificate of the lab's CA; the position lasts as long as the lab's
+supervisor.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if rack == "" {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/troop-lab/troop/check"
 	"github.com/troop-lab/troop/client"
+	"github.com/troop-lab/troop/internal/testlab"
 	"github.com/troop-lab/troop/lab"
 	"github.com/troop-lab/troop/node/membership"
 	"github.com/troop-lab/troop/resp"
@@ -24,8 +25,21 @@ import (
 // before read back at DC_QUORUM through the new node, and after its
 // removal through another. A client following /cluster_describe routes a
 // key of the moved range to the new node once it is in, and back after.
-func TestLabAddRemoveNode(t *testing.T) {
-	l := startLab(t)
+func TestLabAddRemoveNode(t *testing.T) { labAddRemoveNode(t, startLab(t)) }
+
+// The same with the peer links over mutual TLS: the new node's
+// certificate comes from the lab's CA, or its peers refuse it.
+func TestLabAddRemoveNodeTLS(t *testing.T) {
+	labAddRemoveNode(t, testlab.Start(t, lab.Spec{ServeSocket: true, TLS: true}))
+}
+
+// The same in address mode: the new node gets its own network namespace
+// and the next address of the lab's network.
+func TestLabAddRemoveNodeNetns(t *testing.T) {
+	labAddRemoveNode(t, testlab.Start(t, lab.Spec{Netns: true, ServeSocket: true}))
+}
+
+func labAddRemoveNode(t *testing.T, l *lab.Lab) {
 	do := func(addr string, args ...string) resp.Value {
 		t.Helper()
 		c, err := net.DialTimeout("tcp", addr, 2*time.Second)
