@@ -9,7 +9,22 @@ import (
 	"time"
 )
 
-// AddNode lays out and starts a new position in rack dc/rack: its own
+// validRackName reports whether rack can name a rack of the lab: its
+// positions' names and directories are made of it.
+func validRackName(rack string) bool {
+	if rack == "" {
+		return false
+	}
+	for _, c := range rack {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// AddNode lays out and starts a new position in rack dc/rack (a new rack
+// of an existing datacenter too, whose first node owns the whole ring): its own
 // redis-server and a node that joins (troop_join: true, every position of
 // the lab as its seeds, token as its token), and returns once both answer
 // PING. The node serves nothing until a membership change names it (troop
@@ -23,17 +38,21 @@ func (l *Lab) AddNode(ctx context.Context, dc, rack string, token uint32) (Node,
 		l.mu.Unlock()
 		return Node{}, errors.New("lab is stopped")
 	}
-	known := false
+	knownDC := false
 	index := 1
 	for _, n := range l.nodes {
+		knownDC = knownDC || n.DC == dc
 		if n.DC == dc && n.Rack == rack {
-			known = true
 			index = max(index, n.Index+1)
 		}
 	}
-	if !known {
+	if !knownDC {
 		l.mu.Unlock()
-		return Node{}, fmt.Errorf("the lab has no rack %s/%s: a node joins an existing rack", dc, rack)
+		return Node{}, fmt.Errorf("the lab has no datacenter %s: a node joins a rack of an existing datacenter", dc)
+	}
+	if !validRackName(rack) {
+		l.mu.Unlock()
+		return Node{}, fmt.Errorf("rack name %q: want letters, digits, '_' or '-' only", rack)
 	}
 	name := NodeName(dc, rack, index)
 	n := Node{Name: name, DC: dc, Rack: rack, Index: index, Token: token,

@@ -22,7 +22,10 @@ import (
 // whose owner in this rack changes, and of which this node is one owner,
 // is copied once applied to the key's other owner (mirrored: from
 // whichever owner it landed on to the other, which is old to new before
-// the switch and both ways after it, so that a cancel loses nothing), with
+// the switch and both ways after it, so that a cancel loses nothing);
+// while a change adds a rack, before the switch, every replica copies it
+// to the key's owner in the new rack (after it, the new rack is one of
+// the replicas, and a cancel needs no copy back: store.md says why); with
 // the repair copy that never replaces a newer version; the write answers
 // only when the copy is in, else this replica fails it as unreachable (the
 // outcome unknown: it is applied here). Copies travel as HANDOFF, which
@@ -71,9 +74,19 @@ func (n *Node) mirrorAfter(v *view, version []byte, keys [][]byte, done func([]b
 
 // mirrorTarget returns the other owner, in this node's rack, of a token
 // whose owner a change under way moves, when this node is one of its two
-// owners; else nil.
+// owners; while a change adds a rack and routes by the old members, the
+// token's owner in the new rack; else nil.
 func (v *view) mirrorTarget(t uint32) *member {
 	if v.other == nil {
+		return nil
+	}
+	if v.newRack != nil {
+		if m := v.other.members[v.newRack.ring.Owner(t)]; !m.self {
+			return m
+		}
+		return nil
+	}
+	if !v.ownRack || !v.other.ownRack { // this node's rack is the one added
 		return nil
 	}
 	mine := v.members[v.localRacks[0].ring.Owner(t)]
@@ -180,11 +193,11 @@ func (n *Node) cleanup(ctx context.Context) (int64, error) {
 		return 0, errors.New("a membership change is under way: keys are dropped only once it is done")
 	}
 	store, _ := n.aeLinks()
-	own := v.localRacks[0].ring
+	own := v.localRacks[0].ring // not this node's rack when !ownRack: it owns nothing
 	var dropped int64
 	var failed error
 	err := n.scanLocal(ctx, segment{}, 0, nil, func(key, version, _ []byte, _ int) {
-		if failed != nil || v.members[own.Owner(n.token(key))] == n.self {
+		if failed != nil || (v.ownRack && v.members[own.Owner(n.token(key))] == n.self) {
 			return
 		}
 		args := append(scriptArgs("EVAL", deleteIfScript, [][]byte{key, append([]byte(VersionPrefix), key...)}), version)

@@ -624,7 +624,7 @@ func TestMembershipAdminEndpoints(t *testing.T) {
 		{"POST", "/cluster/add?rack=rack1", "s3cret", http.StatusBadRequest, "want addr=PEER_ADDRESS and rack=RACK"},
 		{"POST", "/cluster/add?addr=x:1&rack=rack1&tokens=abc", "s3cret", http.StatusBadRequest, `"abc" is not a token`},
 		{"POST", "/cluster/remove?addr=" + addr, "s3cret", http.StatusConflict, "is the last node of rack dc1/rack1"},
-		{"POST", "/cluster/add?addr=x:1&rack=rack9", "s3cret", http.StatusConflict, "adding a whole rack is not supported yet"},
+		{"POST", "/cluster/add?addr=x:1&rack=rack1&dc=dc9", "s3cret", http.StatusConflict, "adding a datacenter is not supported"},
 		{"POST", "/cluster/resume", "s3cret", http.StatusConflict, "nothing to resume"},
 		{"POST", "/cluster/cancel", "s3cret", http.StatusConflict, "nothing to cancel"},
 		{"POST", "/cluster/grow", "s3cret", http.StatusNotFound, "want add, remove, replace, cancel or resume"},
@@ -663,5 +663,43 @@ func TestMembershipCatchUpWhileRunning(t *testing.T) {
 	saved, err := reconfig.Load(tc.nodes[2].cfg.DataDir)
 	if err != nil || saved == nil || saved.Epoch != 1 || saved.Self != tc.nodes[2].cfg.DynListen {
 		t.Fatalf("rack3's node saved %+v, %v; want step 1 as %s", saved, err, tc.nodes[2].cfg.DynListen)
+	}
+}
+
+// A fourth rack is added under load through three coordinators at
+// DC_QUORUM: its node streams the whole ring from one of the racks while
+// every write is mirrored to it, refuses clients until the switch, and
+// ends holding every acknowledged key; every key reads back through each
+// of the four nodes, which then count four racks (a quorum of three).
+func TestMembershipAddRackUnderLoad(t *testing.T) {
+	tc := startCluster(t, clusterOpts{racks: 3, read: consistency.DCQuorum, write: consistency.DCQuorum})
+	fresh := startJoiningAt(t, tc, "rack4", 0)
+	model := &loadModel{acked: map[string]int{}}
+	tc.nodes[1].node.changes.AfterStream = func() { // writes land on the three racks after the streaming
+		if v := dial(t, fresh.cfg.Listen).do("GET", "x"); !v.IsError() || !strings.HasPrefix(string(v.Str), "TRYAGAIN") {
+			t.Errorf("the new rack's node answered GET with %s while streaming, want TRYAGAIN", v)
+		}
+		time.Sleep(400 * time.Millisecond)
+	}
+	changeUnderLoad(t, tc, model, 1, tc.nodes[1].cfg.StatsListen, "/cluster/add", url.Values{"addr": {fresh.cfg.DynListen}, "rack": {"rack4"}}, 4)
+	t.Logf("add rack: %d keys acknowledged, %d writes failed", len(model.acked), model.fails)
+	var problems []string
+	have := redisKeys(t, fresh.redis.Addr)
+	model.mu.Lock()
+	for k, want := range model.acked {
+		if seq, _ := strconv.Atoi(have[k]); seq < want {
+			problems = append(problems, fmt.Sprintf("the new rack holds %s = %q, want at least %d", k, have[k], want))
+		}
+	}
+	model.mu.Unlock()
+	problems = append(problems, checkReadBack(t, []string{tc.nodes[0].cfg.Listen, tc.nodes[1].cfg.Listen, tc.nodes[2].cfg.Listen, fresh.cfg.Listen}, model)...)
+	if len(problems) > 0 {
+		sort.Strings(problems)
+		t.Fatalf("%d problems, e.g.\n%s", len(problems), strings.Join(problems[:min(len(problems), 20)], "\n"))
+	}
+	for _, tn := range append([]*testNode{fresh}, tc.nodes...) {
+		if v := tn.node.view(); len(v.localRacks) != 4 || !v.ownRack || v.other != nil {
+			t.Fatalf("%s routes by %d racks (own rack %v, change under way %v), want 4", tn.cfg.Name, len(v.localRacks), v.ownRack, v.other != nil)
+		}
 	}
 }

@@ -218,7 +218,7 @@ func (n *Node) buildTopology() error {
 	n.selfAddr.Store(&self)
 	v, err := n.buildView(initialState(c, saved))
 	if err != nil && c.Join && saved == nil {
-		return fmt.Errorf("troop_join: %w: a node joins a rack that has members among its dyn_seeds (adding a whole rack is not supported yet)", err)
+		return fmt.Errorf("troop_join: %w: a node joins a datacenter that has members among its dyn_seeds", err)
 	}
 	if err != nil {
 		return err

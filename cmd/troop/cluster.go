@@ -78,9 +78,9 @@ any member (docs/store.md, Membership changes).`,
 			return url.Values{"addr": {pos[0]}, "rack": {rack}, "dc": {dc}, "tokens": {tokens}}, nil
 		}),
 	}
-	add.Flags().StringVar(&rack, "rack", "", "the rack the node joins")
+	add.Flags().StringVar(&rack, "rack", "", "the rack the node joins (one its datacenter does not have: a new rack, whose node owns the whole ring)")
 	add.Flags().StringVar(&dc, "dc", "", "its datacenter (default: the asked member's)")
-	add.Flags().StringVar(&tokens, "tokens", "", "its tokens, comma-separated (default: the middle of the rack's widest range)")
+	add.Flags().StringVar(&tokens, "tokens", "", "its tokens, comma-separated (default: the middle of the rack's widest range; 0 in a new rack)")
 
 	remove := &cobra.Command{
 		Use:   "remove PEER_ADDR",

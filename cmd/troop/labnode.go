@@ -27,7 +27,10 @@ func newLabAddNodeCmd() *cobra.Command {
 redis-server and a node started with troop_join: true, at the middle of
 the rack's widest token range. Then it adds the node to the cluster through
 a member's admin API (as troop cluster add does), which streams the range
-it takes over and switches the cluster to it. In address mode (--netns)
+it takes over and switches the cluster to it. A rack the lab does not
+have is added whole: its node owns the whole ring (token 0), streams every
+key from one of the other racks, and counts in quorums from the switch
+(docs/store.md, Adding a rack). In address mode (--netns)
 the node gets its own network namespace and address, with --tls a
 certificate of the lab's CA; the position lasts as long as the lab's
 supervisor.`,

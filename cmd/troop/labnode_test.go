@@ -227,6 +227,27 @@ func TestLabNodeCatchesUpAfterRestart(t *testing.T) {
 // linearizable); node's TestMembershipCheckCatchesNoHandoffMirror looks at
 // the new owner's keys for that.
 func TestRegistersLinearizableThroughMembershipChanges(t *testing.T) {
+	registersThrough(t, func(dir string) error {
+		_, err := labVerb(dir, "add-node", "--rack", "rack1")
+		if err == nil {
+			_, err = labVerb(dir, "remove-node", "dc1-rack1-2")
+		}
+		return err
+	})
+}
+
+// The same while a fourth rack is added: the quorum is two of the three
+// old racks until the new one has its stream, three of four after.
+func TestRegistersLinearizableThroughRackAdd(t *testing.T) {
+	registersThrough(t, func(dir string) error {
+		_, err := labVerb(dir, "add-node", "--rack", "rack4")
+		return err
+	})
+}
+
+// registersThrough runs the register workload on a lab while change
+// changes its membership, and checks the history.
+func registersThrough(t *testing.T, change func(dir string) error) {
 	l := startLab(t)
 	nodes, err := client.FromLab(l.Dir())
 	if err != nil {
@@ -239,10 +260,7 @@ func TestRegistersLinearizableThroughMembershipChanges(t *testing.T) {
 	go func() {
 		defer stop() // the workload ends with the changes
 		time.Sleep(2 * time.Second)
-		_, err := labVerb(l.Dir(), "add-node", "--rack", "rack1")
-		if err == nil {
-			_, err = labVerb(l.Dir(), "remove-node", "dc1-rack1-2")
-		}
+		err := change(l.Dir())
 		time.Sleep(2 * time.Second)
 		changed <- err
 	}()

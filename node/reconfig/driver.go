@@ -428,10 +428,18 @@ func (d *Driver) broadcast(ctx context.Context, s membership.State, audience map
 
 // streamMoves has the old owner of each moving range stream it to the
 // new owner; when the old owner cannot, every node of the other racks of
-// its datacenter streams the keys of the range it holds.
+// its datacenter streams the keys of the range it holds. A range of a
+// rack the change adds has no old owner: the nodes of one other rack
+// stream it, the first by name whose nodes all can.
 func (d *Driver) streamMoves(ctx context.Context, s membership.State) error {
 	for _, mv := range s.Moves() {
 		args := []string{"STREAM", strconv.FormatUint(uint64(mv.Range.Lo), 10), strconv.FormatUint(uint64(mv.Range.Hi), 10), mv.To}
+		if mv.From == "" {
+			if err := d.streamFromOneRack(ctx, s, mv, args); err != nil {
+				return err
+			}
+			continue
+		}
 		from, _ := membership.Find(s.Old, mv.From)
 		err := d.askLong(ctx, from, args...)
 		if err == nil {
@@ -448,6 +456,35 @@ func (d *Driver) streamMoves(ctx context.Context, s membership.State) error {
 		}
 	}
 	return nil
+}
+
+// streamFromOneRack has every node of one rack of mv's datacenter (the
+// old members are sorted by rack) stream the range of mv it holds: the
+// first rack whose nodes all could.
+func (d *Driver) streamFromOneRack(ctx context.Context, s membership.State, mv membership.Move, args []string) error {
+	var errs []string
+	for i := 0; i < len(s.Old); {
+		rack := s.Old[i]
+		j := i
+		var failed error
+		for ; j < len(s.Old) && s.Old[j].DC == rack.DC && s.Old[j].Rack == rack.Rack; j++ {
+			if rack.DC == mv.DC && failed == nil {
+				if err := d.askLong(ctx, s.Old[j], args...); err != nil {
+					failed = fmt.Errorf("%s: %v", s.Old[j].Addr, err)
+				}
+			}
+		}
+		i = j
+		if rack.DC != mv.DC {
+			continue
+		}
+		if failed == nil {
+			return nil
+		}
+		d.cfg.Log.Warn("a rack could not stream a range to the rack the change adds: the next one streams it", "rack", rack.Rack, "to", mv.To, "err", failed)
+		errs = append(errs, fmt.Sprintf("rack %s (%v)", rack.Rack, failed))
+	}
+	return fmt.Errorf("range (%d, %d] to %s of the new rack %s/%s: no rack could stream it: %s", mv.Range.Lo, mv.Range.Hi, mv.To, mv.DC, mv.Rack, strings.Join(errs, "; "))
 }
 
 // askLong runs a long MEMBERSHIP request (STREAM, CLEANUP) on member m:
