@@ -85,7 +85,7 @@ type Node struct {
 	selfAddr  atomic.Pointer[string] // this node's address in the membership (me)
 	peersMu   sync.Mutex
 	peers     map[string]*member // by peer address, made once and kept
-	changes   *reconfig.Driver   // membership changes this node drives or takes part in (membership.go)
+	changes   *reconfig.Driver   // membership changes this node drives or takes part in (node/reconfig, membership.go)
 	store     []*link.Link       // connections to the local redis-server
 	datastore *reachability      // whether the redis-server answers, for the log and /metrics
 	dataDir   string             // where hints live (troop_data_dir)
