@@ -53,7 +53,7 @@ type Node interface {
 
 // Config is what the driver needs of the node's config.
 type Config struct {
-	Dir        string        // the data directory, where File goes
+	Dir        string        // the data directory, where the step is saved (membership.json)
 	Datacenter string        // the node's, the default of an added node
 	Timeout    time.Duration // the node's request timeout
 	Log        *slog.Logger

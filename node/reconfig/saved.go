@@ -10,11 +10,11 @@ import (
 	"github.com/troop-lab/troop/node/membership"
 )
 
-// File is where a node keeps the last membership step it took, in its
+// file is where a node keeps the last membership step it took, in its
 // data directory.
-const File = "membership.json"
+const file = "membership.json"
 
-// Saved is what File holds: the step, and this node's address in it (the
+// Saved is what file holds: the step, and this node's address in it (the
 // one its peers dial).
 type Saved struct {
 	Self string `json:"self"`
@@ -23,7 +23,7 @@ type Saved struct {
 
 // Load reads the step saved in dir; nil when there is none.
 func Load(dir string) (*Saved, error) {
-	raw, err := os.ReadFile(filepath.Join(dir, File))
+	raw, err := os.ReadFile(filepath.Join(dir, file))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
@@ -32,7 +32,7 @@ func Load(dir string) (*Saved, error) {
 	}
 	var s Saved
 	if err := json.Unmarshal(raw, &s); err != nil {
-		return nil, fmt.Errorf("membership: %s: %w", filepath.Join(dir, File), err)
+		return nil, fmt.Errorf("membership: %s: %w", filepath.Join(dir, file), err)
 	}
 	return &s, nil
 }
@@ -47,7 +47,7 @@ func save(dir string, s Saved) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	tmp := filepath.Join(dir, File+".tmp")
+	tmp := filepath.Join(dir, file+".tmp")
 	f, err := os.Create(tmp)
 	if err != nil {
 		return err
@@ -63,5 +63,5 @@ func save(dir string, s Saved) error {
 	if err := f.Close(); err != nil {
 		return err
 	}
-	return os.Rename(tmp, filepath.Join(dir, File))
+	return os.Rename(tmp, filepath.Join(dir, file))
 }
