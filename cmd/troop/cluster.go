@@ -164,7 +164,11 @@ func printChange(w io.Writer, rep reconfig.Report, asJSON bool) {
 	}
 	tw.Flush()
 	for _, mv := range rep.Moves {
-		fmt.Fprintf(w, "moves %s/%s (%d, %d]: %s -> %s\n", mv.DC, mv.Rack, mv.Range.Lo, mv.Range.Hi, mv.From, mv.To)
+		from := mv.From
+		if from == "" {
+			from = "(a new rack: one of the other racks)"
+		}
+		fmt.Fprintf(w, "moves %s/%s (%d, %d]: %s -> %s\n", mv.DC, mv.Rack, mv.Range.Lo, mv.Range.Hi, from, mv.To)
 	}
 	for _, m := range rep.Missed {
 		fmt.Fprintf(w, "missed: %s\n", m)
