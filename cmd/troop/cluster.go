@@ -2,12 +2,15 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"text/tabwriter"
 
@@ -21,8 +24,8 @@ func init() { subcommands = append(subcommands, newClusterCmd) }
 
 func newClusterCmd() *cobra.Command {
 	var (
-		admin  string
-		asJSON bool
+		admin, caFile string
+		asJSON        bool
 	)
 	cmd := &cobra.Command{
 		Use:   "cluster",
@@ -40,6 +43,7 @@ part way (a node died) stays under way: resume it, or cancel it, through
 any member (docs/store.md, Membership changes).`,
 	}
 	cmd.PersistentFlags().StringVar(&admin, "admin", "", "admin address (stats_listen) of any member, e.g. 127.0.0.1:22222")
+	cmd.PersistentFlags().StringVar(&caFile, "cacert", "", "call the admin API over HTTPS (a node with troop_tls_admin), trusting the CA certificates of this PEM file")
 	cmd.PersistentFlags().BoolVar(&asJSON, "json", false, "print the answer as JSON")
 	run := func(what string, args func(cmd *cobra.Command, pos []string) (url.Values, error)) func(*cobra.Command, []string) error {
 		return func(cmd *cobra.Command, pos []string) error {
@@ -50,11 +54,15 @@ any member (docs/store.md, Membership changes).`,
 			if err != nil {
 				return fmt.Errorf("cluster %s: %w", what, err)
 			}
+			ac, err := newAdminClient(caFile)
+			if err != nil {
+				return fmt.Errorf("cluster %s: %w", what, err)
+			}
 			method, path := http.MethodPost, "/cluster/"+what
 			if what == "status" {
 				method, path = http.MethodGet, "/cluster/membership"
 			}
-			rep, err := clusterRequest(cmd.Context(), method, admin, path, q)
+			rep, err := clusterRequest(cmd.Context(), ac, method, admin, path, q)
 			if rep != nil {
 				printChange(cmd.OutOrStdout(), *rep, asJSON)
 			}
@@ -108,15 +116,44 @@ any member (docs/store.md, Membership changes).`,
 	return cmd
 }
 
+// adminClient calls a node's admin API: over plain HTTP, or over HTTPS
+// for a node with troop_tls_admin.
+type adminClient struct {
+	scheme string
+	http   *http.Client
+}
+
+// plainAdmin is the admin API over plain HTTP, as a lab's nodes serve it.
+var plainAdmin = adminClient{scheme: "http", http: http.DefaultClient}
+
+// newAdminClient is plainAdmin without caFile, else HTTPS trusting the CA
+// certificates of the PEM file caFile.
+func newAdminClient(caFile string) (adminClient, error) {
+	if caFile == "" {
+		return plainAdmin, nil
+	}
+	pem, err := os.ReadFile(caFile)
+	if err != nil {
+		return adminClient{}, fmt.Errorf("--cacert: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return adminClient{}, fmt.Errorf("--cacert %s holds no PEM certificate", caFile)
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	return adminClient{scheme: "https", http: &http.Client{Transport: tr}}, nil
+}
+
 // clusterRequest calls a membership endpoint and decodes its report; the
 // report comes back with the error too when the node gave one.
-func clusterRequest(ctx context.Context, method, admin, path string, q url.Values) (*reconfig.Report, error) {
+func clusterRequest(ctx context.Context, ac adminClient, method, admin, path string, q url.Values) (*reconfig.Report, error) {
 	for k, v := range q {
 		if len(v) == 1 && v[0] == "" {
 			delete(q, k)
 		}
 	}
-	u := "http://" + admin + path
+	u := ac.scheme + "://" + admin + path
 	if len(q) > 0 {
 		u += "?" + q.Encode()
 	}
@@ -124,7 +161,7 @@ func clusterRequest(ctx context.Context, method, admin, path string, q url.Value
 	if err != nil {
 		return nil, fmt.Errorf("--admin %q: %w", admin, err)
 	}
-	res, err := http.DefaultClient.Do(req)
+	res, err := ac.http.Do(req)
 	if err != nil {
 		return nil, err
 	}

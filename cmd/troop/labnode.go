@@ -51,7 +51,7 @@ supervisor.`,
 			if dc == "" {
 				dc = lab.DCName(1)
 			}
-			cur, err := clusterRequest(ctx, http.MethodGet, admin, "/cluster/membership", nil)
+			cur, err := clusterRequest(ctx, plainAdmin, http.MethodGet, admin, "/cluster/membership", nil)
 			if err != nil {
 				return fmt.Errorf("lab add-node: %w", err)
 			}
@@ -64,7 +64,7 @@ supervisor.`,
 				return fmt.Errorf("lab add-node: %w", err)
 			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "started %s (dyn_listen %s, token %d); adding it to the cluster through %s\n", n.Name, n.DynListen, token, admin)
-			rep, err := clusterRequest(ctx, http.MethodPost, admin, "/cluster/add",
+			rep, err := clusterRequest(ctx, plainAdmin, http.MethodPost, admin, "/cluster/add",
 				url.Values{"addr": {n.DynListen}, "dc": {dc}, "rack": {rack}, "tokens": {strconv.FormatUint(uint64(token), 10)}})
 			if rep != nil {
 				printChange(cmd.OutOrStdout(), *rep, asJSON)
@@ -111,7 +111,7 @@ func newLabRemoveNodeCmd() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("lab remove-node: %w", err)
 			}
-			rep, err := clusterRequest(ctx, http.MethodPost, admin, "/cluster/remove", url.Values{"addr": {gone.DynListen}})
+			rep, err := clusterRequest(ctx, plainAdmin, http.MethodPost, admin, "/cluster/remove", url.Values{"addr": {gone.DynListen}})
 			if rep != nil {
 				printChange(cmd.OutOrStdout(), *rep, asJSON)
 			}

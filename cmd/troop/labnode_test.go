@@ -203,7 +203,7 @@ func TestLabNodeCatchesUpAfterRestart(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	rep, err := clusterRequest(ctx, http.MethodGet, down.StatsListen, "/cluster/membership", nil)
+	rep, err := clusterRequest(ctx, plainAdmin, http.MethodGet, down.StatsListen, "/cluster/membership", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
