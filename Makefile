@@ -32,7 +32,7 @@ test:
 	@$(MAKE) --no-print-directory fuzz
 
 fuzz:
-	scripts/fuzz ./resp FuzzReadCommand $(FUZZTIME)
+	scripts/fuzz ./resp FuzzParseCommand $(FUZZTIME)
 	scripts/fuzz ./resp FuzzReadRaw $(FUZZTIME)
 	scripts/fuzz ./node FuzzParseTxRequest $(FUZZTIME)
 	scripts/fuzz ./topology FuzzParse $(FUZZTIME)

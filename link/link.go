@@ -9,6 +9,7 @@ import (
 	"net"
 	"runtime"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/troop-lab/troop/resp"
@@ -33,11 +34,12 @@ type Link struct {
 
 	mu        sync.Mutex
 	conn      net.Conn
-	out       []byte  // requests queued and not yet written
-	spare     []byte  // the other buffer, swapped with out by the writer
-	writing   bool    // a caller is writing out; others just append
-	dialing   bool    // a connection is being made; requests queue meanwhile
-	pending   []*call // oldest first
+	raw       syscall.RawConn // conn's descriptor, for FlushNoWait; nil over TLS
+	out       []byte          // requests queued and not yet written
+	spare     []byte          // the other buffer, swapped with out by the writer
+	writing   bool            // a caller is writing out; others just append
+	dialing   bool            // a connection is being made; requests queue meanwhile
+	pending   []*call         // oldest first
 	downUntil time.Time
 	backoff   time.Duration // grows while dials keep failing
 	lastErr   error         // why the link went down, without the link's name
@@ -162,26 +164,59 @@ func (l *Link) TrySendLast(req []byte, n int, done func(raw []byte, err error)) 
 
 const maxSpare = 1 << 20
 
-// flush writes queued requests out, unless another caller is already
+// Flush writes queued requests out, unless another caller is already
 // writing, in which case that caller takes them along.
-func (l *Link) Flush() {
+func (l *Link) Flush() { l.flush(false) }
+
+// FlushNoWait is Flush for a caller that must never block, such as an event
+// loop: it writes what the socket takes at once, and leaves the rest, when a
+// server stops reading, to the link's flusher goroutine. Over TLS, whose
+// writes cannot be tried, the flusher writes it all.
+func (l *Link) FlushNoWait() { l.flush(true) }
+
+func (l *Link) flush(noWait bool) {
 	l.mu.Lock()
 	if l.writing || len(l.out) == 0 || l.conn == nil {
 		l.mu.Unlock()
 		return
 	}
+	if noWait && l.raw == nil {
+		l.mu.Unlock()
+		l.FlushSoon()
+		return
+	}
 	l.writing = true
-	// Let other goroutines with requests ready add theirs before the write:
-	// one write for many callers is the point of combining.
-	l.mu.Unlock()
-	runtime.Gosched()
-	l.mu.Lock()
+	if !noWait {
+		// Let other goroutines with requests ready add theirs before the
+		// write: one write for many callers is the point of combining.
+		l.mu.Unlock()
+		runtime.Gosched()
+		l.mu.Lock()
+	}
 	for len(l.out) > 0 && l.conn != nil {
-		conn, buf := l.conn, l.out
+		conn, raw, buf := l.conn, l.raw, l.out
 		l.out = l.spare[:0]
 		l.mu.Unlock()
-		_, err := conn.Write(buf) // outside the lock: others keep appending
+		// Outside the lock: others keep appending.
+		var err error
+		written := len(buf)
+		if noWait {
+			written, err = tryWrite(raw, buf)
+		} else {
+			_, err = conn.Write(buf)
+		}
 		l.mu.Lock()
+		if err == nil && written < len(buf) {
+			// The socket is full: what it did not take goes first, before
+			// what was queued meanwhile, and the flusher waits to write it.
+			rest := make([]byte, 0, len(buf)-written+len(l.out))
+			l.out = append(append(rest, buf[written:]...), l.out...)
+			l.spare = buf[:0]
+			l.writing = false
+			l.mu.Unlock()
+			l.FlushSoon()
+			return
+		}
 		// buf becomes the spare, unless it grew huge: then let it go. Either
 		// way the old spare is now out's array and must not stay the spare.
 		l.spare = nil
@@ -199,6 +234,25 @@ func (l *Link) Flush() {
 	}
 	l.writing = false
 	l.mu.Unlock()
+}
+
+// tryWrite writes what the socket takes of buf without waiting.
+func tryWrite(raw syscall.RawConn, buf []byte) (int, error) {
+	var n int
+	var werr error
+	if err := raw.Write(func(fd uintptr) bool {
+		n, werr = syscall.Write(int(fd), buf)
+		return true
+	}); err != nil {
+		return 0, err
+	}
+	switch werr {
+	case nil:
+		return n, nil
+	case syscall.EAGAIN, syscall.EINTR:
+		return 0, nil
+	}
+	return 0, werr
 }
 
 // FlushSoon has the link's own flusher goroutine flush it, instead of the
@@ -318,8 +372,10 @@ func (l *Link) markDownLocked() {
 
 func (l *Link) startLocked(conn net.Conn, rd *resp.Reader) {
 	l.backoff = 0
+	l.raw = nil
 	if tc, ok := conn.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
+		l.raw, _ = tc.SyscallConn()
 	}
 	l.conn = conn // requests queued while dialling stay in out, for this connection
 	l.stats.record(func(s *linkStats) { s.connects++ })

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -215,6 +217,57 @@ func TestLinkConcurrentLargeRequests(t *testing.T) {
 	for s := 0; s < senders; s++ {
 		if err := <-errs; err != nil {
 			t.Fatal(err)
+		}
+	}
+}
+
+// FlushNoWait never blocks, even when the server stops reading and its
+// socket fills; what the socket did not take is written later, before
+// anything queued after it, so every request arrives whole and in order.
+func TestLinkFlushNoWait(t *testing.T) {
+	r := testredis.Start(t)
+	l := New("redis", r.Addr, 20*time.Second, nil)
+	defer l.Close()
+	ping := make(chan result, 1)
+	l.Do(resp.AppendCommandStrings(nil, "PING"), collect(ping))
+	if v := <-ping; v.err != nil {
+		t.Fatal(v.err)
+	}
+	r.Cmd.Process.Signal(syscall.SIGSTOP)
+	defer r.Cmd.Process.Signal(syscall.SIGCONT)
+	const senders, each = 4, 20 // 16 MB: many times what the sockets hold
+	chans := make([]chan result, senders)
+	values := make([][]string, senders)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for s := range senders {
+		chans[s] = make(chan result, 2*each)
+		values[s] = make([]string, each)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				values[s][i] = strings.Repeat(fmt.Sprintf("%d-%d.", s, i), 40000) // about 200 KB
+				l.Send(resp.AppendCommandStrings(nil, "SET", fmt.Sprintf("k%d-%d", s, i), values[s][i]), collect(chans[s]))
+				l.Send(resp.AppendCommandStrings(nil, "STRLEN", fmt.Sprintf("k%d-%d", s, i)), collect(chans[s]))
+				l.FlushNoWait()
+			}
+		}()
+	}
+	wg.Wait()
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("queueing and flushing 16 MB for a paused server took %v: a flush waited", d)
+	}
+	r.Cmd.Process.Signal(syscall.SIGCONT)
+	for s := range senders {
+		for i, value := range values[s] {
+			set, strlen := <-chans[s], <-chans[s]
+			if set.err != nil || string(set.raw) != "+OK\r\n" {
+				t.Fatalf("sender %d SET %d: %.80q %v", s, i, set.raw, set.err)
+			}
+			if want := fmt.Sprintf(":%d\r\n", len(value)); strlen.err != nil || string(strlen.raw) != want {
+				t.Fatalf("sender %d STRLEN %d: %.80q %v, want %q", s, i, strlen.raw, strlen.err, want)
+			}
 		}
 	}
 }

@@ -17,7 +17,13 @@ import (
 // a connection's writer takes slots in request order, so pipelined clients
 // get their replies in order.
 type slot struct {
-	ch chan []byte
+	ch chan []byte // the reply, for a connection with a writer goroutine
+	// The connection on an event loop the reply goes to, instead of ch;
+	// the read its request came in, and the reply once it is ready.
+	owner *loopConn
+	burst uint32
+	reply []byte
+	ready bool
 	// What to release on completion; nil for replies given at once.
 	conn *connLimit
 	node *atomic.Int64
@@ -34,6 +40,7 @@ var slotPool = sync.Pool{New: func() any { return &slot{ch: make(chan []byte, 1)
 func newSlot() *slot {
 	s := slotPool.Get().(*slot)
 	s.conn, s.node, s.mem, s.conv = nil, nil, nil, nil
+	s.owner, s.reply, s.ready = nil, nil, false
 	return s
 }
 
@@ -53,6 +60,10 @@ func (s *slot) complete(reply []byte) {
 		s.conn.release()
 		s.node.Add(-1)
 		s.mem.give(s.cost)
+	}
+	if s.owner != nil {
+		s.owner.completed(s, reply)
+		return
 	}
 	s.ch <- reply
 }
@@ -113,7 +124,7 @@ func (l *connLimit) acquire(b *batch) {
 		return
 	default:
 	}
-	b.flush()
+	b.beforeWait()
 	l.tokens <- struct{}{}
 }
 
@@ -157,18 +168,26 @@ func (n *Node) serveConn(c net.Conn, maxInflight int, sess *session, handle requ
 		writeReplies(c, replies)
 	}()
 
-	rd := resp.NewReader(c, n.limits)
+	var in requestBuffer
 	var b batch
 	limit := newConnLimit(maxInflight)
 	for !sess.quit {
-		cmd, err := rd.ReadCommand()
+		cmd, ok, err := in.next(n.limits)
 		if err != nil {
-			if resp.IsProtocolError(err) {
-				n.stats.protocolErrors.Add(1)
-				s := newSlot()
-				s.complete(resp.AppendError(nil, "ERR "+err.Error()))
-				queueReply(replies, s, &b)
-			} else if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+			n.stats.protocolErrors.Add(1)
+			s := newSlot()
+			s.complete(resp.AppendError(nil, "ERR "+err.Error()))
+			queueReply(replies, s, &b)
+			break
+		}
+		if !ok {
+			b.flush() // the pipeline is drained: send what it queued
+			k, err := c.Read(in.space())
+			if k > 0 {
+				in.filled(k)
+				continue
+			}
+			if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
 				n.log.Debug("client connection", "remote", c.RemoteAddr().String(), "err", err)
 			}
 			break
@@ -176,16 +195,9 @@ func (n *Node) serveConn(c net.Conn, maxInflight int, sess *session, handle requ
 		limit.acquire(&b)
 		s := newSlot()
 		queueReply(replies, s, &b)
-		if busy := n.admit(s, limit, len(cmd.Raw)); busy != nil {
-			limit.release()
-			s.complete(busy)
-		} else {
-			handle(cmd, s, sess, &b)
-		}
-		if rd.Buffered() == 0 {
-			b.flush()
-		}
+		n.start(cmd, s, limit, sess, handle, &b)
 	}
+	in.release()
 	b.flush()
 	if sess.closed != nil {
 		close(sess.closed) // a blocked command's reply would hold the writer below
@@ -193,6 +205,17 @@ func (n *Node) serveConn(c net.Conn, maxInflight int, sess *session, handle requ
 	close(replies)
 	<-writerDone
 	c.Close()
+}
+
+// start hands a request, whose token and reply's place are taken, to
+// handle, unless the node is too busy for it.
+func (n *Node) start(cmd resp.Command, s *slot, limit *connLimit, sess *session, handle requestHandler, b *batch) {
+	if busy := n.admit(s, limit, len(cmd.Raw)); busy != nil {
+		limit.release()
+		s.complete(busy)
+		return
+	}
+	handle(cmd, s, sess, b)
 }
 
 // queueReply puts s in the writer's queue, flushing the batch before it
@@ -203,7 +226,7 @@ func queueReply(replies chan<- *slot, s *slot, b *batch) {
 		return
 	default:
 	}
-	b.flush()
+	b.beforeWait()
 	replies <- s
 }
 
@@ -239,6 +262,21 @@ func writeReplies(c net.Conn, replies <-chan *slot) {
 // pipeline, to flush each once at the end.
 type batch struct {
 	links []*link.Link
+	// The event loop whose batch this is, and the connection whose
+	// requests it is running; nil for a goroutine's own batch.
+	loop *frontLoop
+	conn *loopConn
+}
+
+// beforeWait is called before a connection's goroutine blocks for one of its
+// requests. It flushes the batch, whose requests may be what it waits for.
+// On an event loop, it first hands the loop to a new goroutine, so that
+// the other connections are served meanwhile.
+func (b *batch) beforeWait() {
+	b.flush()
+	if b.loop != nil {
+		b.loop.handOff(b)
+	}
 }
 
 func (b *batch) send(l *link.Link, req []byte, done func([]byte, error)) {
@@ -267,7 +305,13 @@ func (b *batch) add(l *link.Link) {
 
 func (b *batch) flush() {
 	for _, l := range b.links {
-		l.Flush()
+		if b.loop != nil {
+			// A server that stops reading (paused, cut off) fills the
+			// socket, and a write would block the loop.
+			l.FlushNoWait()
+		} else {
+			l.Flush()
+		}
 	}
 	b.links = b.links[:0]
 }

@@ -8,6 +8,8 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"os"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -162,7 +164,7 @@ func TestBadInputClosesOnlyThatConnection(t *testing.T) {
 
 // Past the per-connection bound on requests in flight, the node stops
 // reading that connection until replies drain: every request is served, in
-// order, and none is refused.
+// order, and none is refused. Other connections are served meanwhile.
 func TestBackpressureSlowsAConnection(t *testing.T) {
 	tc := startCluster(t, clusterOpts{racks: 1, maxInflightPerConn: 4, timeout: 3 * time.Second})
 	p := tc.nodes[0].redis.Cmd.Process
@@ -177,6 +179,16 @@ func TestBackpressureSlowsAConnection(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 	if got := tc.nodes[0].node.inflight.Load(); got != 4 {
 		t.Errorf("%d requests in flight while redis-server is stopped, want the connection's bound, 4", got)
+	}
+	// The connection waiting for its requests stops no other: enough
+	// connections that some share its event loop are answered meanwhile.
+	for i := range 2 * runtime.GOMAXPROCS(0) {
+		other := dial(t, tc.nodes[0].cfg.Listen)
+		other.c.SetDeadline(time.Now().Add(2 * time.Second))
+		other.c.Write(resp.AppendCommandStrings(nil, "PING"))
+		if v, err := other.rd.ReadValue(); err != nil || string(v.Str) != "PONG" {
+			t.Fatalf("connection %d, beside one waiting for its requests: %v %s", i, err, v)
+		}
 	}
 	p.Signal(syscall.SIGCONT)
 	for i := 0; i < 10; i++ {
@@ -822,6 +834,126 @@ func TestBadNumkeysIsRedisError(t *testing.T) {
 		got, want := c.do(cmd...), plain.do(cmd...)
 		if !got.IsError() || string(got.Str) != string(want.Str) {
 			t.Errorf("%v: node %s, redis-server %s", cmd, got, want)
+		}
+	}
+}
+
+// Requests split anywhere across reads, a client that half-closes after its
+// requests, and many connections that come and go: every request gets its
+// reply, in order, and the node keeps no connection (nor descriptor) of
+// those that left.
+func TestClientConnections(t *testing.T) {
+	tc := startCluster(t, clusterOpts{racks: 1})
+	addr := tc.nodes[0].cfg.Listen
+	fds := func() int {
+		ents, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(ents)
+	}
+	noConns := func() string {
+		if n := tc.nodes[0].node.Info().Connections; n != 0 {
+			return fmt.Sprintf("%d client connections", n)
+		}
+		return ""
+	}
+	eventually(t, 5*time.Second, noConns) // the harness's own have closed
+	baseFDs := fds()
+
+	// A byte at a time, with the inline and the array form mixed.
+	c := dial(t, addr)
+	req := append(resp.AppendCommandStrings(nil, "SET", "split", strings.Repeat("v", 3000)), "GET split\r\nPING\r\n"...)
+	for i := range req {
+		c.c.Write(req[i : i+1])
+		if i%500 == 0 {
+			time.Sleep(time.Millisecond) // so that reads end mid-request
+		}
+	}
+	c.c.SetDeadline(time.Now().Add(5 * time.Second))
+	for _, want := range []string{"OK", strings.Repeat("v", 3000), "PONG"} {
+		if v, err := c.rd.ReadValue(); err != nil || string(v.Str) != want {
+			t.Fatalf("got %v %.20s, want %.20s", err, v.Str, want)
+		}
+	}
+	c.c.Close()
+
+	// Half-closed after 1,000 requests: all their replies, then the end.
+	hc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hc.Close()
+	req = req[:0]
+	for i := range 1000 {
+		req = resp.AppendCommandStrings(req, "INCR", "halfclosed")
+		if i == 999 {
+			req = resp.AppendCommandStrings(req, "GET", "halfclosed")
+		}
+	}
+	hc.Write(req)
+	hc.(*net.TCPConn).CloseWrite()
+	hc.SetDeadline(time.Now().Add(10 * time.Second))
+	rd := resp.NewReader(hc, resp.DefaultLimits)
+	for i := 1; i <= 1000; i++ {
+		if v, err := rd.ReadValue(); err != nil || v.Int != int64(i) {
+			t.Fatalf("INCR %d: %v %s", i, err, v)
+		}
+	}
+	if v, err := rd.ReadValue(); err != nil || string(v.Str) != "1000" {
+		t.Fatalf("GET after the INCRs: %v %s", err, v)
+	}
+	if _, err := rd.ReadValue(); err != io.EOF {
+		t.Fatalf("after the last reply: %v, want the node to close", err)
+	}
+	hc.Close()
+
+	// Connections that come and go, some mid-request.
+	for i := range 200 {
+		cc, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch i % 3 {
+		case 0:
+			cc.Write(resp.AppendCommandStrings(nil, "SET", fmt.Sprintf("churn:%d", i), "v"))
+		case 1:
+			cc.Write([]byte("*2\r\n$3\r\nGET\r\n$5\r\nchu"))
+		}
+		cc.Close()
+	}
+	eventually(t, 5*time.Second, func() string {
+		if n := fds(); n > baseFDs {
+			return fmt.Sprintf("%d descriptors open, want at most %d as before", n, baseFDs)
+		}
+		return noConns()
+	})
+}
+
+// A redis-server that stops reading fills the node's socket to it; the
+// writes that no longer fit must not stop the node's event loops, which
+// serve every other connection.
+func TestPausedServerStopsNoLoop(t *testing.T) {
+	tc := startCluster(t, clusterOpts{racks: 1, timeout: 10 * time.Second})
+	p := tc.nodes[0].redis.Cmd.Process
+	p.Signal(syscall.SIGSTOP)
+	defer p.Signal(syscall.SIGCONT)
+	value := strings.Repeat("v", 64<<10)
+	var req []byte
+	for i := range 100 { // 6.4 MB: more than loopback's socket buffers hold
+		req = resp.AppendCommandStrings(req, "SET", fmt.Sprintf("big:%d", i), value)
+	}
+	for range runtime.GOMAXPROCS(0) { // one such connection on each loop, round robin
+		c := dial(t, tc.nodes[0].cfg.Listen)
+		go c.c.Write(req)
+	}
+	time.Sleep(500 * time.Millisecond)
+	for i := range 2 * runtime.GOMAXPROCS(0) {
+		other := dial(t, tc.nodes[0].cfg.Listen)
+		other.c.SetDeadline(time.Now().Add(2 * time.Second))
+		other.c.Write(resp.AppendCommandStrings(nil, "PING"))
+		if v, err := other.rd.ReadValue(); err != nil || string(v.Str) != "PONG" {
+			t.Fatalf("connection %d, while redis-server is paused: %v %s", i, err, v)
 		}
 	}
 }

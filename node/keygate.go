@@ -59,7 +59,7 @@ func (g *keyGate) await(keys [][]byte, b *batch) {
 		if wait == nil {
 			return
 		}
-		b.flush()
+		b.beforeWait()
 		<-wait
 	}
 }

@@ -104,10 +104,10 @@ func TestReplyWriter(t *testing.T) {
 }
 
 // A node with a small memory budget, under a burst of large pipelined
-// writes from many connections that would take several times the budget,
-// refuses some of them with -BUSY instead of growing: its resident memory
-// stays within the budget and a slack, and every write it acknowledged is
-// there afterwards. The node runs as its own process (the troop binary),
+// writes from many connections that would take several times the budget
+// (redis-server paused while it arrives), refuses some of them with -BUSY
+// instead of growing: its resident memory stays within the budget and a
+// slack, and every write it acknowledged is there afterwards. The node runs as its own process (the troop binary),
 // so that its memory is its own.
 func TestMemoryBudgetRefusesABurst(t *testing.T) {
 	const (
@@ -163,6 +163,24 @@ func TestMemoryBudgetRefusesABurst(t *testing.T) {
 		}
 	}()
 
+	// The requests are made first, and redis-server pauses while the first
+	// round arrives, so that no write completes before all of it is
+	// offered, however fast the node reads and however slow the test is.
+	reqs := make([][][]byte, conns)
+	clients := make([]*client, conns)
+	for c := range conns {
+		clients[c] = dial(t, cfg.Listen)
+		for r := range rounds {
+			var req []byte
+			for i := r * depth; i < (r+1)*depth; i++ {
+				req = resp.AppendCommand(req, []byte("SET"), []byte(fmt.Sprintf("mem:%d:%d", c, i)), value(c, i))
+			}
+			reqs[c] = append(reqs[c], req)
+		}
+	}
+	redis.Cmd.Process.Signal(syscall.SIGSTOP)
+	resume := time.AfterFunc(1500*time.Millisecond, func() { redis.Cmd.Process.Signal(syscall.SIGCONT) })
+	defer resume.Stop()
 	var mu sync.Mutex
 	acked := map[string][]int{} // conn -> indices of the writes answered +OK
 	busy, other := 0, []string{}
@@ -171,12 +189,8 @@ func TestMemoryBudgetRefusesABurst(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			cl := dial(t, cfg.Listen)
-			for r := range rounds {
-				var req []byte
-				for i := r * depth; i < (r+1)*depth; i++ {
-					req = resp.AppendCommand(req, []byte("SET"), []byte(fmt.Sprintf("mem:%d:%d", c, i)), value(c, i))
-				}
+			cl := clients[c]
+			for r, req := range reqs[c] {
 				cl.c.SetDeadline(time.Now().Add(30 * time.Second))
 				if _, err := cl.c.Write(req); err != nil {
 					mu.Lock()

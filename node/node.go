@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -111,6 +112,8 @@ type Node struct {
 	mu        sync.Mutex
 	listeners []net.Listener
 	conns     map[net.Conn]struct{}
+	loops     []*frontLoop // serve plain TCP clients; nil with troop_tls_client
+	nextLoop  atomic.Uint32
 	admin     *http.Server
 	closed    bool
 	wg        sync.WaitGroup
@@ -259,6 +262,18 @@ func (n *Node) Serve(ctx context.Context) error {
 	if n.cfg.TLSAdmin {
 		adminLn = tls.NewListener(adminLn, n.tls.serverConfig(tls.VerifyClientCertIfGiven))
 	}
+	if !n.cfg.TLSClient {
+		for range runtime.GOMAXPROCS(0) {
+			l, err := newFrontLoop(n)
+			if err != nil {
+				front.Close()
+				peers.Close()
+				adminLn.Close()
+				return fmt.Errorf("client event loop: %w", err)
+			}
+			n.loops = append(n.loops, l)
+		}
+	}
 	n.mu.Lock()
 	n.listeners = []net.Listener{front, peers, adminLn}
 	n.admin = &http.Server{Handler: n.adminHandler(), ReadHeaderTimeout: 5 * time.Second}
@@ -325,6 +340,9 @@ func (n *Node) shutdown() {
 		c.Close()
 	}
 	n.mu.Unlock()
+	for _, l := range n.loops {
+		l.close()
+	}
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	n.admin.Shutdown(shutdownCtx)
 	cancel()

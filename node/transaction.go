@@ -331,7 +331,7 @@ func (n *Node) exec(tx *txn, watches []*watch, sess *session, b *batch, s *slot)
 		select {
 		case <-w.ready:
 		default:
-			b.flush() // the read of its tokens may be in the batch
+			b.beforeWait() // the read of its tokens may be in the batch
 			<-w.ready
 		}
 		if w.err != "" {

@@ -133,3 +133,144 @@ func Elements(raw []byte) ([][]byte, error) {
 	}
 	return out, nil
 }
+
+// ParseCommand parses the request at the start of buf: a RESP array of bulk
+// strings, or an inline command (a line of words, as typed into telnet).
+// Empty requests are skipped, as redis-server does. It returns the command
+// and how many bytes of buf it took; n is 0, with a nil error, while buf
+// holds only the start of a request, and need is then how many bytes the
+// request takes in all, where its header says (0 where it does not yet).
+// The command's Raw is a copy, so buf may be reused at once.
+func ParseCommand(buf []byte, lim Limits) (cmd Command, n, need int, err error) {
+	for n < len(buf) {
+		var took int
+		if buf[n] == '*' {
+			cmd, took, need, err = parseArrayCommand(buf[n:], lim)
+		} else {
+			cmd, took, err = parseInlineCommand(buf[n:], lim)
+		}
+		if err != nil || took == 0 {
+			if need > 0 {
+				need += n
+			}
+			return Command{}, 0, need, err
+		}
+		n += took
+		if len(cmd.Args) > 0 {
+			return cmd, n, 0, nil
+		}
+	}
+	return Command{}, 0, 0, nil
+}
+
+// commandLine returns the line at b[at:] without its CRLF (or bare LF, which
+// redis-server accepts too), and where the next line starts; next is 0 when
+// the line is not complete yet.
+func commandLine(b []byte, at int, lim Limits) (line []byte, next int, err error) {
+	i := bytes.IndexByte(b[at:], '\n')
+	if i < 0 {
+		if len(b)-at > lim.MaxInline {
+			return nil, 0, protoErr("line longer than %d bytes", lim.MaxInline)
+		}
+		return nil, 0, nil
+	}
+	if i > lim.MaxInline {
+		return nil, 0, protoErr("line longer than %d bytes", lim.MaxInline)
+	}
+	line = b[at : at+i]
+	if len(line) > 0 && line[len(line)-1] == '\r' {
+		line = line[:len(line)-1]
+	}
+	return line, at + i + 1, nil
+}
+
+func parseArrayCommand(b []byte, lim Limits) (cmd Command, n, need int, err error) {
+	line, pos, err := commandLine(b, 0, lim)
+	if err != nil || pos == 0 {
+		return Command{}, 0, 0, err
+	}
+	count, ok := parseInt(line[1:])
+	if !ok {
+		return Command{}, 0, 0, protoErr("invalid multibulk length")
+	}
+	if count <= 0 {
+		return Command{}, pos, 0, nil
+	}
+	if count > int64(lim.MaxElems) {
+		return Command{}, 0, 0, protoErr("invalid multibulk length %d (limit %d)", count, lim.MaxElems)
+	}
+	// Raw goes on to redis-server as it is, so it must be the canonical
+	// encoding: redis-server refuses a bare LF or a length of "04".
+	odd := !canonicalLine(b, pos, line)
+	var spansBuf [8][2]int
+	spans := spansBuf[:0]
+	for i := int64(0); i < count; i++ {
+		line, next, err := commandLine(b, pos, lim)
+		if err != nil || next == 0 {
+			return Command{}, 0, 0, err
+		}
+		if len(line) == 0 || line[0] != '$' {
+			return Command{}, 0, 0, protoErr("expected '$', got '%s'", printable(line))
+		}
+		size, ok := parseInt(line[1:])
+		if !ok || size < 0 {
+			return Command{}, 0, 0, protoErr("invalid bulk length")
+		}
+		odd = odd || !canonicalLine(b, next, line)
+		if size > int64(lim.MaxBulk) || int64(next)+size > int64(lim.MaxFrame) {
+			return Command{}, 0, 0, protoErr("request of more than %d bytes", min(lim.MaxBulk, lim.MaxFrame))
+		}
+		end := next + int(size)
+		if end+2 > len(b) {
+			return Command{}, 0, end + 2, nil
+		}
+		if b[end] != '\r' || b[end+1] != '\n' {
+			return Command{}, 0, 0, protoErr("bulk payload not followed by CRLF")
+		}
+		spans = append(spans, [2]int{next, end})
+		pos = end + 2
+	}
+	args := make([][]byte, len(spans))
+	if odd {
+		for i, s := range spans {
+			args[i] = b[s[0]:s[1]]
+		}
+		return canonical(args), pos, 0, nil
+	}
+	raw := append([]byte(nil), b[:pos]...)
+	for i, s := range spans {
+		args[i] = raw[s[0]:s[1]:s[1]]
+	}
+	return Command{Raw: raw, Args: args}, pos, 0, nil
+}
+
+func parseInlineCommand(b []byte, lim Limits) (Command, int, error) {
+	line, n, err := commandLine(b, 0, lim)
+	if err != nil || n == 0 {
+		return Command{}, 0, err
+	}
+	args, err := splitInline(line)
+	if err != nil || len(args) == 0 {
+		return Command{}, n, err
+	}
+	return canonical(args), n, nil
+}
+
+// canonicalLine says whether the header line ending before next is as
+// AppendCommand writes it: a CRLF, and a length without sign or leading zero.
+func canonicalLine(b []byte, next int, line []byte) bool {
+	return b[next-2] == '\r' && line[1] != '-' && (line[1] != '0' || len(line) == 2)
+}
+
+// canonical is the command of args, with Raw their array encoding and args
+// re-pointed into it.
+func canonical(args [][]byte) Command {
+	raw := AppendCommand(nil, args...)
+	at := bytes.IndexByte(raw, '\n') + 1 // past *N
+	for i, a := range args {
+		at += bytes.IndexByte(raw[at:], '\n') + 1 // past $len
+		args[i] = raw[at : at+len(a) : at+len(a)]
+		at += len(a) + 2
+	}
+	return Command{Raw: raw, Args: args}
+}

@@ -23,9 +23,7 @@ func NewReader(rd io.Reader, lim Limits) *Reader {
 	return &Reader{br: br, lim: lim}
 }
 
-// Buffered is the number of bytes read from the stream but not yet consumed:
-// a server flushes its replies when this drops to zero, which batches the
-// replies of a pipeline into one write.
+// Buffered is the number of bytes read from the stream but not yet consumed.
 func (r *Reader) Buffered() int { return r.br.Buffered() }
 
 // Command is one request: Args are the command name and its arguments, Raw the
@@ -34,101 +32,6 @@ func (r *Reader) Buffered() int { return r.br.Buffered() }
 type Command struct {
 	Raw  []byte
 	Args [][]byte
-}
-
-// ReadCommand reads the next request, either a RESP array of bulk strings or
-// an inline command (a line of words, as typed into telnet). Empty requests
-// are skipped, as redis-server does.
-func (r *Reader) ReadCommand() (Command, error) {
-	for {
-		b, err := r.br.Peek(1)
-		if err != nil {
-			return Command{}, err
-		}
-		var cmd Command
-		if b[0] == '*' {
-			cmd, err = r.readArrayCommand()
-		} else {
-			cmd, err = r.readInlineCommand()
-		}
-		if err != nil || len(cmd.Args) > 0 {
-			return cmd, err
-		}
-	}
-}
-
-func (r *Reader) readArrayCommand() (Command, error) {
-	line, err := r.readLine()
-	if err != nil {
-		return Command{}, err
-	}
-	n, ok := parseInt(line[1:])
-	if !ok {
-		return Command{}, protoErr("invalid multibulk length")
-	}
-	if n <= 0 {
-		return Command{}, nil
-	}
-	if n > int64(r.lim.MaxElems) {
-		return Command{}, protoErr("invalid multibulk length %d (limit %d)", n, r.lim.MaxElems)
-	}
-	raw := make([]byte, 0, 16+int(n)*24)
-	raw = append(raw, line...)
-	raw = append(raw, '\r', '\n')
-	var spansBuf [8][2]int
-	spans := spansBuf[:0]
-	for i := int64(0); i < n; i++ {
-		line, err := r.readLine()
-		if err != nil {
-			return Command{}, eofIsUnexpected(err)
-		}
-		if len(line) == 0 || line[0] != '$' {
-			return Command{}, protoErr("expected '$', got '%s'", printable(line))
-		}
-		size, ok := parseInt(line[1:])
-		if !ok || size < 0 {
-			return Command{}, protoErr("invalid bulk length")
-		}
-		if size > int64(r.lim.MaxBulk) || len(raw)+int(size) > r.lim.MaxFrame {
-			return Command{}, protoErr("request of more than %d bytes", min(r.lim.MaxBulk, r.lim.MaxFrame))
-		}
-		raw = append(raw, line...)
-		raw = append(raw, '\r', '\n')
-		start := len(raw)
-		if raw, err = r.readPayload(raw, int(size)); err != nil {
-			return Command{}, err
-		}
-		spans = append(spans, [2]int{start, start + int(size)})
-	}
-	args := make([][]byte, len(spans))
-	for i, s := range spans {
-		args[i] = raw[s[0]:s[1]:s[1]]
-	}
-	return Command{Raw: raw, Args: args}, nil
-}
-
-func (r *Reader) readInlineCommand() (Command, error) {
-	line, err := r.readLine()
-	if err != nil {
-		return Command{}, err
-	}
-	args, err := splitInline(line)
-	if err != nil {
-		return Command{}, err
-	}
-	if len(args) == 0 {
-		return Command{}, nil
-	}
-	raw := AppendCommand(nil, args...)
-	// Re-point the arguments into raw so a Command is one allocation.
-	cmd, err := Parse(raw)
-	if err != nil {
-		return Command{}, err
-	}
-	for i := range args {
-		args[i] = cmd.Elems[i].Str
-	}
-	return Command{Raw: raw, Args: args}, nil
 }
 
 // ReadRaw appends the bytes of the next frame, whatever its type, to dst.

@@ -1,10 +1,9 @@
 package resp
 
 import (
-	"bufio"
 	"bytes"
-	"errors"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -19,7 +18,7 @@ func argsOf(c Command) []string {
 	return out
 }
 
-func TestReadCommand(t *testing.T) {
+func TestParseCommand(t *testing.T) {
 	cases := []struct {
 		in   string
 		want []string
@@ -34,9 +33,9 @@ func TestReadCommand(t *testing.T) {
 		{`SET k ""` + "\r\n", []string{"SET", "k", ""}},
 	}
 	for _, c := range cases {
-		cmd, err := reader(c.in).ReadCommand()
-		if err != nil {
-			t.Fatalf("%q: %v", c.in, err)
+		cmd, n, _, err := ParseCommand([]byte(c.in), DefaultLimits)
+		if err != nil || n != len(c.in) {
+			t.Fatalf("%q: took %d bytes: %v", c.in, n, err)
 		}
 		if got := argsOf(cmd); strings.Join(got, "|") != strings.Join(c.want, "|") || len(got) != len(c.want) {
 			t.Errorf("%q: got %q, want %q", c.in, got, c.want)
@@ -48,7 +47,7 @@ func TestReadCommand(t *testing.T) {
 	}
 }
 
-func TestReadCommandErrors(t *testing.T) {
+func TestParseCommandErrors(t *testing.T) {
 	small := Limits{MaxBulk: 10, MaxElems: 4, MaxInline: 64, MaxDepth: 4, MaxFrame: 100}
 	cases := []struct {
 		in   string
@@ -65,16 +64,31 @@ func TestReadCommandErrors(t *testing.T) {
 		{strings.Repeat("a", 100) + "\r\n", "line longer than"},
 	}
 	for _, c := range cases {
-		_, err := NewReader(strings.NewReader(c.in), small).ReadCommand()
+		_, _, _, err := ParseCommand([]byte(c.in), small)
 		if !IsProtocolError(err) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%q: got %v, want protocol error containing %q", c.in, err, c.want)
 		}
 	}
-	if _, err := reader("*2\r\n$3\r\nGET\r\n").ReadCommand(); !errors.Is(err, io.ErrUnexpectedEOF) {
-		t.Errorf("truncated command: got %v, want unexpected EOF", err)
+}
+
+// TestParseCommandIncomplete: the start of a request takes nothing, and
+// says how long the request is once its header does.
+func TestParseCommandIncomplete(t *testing.T) {
+	cases := []struct {
+		in   string
+		need int
+	}{
+		{"", 0},
+		{"GET k", 0},
+		{"*2\r\n$3\r\nGET\r\n", 0},
+		{"*2\r\n$3\r\nGET\r\n$5\r\nab", 24},
+		{"\r\n*1\r\n$4\r\nPI", 16},
 	}
-	if _, err := reader("").ReadCommand(); err != io.EOF {
-		t.Errorf("empty stream: got %v, want EOF", err)
+	for _, c := range cases {
+		cmd, n, need, err := ParseCommand([]byte(c.in), DefaultLimits)
+		if err != nil || n != 0 || need != c.need || cmd.Args != nil {
+			t.Errorf("%q: took %d, need %d (want %d), %v", c.in, n, need, c.need, err)
+		}
 	}
 }
 
@@ -124,41 +138,67 @@ func TestAppendSimpleStripsLineBreaks(t *testing.T) {
 	}
 }
 
-func TestReaderPipelineBuffered(t *testing.T) {
-	r := NewReader(bufio.NewReader(strings.NewReader("PING\r\nPING\r\n")), DefaultLimits)
-	if _, err := r.ReadCommand(); err != nil {
-		t.Fatal(err)
-	}
-	if r.Buffered() == 0 {
-		t.Error("second pipelined command should be buffered")
-	}
-}
-
-// FuzzReadCommand checks that no input makes the reader panic, and that every
-// command it accepts re-reads identically from its raw form.
-func FuzzReadCommand(f *testing.F) {
-	for _, s := range []string{"*1\r\n$4\r\nPING\r\n", "SET a \"b\\x00\"\r\n", "*2\r\n$1\r\na\r\n$-1\r\n", "'\r\n"} {
+// FuzzParseCommand checks that no input makes the parser panic, that every
+// command it takes parses again identically from its raw form, and that the
+// same bytes arriving a few at a time parse as the same commands.
+func FuzzParseCommand(f *testing.F) {
+	for _, s := range []string{"*1\r\n$4\r\nPING\r\n", "SET a \"b\\x00\"\r\n", "*1\r\n$04\r\nPING\r\n", "*2\r\n$1\r\na\r\n$-1\r\n", "'\r\n", "*1\n$1\nx\n"} {
 		f.Add([]byte(s))
 	}
 	lim := Limits{MaxBulk: 1 << 16, MaxElems: 1 << 10, MaxInline: 1 << 12, MaxDepth: 8, MaxFrame: 1 << 17}
 	f.Fuzz(func(t *testing.T, in []byte) {
-		r := NewReader(bytes.NewReader(in), lim)
-		for i := 0; i < 100; i++ {
-			cmd, err := r.ReadCommand()
-			if err != nil {
+		whole := parseAll(in, len(in), lim)
+		if chunked := parseAll(in, 1+len(in)%7, lim); !slices.Equal(whole, chunked) {
+			t.Fatalf("%q whole: %q; a few bytes at a time: %q", in, whole, chunked)
+		}
+		rest := in
+		for range 100 {
+			cmd, n, _, err := ParseCommand(rest, lim)
+			if err != nil || n == 0 {
 				return
 			}
-			again, err := NewReader(bytes.NewReader(cmd.Raw), lim).ReadCommand()
-			if err != nil || len(again.Args) != len(cmd.Args) {
-				t.Fatalf("raw %q does not re-read: %v", cmd.Raw, err)
+			rest = rest[n:]
+			again, m, _, err := ParseCommand(cmd.Raw, lim)
+			if err != nil || m != len(cmd.Raw) || len(again.Args) != len(cmd.Args) {
+				t.Fatalf("raw %q does not parse again: %v", cmd.Raw, err)
 			}
 			for j := range cmd.Args {
 				if !bytes.Equal(again.Args[j], cmd.Args[j]) {
 					t.Fatalf("arg %d: %q vs %q", j, again.Args[j], cmd.Args[j])
 				}
 			}
+			if canon := AppendCommand(nil, cmd.Args...); !bytes.Equal(canon, cmd.Raw) {
+				t.Fatalf("raw %q, want the canonical %q", cmd.Raw, canon)
+			}
 		}
 	})
+}
+
+// parseAll parses in as it arrives in chunks of step bytes, the way a
+// server's read loop does, and returns the commands' raw forms and the
+// error that ended them, if any.
+func parseAll(in []byte, step int, lim Limits) []string {
+	var out []string
+	var held []byte
+	for len(in) > 0 || len(held) > 0 {
+		k := min(step, len(in))
+		held, in = append(held, in[:k]...), in[k:]
+		for {
+			cmd, n, _, err := ParseCommand(held, lim)
+			if err != nil {
+				return append(out, "error: "+err.Error())
+			}
+			if n == 0 {
+				break
+			}
+			out = append(out, string(cmd.Raw))
+			held = held[n:]
+		}
+		if k == 0 {
+			break
+		}
+	}
+	return out
 }
 
 // FuzzReadRaw checks that any frame the reader accepts parses, and that

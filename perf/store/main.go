@@ -32,7 +32,7 @@ import (
 type config struct {
 	Troop     string  `json:"troop"` // the troop binary; "" builds ./cmd/troop
 	Rev       string  `json:"rev"`   // build troop from this git revision, not the working tree
-	Base      string  `json:"base"`  // also run the cluster experiment on troop built from this revision
+	Base      string  `json:"base"`  // also run troop built from this revision (proxy and cluster experiments)
 	Conns     int     `json:"conns"`
 	Pipelines []int   `json:"pipelines"`
 	Keys      int     `json:"keys"`
@@ -177,8 +177,8 @@ func (c *config) validate() error {
 	if c.Troop != "" && c.Rev != "" {
 		bad = append(bad, "--troop and --rev exclude each other")
 	}
-	if c.Base != "" && !c.Cluster {
-		bad = append(bad, "--base compares the three-rack experiment: it needs --cluster")
+	if c.Base != "" && !c.Cluster && !c.Proxy {
+		bad = append(bad, "--base compares the proxy and three-rack experiments: it needs --proxy or --cluster")
 	}
 	if c.ReadPercent < 0 || c.ReadPercent > 100 {
 		bad = append(bad, "--read-percent must be between 0 and 100")
@@ -235,7 +235,7 @@ Flags:
 	}
 	fs.StringVar(&c.Troop, "troop", c.Troop, "troop binary to benchmark (default: go build ./cmd/troop into a temporary directory)")
 	fs.StringVar(&c.Rev, "rev", c.Rev, "build troop from this git revision (git archive REV) instead of the working tree, e.g. HEAD")
-	fs.StringVar(&c.Base, "base", c.Base, "also run the three-rack experiment on troop built from this git revision, interleaved round by round with this build's, for the cost of a change (e.g. --base HEAD~1)")
+	fs.StringVar(&c.Base, "base", c.Base, "also run troop built from this git revision beside this build, interleaved round by round: one node in the proxy experiment, a cluster in the three-rack experiment; for the cost of a change (e.g. --base HEAD~1)")
 	fs.IntVar(&c.Conns, "conns", c.Conns, "client connections (C)")
 	pipes := intList(c.Pipelines)
 	fs.Var(&pipes, "pipelines", "pipeline depths (P) to run, comma-separated")

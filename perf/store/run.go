@@ -49,6 +49,17 @@ func proxyExperiment(ctx context.Context, cfg config, ps *procSet, bins binaries
 		{name: "nutcracker", addrs: []string{ncAddr}, proxies: []*proc{nc}, redis: []*proc{redis}},
 		{name: "troop-node", addrs: []string{nodeCfg.Listen}, proxies: []*proc{node}, redis: []*proc{redis}, admin: []string{nodeCfg.StatsListen}},
 	}
+	if bins.base != "" { // the base build's node in front of the same redis-server
+		baseCfg, err := nodeConfig("base_troop-node", "rack1", redisAddr, false)
+		if err != nil {
+			return err
+		}
+		base, err := startNode(ctx, ps, bins.base, baseCfg)
+		if err != nil {
+			return err
+		}
+		targets = append(targets, &target{name: "base_troop-node", addrs: []string{baseCfg.Listen}, proxies: []*proc{base}, redis: []*proc{redis}, admin: []string{baseCfg.StatsListen}})
+	}
 	for _, p := range cfg.Pipelines {
 		for n := 1; n <= cfg.Rounds; n++ {
 			var directOps int64
