@@ -117,18 +117,60 @@ func createNetwork(dir string, n int) (nw *network, err error) {
 	// eth0.
 	hub := "link add br0 type bridge\nlink set br0 up\nlink set host master br0 up\n"
 	for i := range n {
-		hub += fmt.Sprintf("link add p%d type veth peer name eth0 netns /proc/self/fd/%d\nlink set p%d master br0 up\n", i+1, 3+i, i+1)
+		hub += plugCommands(i, 3+i)
 	}
 	if _, err := netns.Run(nw.hub, hub, nw.nodes, "ip", "-batch", "-"); err != nil {
 		return nw, fmt.Errorf("lab address mode: %w", err)
 	}
-	for i, f := range nw.nodes {
-		cmds := fmt.Sprintf("link set lo up\naddr add %s/24 dev eth0\nlink set eth0 up\n", nw.addr(i))
-		if _, err := netns.Run(f, cmds, nil, "ip", "-batch", "-"); err != nil {
-			return nw, fmt.Errorf("lab address mode: %w", err)
+	for i := range nw.nodes {
+		if err := nw.addressPosition(i); err != nil {
+			return nw, err
 		}
 	}
 	return nw, nil
+}
+
+// plugCommands are the hub's ip commands that plug position i (from 0),
+// whose namespace the command holds as fd, into the bridge: a veth pair,
+// p<i+1> on the bridge and eth0 in the position's namespace.
+func plugCommands(i, fd int) string {
+	return fmt.Sprintf("link add p%d type veth peer name eth0 netns /proc/self/fd/%d\nlink set p%d master br0 up\n", i+1, fd, i+1)
+}
+
+// addressPosition brings position i's interfaces up, eth0 with its
+// address.
+func (nw *network) addressPosition(i int) error {
+	cmds := fmt.Sprintf("link set lo up\naddr add %s/24 dev eth0\nlink set eth0 up\n", nw.addr(i))
+	if _, err := netns.Run(nw.nodes[i], cmds, nil, "ip", "-batch", "-"); err != nil {
+		return fmt.Errorf("lab address mode: %w", err)
+	}
+	return nil
+}
+
+// addPosition makes the namespace of one more position in a running
+// network, plugged into the bridge with the next address, and answers its
+// index. On error nothing it made is left.
+func (nw *network) addPosition() (int, error) {
+	i := len(nw.nodes)
+	if 11+i > 254 {
+		return 0, fmt.Errorf("lab address mode: the lab's network has no address left for position %d", i+1)
+	}
+	f, err := netns.New()
+	if err != nil {
+		return 0, err
+	}
+	if _, err := netns.Run(nw.hub, plugCommands(i, 3), []*os.File{f}, "ip", "-batch", "-"); err != nil {
+		f.Close()
+		return 0, fmt.Errorf("lab address mode: %w", err)
+	}
+	nw.nodes = append(nw.nodes, f)
+	if err := nw.addressPosition(i); err != nil {
+		// Closing the namespace removes its veth pair with it.
+		nw.nodes = nw.nodes[:i]
+		f.Close()
+		return 0, err
+	}
+	return i, nil
 }
 
 // claim picks the lab's id and subnet and creates the host's interface,
@@ -333,14 +375,18 @@ func freeSubnet(used []netip.Prefix) (netip.Prefix, bool) {
 // Dynomite's default ports, and records its namespace.
 func (nw *network) assignAddresses(nodes []Node) {
 	for i := range nodes {
-		n := &nodes[i]
-		n.IP = nw.addr(i)
-		n.Listen = net.JoinHostPort(n.IP, strconv.Itoa(netListenPort))
-		n.DynListen = net.JoinHostPort(n.IP, strconv.Itoa(netDynPort))
-		n.StatsListen = net.JoinHostPort(n.IP, strconv.Itoa(netStatsPort))
-		n.Redis = net.JoinHostPort(n.IP, strconv.Itoa(netRedisPort))
-		n.Netns, n.NetnsInode = nw.nsPath(i)
+		nw.assignAddress(&nodes[i], i)
 	}
+}
+
+// assignAddress gives n the address of position i and its namespace.
+func (nw *network) assignAddress(n *Node, i int) {
+	n.IP = nw.addr(i)
+	n.Listen = net.JoinHostPort(n.IP, strconv.Itoa(netListenPort))
+	n.DynListen = net.JoinHostPort(n.IP, strconv.Itoa(netDynPort))
+	n.StatsListen = net.JoinHostPort(n.IP, strconv.Itoa(netStatsPort))
+	n.Redis = net.JoinHostPort(n.IP, strconv.Itoa(netRedisPort))
+	n.Netns, n.NetnsInode = nw.nsPath(i)
 }
 
 // OpenNetns opens the network namespace of a position of a running lab in

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/troop-lab/troop/internal/certs"
 	"github.com/troop-lab/troop/internal/logflag"
 	"github.com/troop-lab/troop/internal/netns"
 )
@@ -185,8 +186,10 @@ type Lab struct {
 	logFile *logSink // nil when the caller gave a Logger
 	started time.Time
 	nodes   []Node
-	ticks   uint64   // this process's start time, for lab.json
-	net     *network // address mode's namespaces; nil on loopback
+	ticks   uint64    // this process's start time, for lab.json
+	net     *network  // address mode's namespaces; nil on loopback
+	ca      *certs.CA // with TLS, the lab's CA, for the nodes added later
+	caFile  string    // with TLS, its certificate (DIR/tls/ca.crt)
 
 	mu     sync.Mutex
 	procs  []*proc // node and redis of each position, in position order
@@ -305,16 +308,15 @@ func (l *Lab) layout() error {
 			return fmt.Errorf("create %s: %w", l.nodes[i].RedisDir(), err)
 		}
 	}
-	caFile := ""
 	if l.spec.TLS {
 		var err error
-		if caFile, err = makeCerts(l.spec.Dir, l.nodes); err != nil {
+		if l.ca, l.caFile, err = makeCerts(l.spec.Dir, l.nodes); err != nil {
 			return fmt.Errorf("TLS certificates: %w", err)
 		}
 	}
 	for i := range l.nodes {
 		n := &l.nodes[i]
-		cfg := NodeConfig(*n, l.nodes, l.spec.ReadConsistency, l.spec.WriteConsistency, caFile)
+		cfg := NodeConfig(*n, l.nodes, l.spec.ReadConsistency, l.spec.WriteConsistency, l.caFile)
 		if err := os.WriteFile(n.Config, cfg, 0o644); err != nil {
 			return fmt.Errorf("write %s: %w", n.Config, err)
 		}

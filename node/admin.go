@@ -17,6 +17,7 @@ import (
 
 	"github.com/troop-lab/troop/link"
 	"github.com/troop-lab/troop/node/consistency"
+	"github.com/troop-lab/troop/node/reconfig"
 )
 
 // adminHandler serves the admin API on stats_listen (docs/node.md):
@@ -29,7 +30,7 @@ import (
 //	POST /state/{normal|standby|writes_only}, GET /state
 //	POST /repair                        an anti-entropy pass now; its report, JSON
 //	POST /clock/skew?offset=D&rate=R    skew the clock versions come from; 0 and 0 clear it
-//	POST /cluster/add?addr=A&rack=R[&dc=D][&tokens=T,...]   add a node (membership.go)
+//	POST /cluster/add?addr=A&rack=R[&dc=D][&tokens=T,...]   add a node (node/reconfig)
 //	POST /cluster/remove?addr=A, /cluster/replace?old=A&addr=B[&tokens=T,...]
 //	POST /cluster/cancel, /cluster/resume   roll back or finish the change under way
 //	GET  /cluster/membership            the membership step this node holds and its moves
@@ -103,9 +104,9 @@ func (n *Node) adminHandler() http.Handler {
 	})
 	read("/cluster/membership", func(w http.ResponseWriter, r *http.Request) {
 		st := n.view().state
-		writeJSON(w, ChangeReport{State: st, Moves: st.Moves()})
+		writeJSON(w, reconfig.Report{State: st, Moves: st.Moves()})
 	})
-	change("/cluster/{op}", n.clusterChange)
+	change("/cluster/{op}", n.changes.ServeHTTP)
 	mux.HandleFunc("/ping", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "pong") })
 	if n.cfg.Pprof {
 		// Go's profiler, for finding where a node spends its time under

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"reflect"
 	"slices"
 	"sort"
 	"strconv"
@@ -17,6 +18,7 @@ import (
 	"github.com/troop-lab/troop/internal/testredis"
 	"github.com/troop-lab/troop/node/consistency"
 	"github.com/troop-lab/troop/node/membership"
+	"github.com/troop-lab/troop/node/reconfig"
 	"github.com/troop-lab/troop/topology"
 )
 
@@ -91,7 +93,7 @@ func runWriters(t *testing.T, tc *testCluster, model *loadModel, round int, stop
 	return &wg
 }
 
-func adminPost(t *testing.T, admin, path string, q url.Values) (int, ChangeReport, string) {
+func adminPost(t *testing.T, admin, path string, q url.Values) (int, reconfig.Report, string) {
 	t.Helper()
 	res, err := http.Post("http://"+admin+path+"?"+q.Encode(), "", nil)
 	if err != nil {
@@ -99,7 +101,7 @@ func adminPost(t *testing.T, admin, path string, q url.Values) (int, ChangeRepor
 	}
 	defer res.Body.Close()
 	body, _ := io.ReadAll(res.Body)
-	var rep ChangeReport
+	var rep reconfig.Report
 	json.Unmarshal(body, &rep)
 	return res.StatusCode, rep, string(body)
 }
@@ -206,8 +208,8 @@ func membershipUnderLoad(t *testing.T, bug string) []string {
 	c := fresh.cfg
 	model := &loadModel{acked: map[string]int{}}
 	pause := func() { time.Sleep(400 * time.Millisecond) } // writes land on the old owner after the streaming
-	tc.nodes[1].node.changes.afterStream = pause
-	tc.nodes[2].node.changes.afterStream = pause
+	tc.nodes[1].node.changes.AfterStream = pause
+	tc.nodes[2].node.changes.AfterStream = pause
 
 	// The add, under load.
 	changeUnderLoad(t, tc, model, 1, tc.nodes[1].cfg.StatsListen, "/cluster/add", url.Values{"addr": {c.DynListen}, "rack": {"rack1"}}, 4)
@@ -328,7 +330,7 @@ func TestMembershipReplace(t *testing.T) {
 
 // A new node killed in the middle of its handoff leaves the cluster
 // serving, with the change under way; cancel rolls it back though the
-// node is still down; the node restarts from the step it saved; a second
+// node is still down; the node restarts and learns the cancel; a second
 // add, killed again, is resumed once the node is back, and completes.
 func TestMembershipKilledMidHandoffCancelResume(t *testing.T) {
 	tc := startCluster(t, clusterOpts{racks: 3, read: consistency.DCQuorum, write: consistency.DCQuorum})
@@ -336,7 +338,7 @@ func TestMembershipKilledMidHandoffCancelResume(t *testing.T) {
 	fresh, split := startJoining(t, tc)
 	addr := fresh.cfg.DynListen
 	kill := func() { fresh.stop() }
-	tc.nodes[1].node.changes.afterStream = kill
+	tc.nodes[1].node.changes.AfterStream = kill
 
 	model := &loadModel{acked: map[string]int{}}
 	stop := make(chan struct{})
@@ -368,13 +370,16 @@ func TestMembershipKilledMidHandoffCancelResume(t *testing.T) {
 	}
 	dial(t, tc.nodes[0].cfg.Listen).must("SET", "after-cancel", "1")
 
-	// The node restarts from the step it saved; a resume finds nothing
-	// under way (the newest step any member holds is the cancel's).
+	// The node restarts, and catches up with the cancel it missed: it is
+	// no member; a resume finds nothing under way.
 	fresh.start()
 	waitPing(t, fresh.cfg.Listen)
 	waitUp(t, tc, addr)
-	if st := fresh.node.view().state; st.Epoch != 1 || st.Phase != membership.Streaming {
-		t.Fatalf("the restarted node holds step %d (%s), want the saved 1 (streaming)", st.Epoch, st.Phase)
+	if st := fresh.node.view().state; st.Epoch != 2 || st.Phase != membership.Stable {
+		t.Fatalf("the restarted node holds step %d (%s), want the cancel's 2 (stable)", st.Epoch, st.Phase)
+	}
+	if v := dial(t, fresh.cfg.Listen).do("GET", "x"); !v.IsError() || string(v.Str) != "ERR troop: this node was removed from the cluster" {
+		t.Fatalf("the restarted node, no member, answered GET with %s", v)
 	}
 	if code, _, body := adminPost(t, tc.nodes[1].cfg.StatsListen, "/cluster/resume", nil); code != http.StatusConflict || !strings.Contains(body, "nothing to resume") {
 		t.Fatalf("resume with nothing under way: %d %s", code, body)
@@ -391,7 +396,7 @@ func TestMembershipKilledMidHandoffCancelResume(t *testing.T) {
 	fresh.start()
 	waitPing(t, fresh.cfg.Listen)
 	waitUp(t, tc, addr)
-	tc.nodes[1].node.changes.afterStream = nil
+	tc.nodes[1].node.changes.AfterStream = nil
 	code, rep, body = adminPost(t, tc.nodes[2].cfg.StatsListen, "/cluster/resume", nil)
 	time.Sleep(200 * time.Millisecond)
 	close(stop)
@@ -434,16 +439,16 @@ func TestMembershipConflictingStep(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := n.takeStep(one, ""); err != nil {
+	if err := n.changes.TakeStep(one, ""); err != nil {
 		t.Fatal(err)
 	}
-	if err := n.takeStep(one, ""); err != nil {
+	if err := n.changes.TakeStep(one, ""); err != nil {
 		t.Fatalf("the same step again: %v", err)
 	}
-	if err := n.takeStep(other, ""); err == nil || !strings.Contains(err.Error(), "conflicting membership step: this node holds another step 1 (add ") {
+	if err := n.changes.TakeStep(other, ""); err == nil || !strings.Contains(err.Error(), "conflicting membership step: this node holds another step 1 (add ") {
 		t.Fatalf("another step of the same epoch: %v", err)
 	}
-	if got := n.view().state; !sameStep(got, one) {
+	if got := n.view().state; !reflect.DeepEqual(got, one) {
 		t.Fatalf("the node routes by %+v, want the first step", got)
 	}
 }
@@ -553,7 +558,7 @@ func TestMembershipRepairMirrored(t *testing.T) {
 	tc.client(1, "DC_QUORUM").must("SET", key, "before")
 
 	streamed, resume := make(chan struct{}), make(chan struct{})
-	tc.nodes[1].node.changes.afterStream = func() { close(streamed); <-resume }
+	tc.nodes[1].node.changes.AfterStream = func() { close(streamed); <-resume }
 	done := make(chan string, 1)
 	go func() {
 		code, _, body := adminPost(t, tc.nodes[1].cfg.StatsListen, "/cluster/add", url.Values{"addr": {fresh.cfg.DynListen}, "rack": {"rack1"}})
@@ -619,7 +624,7 @@ func TestMembershipAdminEndpoints(t *testing.T) {
 		{"POST", "/cluster/add?rack=rack1", "s3cret", http.StatusBadRequest, "want addr=PEER_ADDRESS and rack=RACK"},
 		{"POST", "/cluster/add?addr=x:1&rack=rack1&tokens=abc", "s3cret", http.StatusBadRequest, `"abc" is not a token`},
 		{"POST", "/cluster/remove?addr=" + addr, "s3cret", http.StatusConflict, "is the last node of rack dc1/rack1"},
-		{"POST", "/cluster/add?addr=x:1&rack=rack9", "s3cret", http.StatusConflict, "adding a whole rack is not supported yet"},
+		{"POST", "/cluster/add?addr=x:1&rack=rack1&dc=dc9", "s3cret", http.StatusConflict, "adding a datacenter is not supported"},
 		{"POST", "/cluster/resume", "s3cret", http.StatusConflict, "nothing to resume"},
 		{"POST", "/cluster/cancel", "s3cret", http.StatusConflict, "nothing to cancel"},
 		{"POST", "/cluster/grow", "s3cret", http.StatusNotFound, "want add, remove, replace, cancel or resume"},
@@ -627,6 +632,74 @@ func TestMembershipAdminEndpoints(t *testing.T) {
 	} {
 		if code, body := call(c.method, c.path, c.token); code != c.code || !strings.Contains(body, c.want) {
 			t.Errorf("%s %s: %d %s, want %d and %q", c.method, c.path, code, body, c.code, c.want)
+		}
+	}
+}
+
+// A member that missed a step while it was serving (its peers could not
+// reach it) learns it from them within a period of its own look at them
+// (catchUpEvery), without a restart, a resume or a cancel.
+func TestMembershipCatchUpWhileRunning(t *testing.T) {
+	tc := startCluster(t, clusterOpts{racks: 3, read: consistency.DCQuorum, write: consistency.DCQuorum})
+	fresh, split := startJoining(t, tc)
+	step, err := tc.nodes[0].node.view().state.Add(membership.Member{Addr: fresh.cfg.DynListen, DC: "dc1", Rack: "rack1", Tokens: []uint32{split}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tn := range []*testNode{fresh, tc.nodes[0], tc.nodes[1]} { // not tc.nodes[2]
+		if err := tn.node.changes.TakeStep(step, tn.cfg.DynListen); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := tc.nodes[2].node.view().state; st.Epoch != 0 {
+		t.Fatalf("rack3's node holds step %d before it could look, want 0", st.Epoch)
+	}
+	eventually(t, catchUpEvery+3*time.Second, func() string {
+		if st := tc.nodes[2].node.view().state; st.Epoch != 1 || st.Phase != membership.Streaming {
+			return fmt.Sprintf("rack3's node holds step %d (%s), want 1 (streaming)", st.Epoch, st.Phase)
+		}
+		return ""
+	})
+	saved, err := reconfig.Load(tc.nodes[2].cfg.DataDir)
+	if err != nil || saved == nil || saved.Epoch != 1 || saved.Self != tc.nodes[2].cfg.DynListen {
+		t.Fatalf("rack3's node saved %+v, %v; want step 1 as %s", saved, err, tc.nodes[2].cfg.DynListen)
+	}
+}
+
+// A fourth rack is added under load through three coordinators at
+// DC_QUORUM: its node streams the whole ring from one of the racks while
+// every write is mirrored to it, refuses clients until the switch, and
+// ends holding every acknowledged key; every key reads back through each
+// of the four nodes, which then count four racks (a quorum of three).
+func TestMembershipAddRackUnderLoad(t *testing.T) {
+	tc := startCluster(t, clusterOpts{racks: 3, read: consistency.DCQuorum, write: consistency.DCQuorum})
+	fresh := startJoiningAt(t, tc, "rack4", 0)
+	model := &loadModel{acked: map[string]int{}}
+	tc.nodes[1].node.changes.AfterStream = func() { // writes land on the three racks after the streaming
+		if v := dial(t, fresh.cfg.Listen).do("GET", "x"); !v.IsError() || !strings.HasPrefix(string(v.Str), "TRYAGAIN") {
+			t.Errorf("the new rack's node answered GET with %s while streaming, want TRYAGAIN", v)
+		}
+		time.Sleep(400 * time.Millisecond)
+	}
+	changeUnderLoad(t, tc, model, 1, tc.nodes[1].cfg.StatsListen, "/cluster/add", url.Values{"addr": {fresh.cfg.DynListen}, "rack": {"rack4"}}, 4)
+	t.Logf("add rack: %d keys acknowledged, %d writes failed", len(model.acked), model.fails)
+	var problems []string
+	have := redisKeys(t, fresh.redis.Addr)
+	model.mu.Lock()
+	for k, want := range model.acked {
+		if seq, _ := strconv.Atoi(have[k]); seq < want {
+			problems = append(problems, fmt.Sprintf("the new rack holds %s = %q, want at least %d", k, have[k], want))
+		}
+	}
+	model.mu.Unlock()
+	problems = append(problems, checkReadBack(t, []string{tc.nodes[0].cfg.Listen, tc.nodes[1].cfg.Listen, tc.nodes[2].cfg.Listen, fresh.cfg.Listen}, model)...)
+	if len(problems) > 0 {
+		sort.Strings(problems)
+		t.Fatalf("%d problems, e.g.\n%s", len(problems), strings.Join(problems[:min(len(problems), 20)], "\n"))
+	}
+	for _, tn := range append([]*testNode{fresh}, tc.nodes...) {
+		if v := tn.node.view(); len(v.localRacks) != 4 || !v.ownRack || v.other != nil {
+			t.Fatalf("%s routes by %d racks (own rack %v, change under way %v), want 4", tn.cfg.Name, len(v.localRacks), v.ownRack, v.other != nil)
 		}
 	}
 }

@@ -25,6 +25,7 @@ import (
 	troopclient "github.com/troop-lab/troop/client" // aliased: the tests have a client type
 	"github.com/troop-lab/troop/link"
 	"github.com/troop-lab/troop/node/consistency"
+	"github.com/troop-lab/troop/node/reconfig"
 	"github.com/troop-lab/troop/resp"
 	"github.com/troop-lab/troop/ring"
 	"github.com/troop-lab/troop/topology"
@@ -85,7 +86,7 @@ type Node struct {
 	selfAddr  atomic.Pointer[string] // this node's address in the membership (me)
 	peersMu   sync.Mutex
 	peers     map[string]*member // by peer address, made once and kept
-	changes   changeDriver       // membership changes this node drives or takes part in (membership.go)
+	changes   *reconfig.Driver   // membership changes this node drives or takes part in (node/reconfig, membership.go)
 	store     []*link.Link       // connections to the local redis-server
 	datastore *reachability      // whether the redis-server answers, for the log and /metrics
 	dataDir   string             // where hints live (troop_data_dir)
@@ -170,6 +171,7 @@ func New(cfg *topology.Config, log *slog.Logger) (*Node, error) {
 		n.store = append(n.store, l)
 	}
 	n.repair = newRepairer(n)
+	n.changes = reconfig.New((*changeNode)(n), reconfig.Config{Dir: n.dataDir, Datacenter: cfg.Datacenter, Timeout: cfg.Timeout, Log: log})
 	if err := n.openHints(); err != nil {
 		n.closeLinks()
 		return nil, err
@@ -208,7 +210,7 @@ func (n *Node) buildTopology() error {
 	n.self = &member{dc: c.Datacenter, rack: c.Rack, peerAddr: c.DynListen, self: true,
 		info: peerInfo{Name: c.Name, DC: c.Datacenter, Rack: c.Rack, Listen: c.Listen, Stats: c.StatsListen}}
 	n.peers = map[string]*member{}
-	saved, err := loadMembership(n.dataDir)
+	saved, err := reconfig.Load(n.dataDir)
 	if err != nil {
 		return err
 	}
@@ -219,7 +221,7 @@ func (n *Node) buildTopology() error {
 	n.selfAddr.Store(&self)
 	v, err := n.buildView(initialState(c, saved))
 	if err != nil && c.Join && saved == nil {
-		return fmt.Errorf("troop_join: %w: a node joins a rack that has members among its dyn_seeds (adding a whole rack is not supported yet)", err)
+		return fmt.Errorf("troop_join: %w: a node joins a datacenter that has members among its dyn_seeds", err)
 	}
 	if err != nil {
 		return err
@@ -228,9 +230,17 @@ func (n *Node) buildTopology() error {
 	return nil
 }
 
+// catchUpEvery is how often a node asks its peers for the membership
+// step they hold (reconfig's Driver.Run).
+const catchUpEvery = 2 * time.Second
+
 // Serve listens on the client, peer and admin addresses and serves until
 // ctx ends; then it closes every listener and connection and returns.
 func (n *Node) Serve(ctx context.Context) error {
+	// A member that missed membership steps while it was down routes by
+	// the current one before it serves anybody; it listens on nothing
+	// meanwhile, so that peers starting at once do not wait on it.
+	n.changes.CatchUp(ctx)
 	front, err := net.Listen("tcp", n.cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen (client): %w", err)
@@ -280,12 +290,13 @@ func (n *Node) Serve(ctx context.Context) error {
 		n.log.Warn("this node runs with a PLANTED BUG, a deliberate defect for testing testers: never use it for real data", "troop_planted_bug", n.cfg.PlantedBug)
 	}
 
-	n.wg.Add(5)
+	n.wg.Add(6)
 	go func() { defer n.wg.Done(); n.acceptLoop(front, n.serveClient) }()
 	go func() { defer n.wg.Done(); n.acceptLoop(peers, n.acceptPeer) }()
 	go func() { defer n.wg.Done(); n.admin.Serve(adminLn) }()
 	go func() { defer n.wg.Done(); n.heartbeatLoop(ctx) }()
 	go func() { defer n.wg.Done(); n.repair.antiEntropyLoop(ctx) }()
+	go func() { defer n.wg.Done(); n.changes.Run(ctx, catchUpEvery) }()
 	<-ctx.Done()
 	n.shutdown()
 	return nil

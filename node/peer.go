@@ -32,7 +32,7 @@ import (
 //	HANDOFF key version dump pttl vpttl a membership change's copy of a key:
 //	                                    REPAIR, never mirrored again
 //	MEMBERSHIP op [json]                a membership change's step, stream,
-//	                                    cleanup or state (membership.go)
+//	                                    cleanup or state (node/reconfig)
 //	FIT scope request...                the request, failing the peer's
 //	                                    injection points that scope names
 const peerProtocol = "2"

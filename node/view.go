@@ -3,10 +3,12 @@ package node
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
 	"github.com/troop-lab/troop/node/membership"
+	"github.com/troop-lab/troop/node/reconfig"
 	"github.com/troop-lab/troop/resp"
 	"github.com/troop-lab/troop/ring"
 	"github.com/troop-lab/troop/topology"
@@ -21,7 +23,8 @@ type view struct {
 	state      membership.State
 	members    []*member  // the members requests are routed by; ring owners index it
 	tokens     [][]uint32 // by member
-	localRacks []rackRing // own rack first, then by name
+	localRacks []rackRing // own rack first (when ownRack), then by name
+	ownRack    bool       // this node's rack is in the view: not so for a rack a change adds, until the switch
 	remoteDCs  []rackRing // one rack per remote datacenter
 
 	// other, during a change, is the view of the members requests are not
@@ -29,6 +32,11 @@ type view struct {
 	// switch), for mirroring writes to a moving key's other owner; nil
 	// when no change is under way.
 	other *view
+
+	// newRack, while a change adds a rack of the local datacenter and
+	// routes by the old members, is that rack's ring in other: a write to
+	// this node's replica is mirrored to its owner there.
+	newRack *rackRing
 
 	// all is every member of either side, this node included: the peers
 	// heartbeats, hints and /info cover.
@@ -82,7 +90,7 @@ var (
 // initialState is where a node starts: the membership it saved last, or
 // else its config (this node, as its dyn_listen, and its seeds; only the
 // seeds with troop_join, the node then waits for a change that names it).
-func initialState(c *topology.Config, saved *savedMembership) membership.State {
+func initialState(c *topology.Config, saved *reconfig.Saved) membership.State {
 	if saved != nil {
 		return saved.State
 	}
@@ -132,6 +140,11 @@ func (n *Node) buildView(s membership.State) (*view, error) {
 		if v.other, err = n.routingView(other); err != nil {
 			return nil, err
 		}
+		for i, r := range v.other.localRacks {
+			if !slices.ContainsFunc(v.localRacks, func(x rackRing) bool { return x.name == r.name }) {
+				v.newRack = &v.other.localRacks[i]
+			}
+		}
 	}
 	seen := map[*member]bool{n.self: true}
 	v.all = []*member{n.self}
@@ -149,7 +162,10 @@ func (n *Node) buildView(s membership.State) (*view, error) {
 	_, inRouting := membership.Find(s.Routing(), n.me())
 	_, inOther := membership.Find(s.Other(), n.me())
 	switch {
-	case inRouting || inOther:
+	case inRouting:
+	case inOther && v.ownRack: // added to a rack: routed by the old members meanwhile
+	case inOther: // the first node of a rack the change adds: its rack is not routed to yet
+		v.refuse = errJoining
 	case n.cfg.Join && s.Epoch == 0: // the config's state: no change named it yet
 		v.refuse = errJoining
 	default:
@@ -209,8 +225,9 @@ func (n *Node) routingView(ms []membership.Member) (*view, error) {
 			}
 		}
 	}
-	if len(v.localRacks) == 0 || v.localRacks[0].name != c.Rack {
-		return nil, errors.New("node: this node's rack has no tokens")
+	v.ownRack = len(v.localRacks) > 0 && v.localRacks[0].name == c.Rack
+	if len(v.localRacks) == 0 {
+		return nil, errors.New("node: no rack of this node's datacenter has tokens")
 	}
 	return v, nil
 }

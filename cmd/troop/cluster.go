@@ -2,27 +2,30 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
 	"github.com/troop-lab/troop/client"
-	"github.com/troop-lab/troop/node"
+	"github.com/troop-lab/troop/node/reconfig"
 )
 
 func init() { subcommands = append(subcommands, newClusterCmd) }
 
 func newClusterCmd() *cobra.Command {
 	var (
-		admin  string
-		asJSON bool
+		admin, caFile string
+		asJSON        bool
 	)
 	cmd := &cobra.Command{
 		Use:   "cluster",
@@ -40,6 +43,7 @@ part way (a node died) stays under way: resume it, or cancel it, through
 any member (docs/store.md, Membership changes).`,
 	}
 	cmd.PersistentFlags().StringVar(&admin, "admin", "", "admin address (stats_listen) of any member, e.g. 127.0.0.1:22222")
+	cmd.PersistentFlags().StringVar(&caFile, "cacert", "", "call the admin API over HTTPS (a node with troop_tls_admin), trusting the CA certificates of this PEM file")
 	cmd.PersistentFlags().BoolVar(&asJSON, "json", false, "print the answer as JSON")
 	run := func(what string, args func(cmd *cobra.Command, pos []string) (url.Values, error)) func(*cobra.Command, []string) error {
 		return func(cmd *cobra.Command, pos []string) error {
@@ -50,11 +54,15 @@ any member (docs/store.md, Membership changes).`,
 			if err != nil {
 				return fmt.Errorf("cluster %s: %w", what, err)
 			}
+			ac, err := newAdminClient(caFile)
+			if err != nil {
+				return fmt.Errorf("cluster %s: %w", what, err)
+			}
 			method, path := http.MethodPost, "/cluster/"+what
 			if what == "status" {
 				method, path = http.MethodGet, "/cluster/membership"
 			}
-			rep, err := clusterRequest(cmd.Context(), method, admin, path, q)
+			rep, err := clusterRequest(cmd.Context(), ac, method, admin, path, q)
 			if rep != nil {
 				printChange(cmd.OutOrStdout(), *rep, asJSON)
 			}
@@ -78,9 +86,9 @@ any member (docs/store.md, Membership changes).`,
 			return url.Values{"addr": {pos[0]}, "rack": {rack}, "dc": {dc}, "tokens": {tokens}}, nil
 		}),
 	}
-	add.Flags().StringVar(&rack, "rack", "", "the rack the node joins")
+	add.Flags().StringVar(&rack, "rack", "", "the rack the node joins (one its datacenter does not have: a new rack, whose node owns the whole ring)")
 	add.Flags().StringVar(&dc, "dc", "", "its datacenter (default: the asked member's)")
-	add.Flags().StringVar(&tokens, "tokens", "", "its tokens, comma-separated (default: the middle of the rack's widest range)")
+	add.Flags().StringVar(&tokens, "tokens", "", "its tokens, comma-separated (default: the middle of the rack's widest range; 0 in a new rack)")
 
 	remove := &cobra.Command{
 		Use:   "remove PEER_ADDR",
@@ -108,15 +116,44 @@ any member (docs/store.md, Membership changes).`,
 	return cmd
 }
 
+// adminClient calls a node's admin API: over plain HTTP, or over HTTPS
+// for a node with troop_tls_admin.
+type adminClient struct {
+	scheme string
+	http   *http.Client
+}
+
+// plainAdmin is the admin API over plain HTTP, as a lab's nodes serve it.
+var plainAdmin = adminClient{scheme: "http", http: http.DefaultClient}
+
+// newAdminClient is plainAdmin without caFile, else HTTPS trusting the CA
+// certificates of the PEM file caFile.
+func newAdminClient(caFile string) (adminClient, error) {
+	if caFile == "" {
+		return plainAdmin, nil
+	}
+	pem, err := os.ReadFile(caFile)
+	if err != nil {
+		return adminClient{}, fmt.Errorf("--cacert: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return adminClient{}, fmt.Errorf("--cacert %s holds no PEM certificate", caFile)
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	return adminClient{scheme: "https", http: &http.Client{Transport: tr}}, nil
+}
+
 // clusterRequest calls a membership endpoint and decodes its report; the
 // report comes back with the error too when the node gave one.
-func clusterRequest(ctx context.Context, method, admin, path string, q url.Values) (*node.ChangeReport, error) {
+func clusterRequest(ctx context.Context, ac adminClient, method, admin, path string, q url.Values) (*reconfig.Report, error) {
 	for k, v := range q {
 		if len(v) == 1 && v[0] == "" {
 			delete(q, k)
 		}
 	}
-	u := "http://" + admin + path
+	u := ac.scheme + "://" + admin + path
 	if len(q) > 0 {
 		u += "?" + q.Encode()
 	}
@@ -124,13 +161,13 @@ func clusterRequest(ctx context.Context, method, admin, path string, q url.Value
 	if err != nil {
 		return nil, fmt.Errorf("--admin %q: %w", admin, err)
 	}
-	res, err := http.DefaultClient.Do(req)
+	res, err := ac.http.Do(req)
 	if err != nil {
 		return nil, err
 	}
 	defer res.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(res.Body, 1<<20))
-	var rep node.ChangeReport
+	var rep reconfig.Report
 	if jerr := json.Unmarshal(body, &rep); jerr != nil {
 		return nil, fmt.Errorf("%s: %s: %s", admin, res.Status, strings.TrimSpace(string(body)))
 	}
@@ -140,7 +177,7 @@ func clusterRequest(ctx context.Context, method, admin, path string, q url.Value
 	return &rep, nil
 }
 
-func printChange(w io.Writer, rep node.ChangeReport, asJSON bool) {
+func printChange(w io.Writer, rep reconfig.Report, asJSON bool) {
 	if asJSON {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
@@ -164,7 +201,11 @@ func printChange(w io.Writer, rep node.ChangeReport, asJSON bool) {
 	}
 	tw.Flush()
 	for _, mv := range rep.Moves {
-		fmt.Fprintf(w, "moves %s/%s (%d, %d]: %s -> %s\n", mv.DC, mv.Rack, mv.Range.Lo, mv.Range.Hi, mv.From, mv.To)
+		from := mv.From
+		if from == "" {
+			from = "(a new rack: one of the other racks)"
+		}
+		fmt.Fprintf(w, "moves %s/%s (%d, %d]: %s -> %s\n", mv.DC, mv.Rack, mv.Range.Lo, mv.Range.Hi, from, mv.To)
 	}
 	for _, m := range rep.Missed {
 		fmt.Fprintf(w, "missed: %s\n", m)

@@ -27,8 +27,13 @@ func newLabAddNodeCmd() *cobra.Command {
 redis-server and a node started with troop_join: true, at the middle of
 the rack's widest token range. Then it adds the node to the cluster through
 a member's admin API (as troop cluster add does), which streams the range
-it takes over and switches the cluster to it. Loopback labs without --tls
-only, for now; the position lasts as long as the lab's supervisor.`,
+it takes over and switches the cluster to it. A rack the lab does not
+have is added whole: its node owns the whole ring (token 0), streams every
+key from one of the other racks, and counts in quorums from the switch
+(docs/store.md, Adding a rack). In address mode (--netns)
+the node gets its own network namespace and address, with --tls a
+certificate of the lab's CA; the position lasts as long as the lab's
+supervisor.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if rack == "" {
@@ -46,7 +51,7 @@ only, for now; the position lasts as long as the lab's supervisor.`,
 			if dc == "" {
 				dc = lab.DCName(1)
 			}
-			cur, err := clusterRequest(ctx, http.MethodGet, admin, "/cluster/membership", nil)
+			cur, err := clusterRequest(ctx, plainAdmin, http.MethodGet, admin, "/cluster/membership", nil)
 			if err != nil {
 				return fmt.Errorf("lab add-node: %w", err)
 			}
@@ -59,7 +64,7 @@ only, for now; the position lasts as long as the lab's supervisor.`,
 				return fmt.Errorf("lab add-node: %w", err)
 			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "started %s (dyn_listen %s, token %d); adding it to the cluster through %s\n", n.Name, n.DynListen, token, admin)
-			rep, err := clusterRequest(ctx, http.MethodPost, admin, "/cluster/add",
+			rep, err := clusterRequest(ctx, plainAdmin, http.MethodPost, admin, "/cluster/add",
 				url.Values{"addr": {n.DynListen}, "dc": {dc}, "rack": {rack}, "tokens": {strconv.FormatUint(uint64(token), 10)}})
 			if rep != nil {
 				printChange(cmd.OutOrStdout(), *rep, asJSON)
@@ -106,7 +111,7 @@ func newLabRemoveNodeCmd() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("lab remove-node: %w", err)
 			}
-			rep, err := clusterRequest(ctx, http.MethodPost, admin, "/cluster/remove", url.Values{"addr": {gone.DynListen}})
+			rep, err := clusterRequest(ctx, plainAdmin, http.MethodPost, admin, "/cluster/remove", url.Values{"addr": {gone.DynListen}})
 			if rep != nil {
 				printChange(cmd.OutOrStdout(), *rep, asJSON)
 			}

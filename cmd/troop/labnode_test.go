@@ -5,13 +5,16 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/troop-lab/troop/check"
 	"github.com/troop-lab/troop/client"
+	"github.com/troop-lab/troop/internal/testlab"
 	"github.com/troop-lab/troop/lab"
+	"github.com/troop-lab/troop/node/membership"
 	"github.com/troop-lab/troop/resp"
 	"github.com/troop-lab/troop/ring"
 	"github.com/troop-lab/troop/suite"
@@ -22,8 +25,21 @@ import (
 // before read back at DC_QUORUM through the new node, and after its
 // removal through another. A client following /cluster_describe routes a
 // key of the moved range to the new node once it is in, and back after.
-func TestLabAddRemoveNode(t *testing.T) {
-	l := startLab(t)
+func TestLabAddRemoveNode(t *testing.T) { labAddRemoveNode(t, startLab(t)) }
+
+// The same with the peer links over mutual TLS: the new node's
+// certificate comes from the lab's CA, or its peers refuse it.
+func TestLabAddRemoveNodeTLS(t *testing.T) {
+	labAddRemoveNode(t, testlab.Start(t, lab.Spec{ServeSocket: true, TLS: true}))
+}
+
+// The same in address mode: the new node gets its own network namespace
+// and the next address of the lab's network.
+func TestLabAddRemoveNodeNetns(t *testing.T) {
+	labAddRemoveNode(t, testlab.Start(t, lab.Spec{Netns: true, ServeSocket: true}))
+}
+
+func labAddRemoveNode(t *testing.T, l *lab.Lab) {
 	do := func(addr string, args ...string) resp.Value {
 		t.Helper()
 		c, err := net.DialTimeout("tcp", addr, 2*time.Second)
@@ -122,6 +138,87 @@ func TestLabAddRemoveNode(t *testing.T) {
 	}
 }
 
+// A node that was stopped while a node was added to another rack catches
+// up when it starts again: it routes by the change's last step as soon as
+// it answers clients (before its first periodic look at its peers, 2 s
+// later), and every key written before and during the change reads back
+// through it at DC_QUORUM.
+func TestLabNodeCatchesUpAfterRestart(t *testing.T) {
+	l := startLab(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	first, down := l.Nodes()[0], l.Nodes()[2] // rack1 grows; rack3's node misses it
+	if down.Rack != "rack3" {
+		t.Fatalf("the lab's third node is in %s, want rack3", down.Rack)
+	}
+	do := func(addr string, args ...string) resp.Value {
+		t.Helper()
+		c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		rd := resp.NewReader(c, resp.DefaultLimits)
+		var v resp.Value
+		for _, cmd := range [][]string{{"TROOP", "CONSISTENCY", "DC_QUORUM"}, args} {
+			if _, err := c.Write(resp.AppendCommandStrings(nil, cmd...)); err != nil {
+				t.Fatal(err)
+			}
+			if v, err = rd.ReadValue(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return v
+	}
+	write := func(prefix string) {
+		t.Helper()
+		for i := 0; i < 100; i++ {
+			if v := do(first.Listen, "SET", fmt.Sprintf("%s%d", prefix, i), fmt.Sprint(i)); v.IsError() {
+				t.Fatalf("SET: %s", v)
+			}
+		}
+	}
+	write("before-")
+	if _, err := labVerb(l.Dir(), "stop", down.Name); err != nil {
+		t.Fatal(err)
+	}
+	out, err := labVerb(l.Dir(), "add-node", "--rack", "rack1")
+	if err != nil || !strings.Contains(out, "epoch 3, stable") || !strings.Contains(out, "missed: "+down.DynListen) {
+		t.Fatalf("add-node with %s stopped: %v\n%s", down.Name, err, out)
+	}
+	write("during-")
+	if _, err := labVerb(l.Dir(), "start", down.Name); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", down.Listen, time.Second)
+		if err == nil {
+			c.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s does not answer after its start: %v", down.Name, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	rep, err := clusterRequest(ctx, plainAdmin, http.MethodGet, down.StatsListen, "/cluster/membership", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := rep.State; st.Epoch != 3 || st.Phase != membership.Stable || len(st.New) != 4 {
+		t.Fatalf("the restarted %s holds step %d (%s) of %d members, want 3 (stable) of 4", down.Name, st.Epoch, st.Phase, len(st.New))
+	}
+	for _, prefix := range []string{"before-", "during-"} {
+		for i := 0; i < 100; i++ {
+			if v := do(down.Listen, "GET", fmt.Sprintf("%s%d", prefix, i)); string(v.Str) != fmt.Sprint(i) {
+				t.Fatalf("GET %s%d through the restarted node = %s", prefix, i, v)
+			}
+		}
+	}
+}
+
 // troop run's register workload, clients through every node with no think
 // time, stays linearizable at DC_QUORUM while a node is added to rack1
 // (half of the rack's range moves to it) and then removed. A change in
@@ -130,6 +227,27 @@ func TestLabAddRemoveNode(t *testing.T) {
 // linearizable); node's TestMembershipCheckCatchesNoHandoffMirror looks at
 // the new owner's keys for that.
 func TestRegistersLinearizableThroughMembershipChanges(t *testing.T) {
+	registersThrough(t, func(dir string) error {
+		_, err := labVerb(dir, "add-node", "--rack", "rack1")
+		if err == nil {
+			_, err = labVerb(dir, "remove-node", "dc1-rack1-2")
+		}
+		return err
+	})
+}
+
+// The same while a fourth rack is added: the quorum is two of the three
+// old racks until the new one has its stream, three of four after.
+func TestRegistersLinearizableThroughRackAdd(t *testing.T) {
+	registersThrough(t, func(dir string) error {
+		_, err := labVerb(dir, "add-node", "--rack", "rack4")
+		return err
+	})
+}
+
+// registersThrough runs the register workload on a lab while change
+// changes its membership, and checks the history.
+func registersThrough(t *testing.T, change func(dir string) error) {
 	l := startLab(t)
 	nodes, err := client.FromLab(l.Dir())
 	if err != nil {
@@ -142,10 +260,7 @@ func TestRegistersLinearizableThroughMembershipChanges(t *testing.T) {
 	go func() {
 		defer stop() // the workload ends with the changes
 		time.Sleep(2 * time.Second)
-		_, err := labVerb(l.Dir(), "add-node", "--rack", "rack1")
-		if err == nil {
-			_, err = labVerb(l.Dir(), "remove-node", "dc1-rack1-2")
-		}
+		err := change(l.Dir())
 		time.Sleep(2 * time.Second)
 		changed <- err
 	}()

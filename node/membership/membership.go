@@ -107,7 +107,9 @@ func Find(ms []Member, addr string) (Member, bool) {
 	return Member{}, false
 }
 
-// Add starts adding m to its rack: a new state at the next epoch, streaming.
+// Add starts adding m to its rack: a new state at the next epoch,
+// streaming. A rack with no members is a new rack, of which m is the first
+// node; its datacenter must have members.
 func (s State) Add(m Member) (State, error) {
 	if err := s.startable(); err != nil {
 		return s, err
@@ -238,10 +240,10 @@ func (s State) checkNew(m Member, except string) error {
 	if _, ok := Find(s.New, m.Addr); ok {
 		return fmt.Errorf("%s is already a member of the cluster", m.Addr)
 	}
-	rack := rackMembers(s.New, m.DC, m.Rack)
-	if len(rack) == 0 {
-		return fmt.Errorf("rack %s/%s has no members: adding a whole rack is not supported yet (it would need every key copied to it); add nodes to existing racks", m.DC, m.Rack)
+	if !slices.ContainsFunc(s.New, func(x Member) bool { return x.DC == m.DC }) {
+		return fmt.Errorf("datacenter %s has no members: adding a datacenter is not supported; add racks to existing datacenters", m.DC)
 	}
+	rack := rackMembers(s.New, m.DC, m.Rack) // none: m is the first node of a new rack
 	if len(m.Tokens) == 0 {
 		return fmt.Errorf("%s has no tokens", m.Addr)
 	}
@@ -339,7 +341,7 @@ type Move struct {
 	DC    string `json:"dc"`
 	Rack  string `json:"rack"`
 	Range Range  `json:"range"`
-	From  string `json:"from"` // the old owner
+	From  string `json:"from"` // the old owner; "" in a rack the change adds
 	To    string `json:"to"`   // the new owner
 }
 
@@ -426,14 +428,15 @@ func Moves(old, new []Member) []Move {
 }
 
 // SplitToken returns the middle of the widest range of rack dc/rack among
-// ms: the default token of a node added to it.
+// ms: the default token of a node added to it; 0 when the rack has no
+// members (the first node of a new rack owns the whole ring).
 func SplitToken(ms []Member, dc, rack string) (uint32, error) {
 	var toks []uint32
 	for _, m := range rackMembers(ms, dc, rack) {
 		toks = append(toks, m.Tokens...)
 	}
 	if len(toks) == 0 {
-		return 0, fmt.Errorf("rack %s/%s has no members", dc, rack)
+		return 0, nil
 	}
 	slices.Sort(toks)
 	toks = slices.Compact(toks)

@@ -36,10 +36,10 @@ func TestRefusals(t *testing.T) {
 			_, err := s.Add(Member{Addr: "n1", DC: "dc1", Rack: "rack1", Tokens: []uint32{0}})
 			return err
 		}, "token 0 is already a1's in rack dc1/rack1"},
-		{"new rack", func() error {
-			_, err := s.Add(Member{Addr: "n1", DC: "dc1", Rack: "rack4", Tokens: []uint32{0}})
+		{"new datacenter", func() error {
+			_, err := s.Add(Member{Addr: "n1", DC: "dc9", Rack: "rack1", Tokens: []uint32{0}})
 			return err
-		}, "adding a whole rack is not supported yet"},
+		}, "datacenter dc9 has no members: adding a datacenter is not supported"},
 		{"no tokens", func() error { _, err := s.Add(Member{Addr: "n1", DC: "dc1", Rack: "rack1"}); return err }, "n1 has no tokens"},
 		{"replace across racks", func() error {
 			_, err := s.Replace("a1", Member{Addr: "n1", DC: "dc1", Rack: "rack2"})
@@ -153,8 +153,8 @@ func TestRandomChangesKeepOneOwnerPerRack(t *testing.T) {
 					n, err = s.Advance()
 				}
 			} else {
-				racks := []string{"rack1", "rack2", "rack3"}
-				rack := racks[rng.Intn(3)]
+				racks := []string{"rack1", "rack2", "rack3", "rack4"} // rack4 is added whole
+				rack := racks[rng.Intn(4)]
 				next++
 				addr := "n" + string(rune('a'+next%26)) + string(rune('a'+next/26))
 				switch rng.Intn(3) {
@@ -198,7 +198,7 @@ func TestRandomChangesKeepOneOwnerPerRack(t *testing.T) {
 				probes = append(probes, rng.Uint32())
 			}
 			for _, tok := range probes {
-				for _, rack := range []string{"rack1", "rack2", "rack3"} {
+				for _, rack := range []string{"rack1", "rack2", "rack3", "rack4"} {
 					from, to := Owner(s.Old, "dc1", rack, tok), Owner(s.New, "dc1", rack, tok)
 					covered := 0
 					for _, m := range moves {
@@ -215,6 +215,35 @@ func TestRandomChangesKeepOneOwnerPerRack(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// A node added to a rack that has none is a new rack: it takes the whole
+// ring, from no old owner, and a cancel leaves the racks as they were.
+func TestAddRack(t *testing.T) {
+	s := three()
+	tok, err := SplitToken(s.New, "dc1", "rack4")
+	if err != nil || tok != 0 {
+		t.Fatalf("SplitToken of a new rack = %d, %v; want 0", tok, err)
+	}
+	n, err := s.Add(Member{Addr: "n1", DC: "dc1", Rack: "rack4", Tokens: []uint32{tok}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Move{{DC: "dc1", Rack: "rack4", Range: Range{Lo: 0, Hi: 0}, From: "", To: "n1"}}
+	if got := n.Moves(); len(got) != 1 || got[0] != want[0] {
+		t.Fatalf("moves %+v, want %+v", got, want)
+	}
+	if len(n.Routing()) != 3 || len(n.Other()) != 4 {
+		t.Fatalf("streaming routes by %d members beside %d, want 3 beside 4", len(n.Routing()), len(n.Other()))
+	}
+	if c, _ := n.Cancel(); len(c.New) != 3 || c.UnderWay() {
+		t.Fatalf("cancel: %+v", c)
+	}
+	sw, _ := n.Advance()
+	done, _ := sw.Advance()
+	if len(sw.Routing()) != 4 || len(done.New) != 4 || done.UnderWay() {
+		t.Fatalf("switched routes by %d, done holds %d", len(sw.Routing()), len(done.New))
 	}
 }
 
