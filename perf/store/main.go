@@ -48,15 +48,19 @@ type config struct {
 	Bulk      int     `json:"bulk"`     // SETs of the bulk-load experiment; 0 skips it
 	Commands  int     `json:"commands"` // requests per redis-benchmark test of the commands experiment; 0 skips it
 	Memory    bool    `json:"memory"`   // run the memory experiment
+	Latency   bool    `json:"latency"`  // run the latency experiment: open loop at half of nutcracker's rate
 	// MemoryKeys is the keys of the memory experiment's used_memory part; 0 skips it.
 	MemoryKeys  int     `json:"memory_keys"`
 	MemoryLoad  seconds `json:"memory_load_s"`  // the burst's length
 	MemoryAfter seconds `json:"memory_after_s"` // how long RSS is watched after it
-	AEKeys      int     `json:"ae_keys"`        // keys in the anti-entropy experiment
-	AEDiff      int     `json:"ae_diff"`        // keys made to differ on one replica
-	Quick       bool    `json:"quick"`
-	Out         string  `json:"out"`
-	Pprof       string  `json:"pprof_dir"` // "" = no profiles
+	// MembershipKeys is the keys the membership experiment's lab holds; 0 skips it.
+	MembershipKeys   int     `json:"membership_keys"`
+	MembershipWindow seconds `json:"membership_window_s"` // its closed-loop and before windows
+	AEKeys           int     `json:"ae_keys"`             // keys in the anti-entropy experiment
+	AEDiff           int     `json:"ae_diff"`             // keys made to differ on one replica
+	Quick            bool    `json:"quick"`
+	Out              string  `json:"out"`
+	Pprof            string  `json:"pprof_dir"` // "" = no profiles
 
 	ValueSize   int `json:"value_size"`   // fixed: valueSize
 	ReadPercent int `json:"read_percent"` // GET share of operations; the rest are SET
@@ -77,29 +81,32 @@ func (s *seconds) UnmarshalJSON(b []byte) error {
 
 func defaultConfig() config {
 	return config{
-		Conns:       50,
-		Pipelines:   []int{1, 10},
-		Keys:        100_000,
-		Rounds:      3,
-		Warmup:      seconds(time.Second),
-		Duration:    seconds(5 * time.Second),
-		Seed:        1,
-		Anchor:      true,
-		Proxy:       true,
-		Cluster:     true,
-		TLS:         true,
-		Repair:      true,
-		Bulk:        1_000_000,
-		Commands:    200_000,
-		Memory:      true,
-		MemoryKeys:  1_000_000,
-		MemoryLoad:  seconds(20 * time.Second),
-		MemoryAfter: seconds(30 * time.Second),
-		AEKeys:      1_000_000,
-		AEDiff:      1000,
-		Out:         "perf-store.json",
-		ValueSize:   valueSize,
-		ReadPercent: 80,
+		Conns:            50,
+		Pipelines:        []int{1, 10},
+		Keys:             100_000,
+		Rounds:           3,
+		Warmup:           seconds(time.Second),
+		Duration:         seconds(5 * time.Second),
+		Seed:             1,
+		Anchor:           true,
+		Proxy:            true,
+		Cluster:          true,
+		TLS:              true,
+		Repair:           true,
+		Bulk:             1_000_000,
+		Commands:         200_000,
+		Memory:           true,
+		MemoryKeys:       1_000_000,
+		MemoryLoad:       seconds(20 * time.Second),
+		MemoryAfter:      seconds(30 * time.Second),
+		Latency:          true,
+		MembershipKeys:   1_000_000,
+		MembershipWindow: seconds(30 * time.Second),
+		AEKeys:           1_000_000,
+		AEDiff:           1000,
+		Out:              "perf-store.json",
+		ValueSize:        valueSize,
+		ReadPercent:      80,
 	}
 }
 
@@ -131,6 +138,12 @@ func (c *config) applyQuick(set map[string]bool) {
 	}
 	if !set["memory-keys"] {
 		c.MemoryKeys = 10_000
+	}
+	if !set["membership-keys"] {
+		c.MembershipKeys = 10_000
+	}
+	if !set["membership-window"] {
+		c.MembershipWindow = seconds(2 * time.Second)
 	}
 	if !set["memory-load"] {
 		c.MemoryLoad = seconds(2 * time.Second)
@@ -258,6 +271,9 @@ Flags:
 	fs.IntVar(&c.MemoryKeys, "memory-keys", c.MemoryKeys, "memory experiment: keys of 1 KiB written directly and through a node for redis-server's used_memory; 0 skips that part")
 	fs.DurationVar((*time.Duration)(&c.MemoryLoad), "memory-load", time.Duration(c.MemoryLoad), "memory experiment: how long the burst runs")
 	fs.DurationVar((*time.Duration)(&c.MemoryAfter), "memory-after", time.Duration(c.MemoryAfter), "memory experiment: how long RSS is watched after the burst")
+	fs.BoolVar(&c.Latency, "latency", c.Latency, "latency experiment: troop bench mixed in an open loop at half of nutcracker's closed-loop rate, against nutcracker and a node in front of the same redis-server, --rounds rounds of --duration")
+	fs.IntVar(&c.MembershipKeys, "membership-keys", c.MembershipKeys, "membership experiment: keys of 1 KB in a three-rack lab (troop lab up, troop bench write) to which troop lab add-node adds a node while troop bench mixed runs at half of the lab's closed loop; 0 skips it")
+	fs.DurationVar((*time.Duration)(&c.MembershipWindow), "membership-window", time.Duration(c.MembershipWindow), "membership experiment: how long the closed loop and the workload before the change run")
 	fs.BoolVar(&c.Quick, "quick", c.Quick, "smoke run: 1 round, 1s windows, 1000 keys, anti-entropy over 10,000 keys, a 2s memory burst watched 3s after, 10,000 keys for used_memory (flags given explicitly still apply)")
 	fs.StringVar(&c.Out, "out", c.Out, "JSON result file")
 	fs.StringVar(&c.Pprof, "pprof", c.Pprof, "directory for CPU profiles of the troop nodes, taken in an extra unrecorded window per experiment and depth")

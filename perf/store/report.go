@@ -31,10 +31,12 @@ type result struct {
 	Notes    []string  `json:"notes"`
 	Error    string    `json:"error,omitempty"` // why the run stopped early
 
-	AntiEntropy *aeResult     `json:"anti_entropy,omitempty"`
-	Bulk        []bulkRun     `json:"bulk,omitempty"`
-	Commands    []commandRun  `json:"commands,omitempty"`
-	Memory      *memoryResult `json:"memory,omitempty"`
+	AntiEntropy *aeResult         `json:"anti_entropy,omitempty"`
+	Bulk        []bulkRun         `json:"bulk,omitempty"`
+	Commands    []commandRun      `json:"commands,omitempty"`
+	Memory      *memoryResult     `json:"memory,omitempty"`
+	Membership  *membershipResult `json:"membership,omitempty"`
+	Latency     *latencyResult    `json:"latency,omitempty"`
 }
 
 // env is what the figures depend on besides the configuration.

@@ -329,6 +329,13 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 		err = memoryExperiment(ctx, cfg, ps, bins, res, out)
 		ps.stopAll()
 	}
+	if err == nil && cfg.Latency {
+		err = latencyExperiment(ctx, cfg, ps, bins, res, out)
+		ps.stopAll()
+	}
+	if err == nil && cfg.MembershipKeys > 0 {
+		err = membershipExperiment(ctx, cfg, ps, bins, res, out)
+	}
 	if err != nil {
 		keepDir = true
 		res.Error = err.Error()
@@ -338,6 +345,7 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 	res.Summary = summarize(res.Rounds)
 	res.Checks = append(append(evaluate(res.Summary), bulkCheck(res.Bulk)...), commandsCheck(res.Commands)...)
 	res.Checks = append(res.Checks, memoryCheck(res.Memory, time.Duration(cfg.MemoryAfter))...)
+	res.Checks = append(res.Checks, latencyCheck(res.Latency)...)
 	printSummary(out, res)
 	if werr := writeJSON(cfg.Out, res); werr != nil {
 		return errors.Join(err, werr)

@@ -47,6 +47,7 @@ func TestHarness(t *testing.T) {
 	cfg.Warmup = seconds(100 * time.Millisecond)
 	cfg.Duration = seconds(500 * time.Millisecond)
 	cfg.MemoryKeys, cfg.MemoryLoad, cfg.MemoryAfter = 2000, seconds(time.Second), seconds(time.Second)
+	cfg.MembershipKeys, cfg.MembershipWindow = 2000, seconds(time.Second)
 	cfg.Out = filepath.Join(t.TempDir(), "perf-store.json")
 	if err := cfg.validate(); err != nil {
 		t.Fatal(err)
@@ -132,6 +133,28 @@ func TestHarness(t *testing.T) {
 	// targets, with the bulk load's error count read from redis-cli.
 	if len(res.Bulk) != 2*cfg.Rounds || !strings.HasPrefix(res.Bulk[1].Pipe, "errors: 0,") {
 		t.Errorf("bulk load: %+v", res.Bulk)
+	}
+	if l := res.Latency; l == nil || l.Rate <= 0 || len(l.Runs) != 2*cfg.Rounds {
+		t.Errorf("latency experiment: %+v", l)
+	} else {
+		for _, run := range l.Runs {
+			for _, r := range run.Rows {
+				if r.Count == 0 || r.Errors != 0 || r.Fails != 0 {
+					t.Errorf("latency experiment, %s %s: %d requests, %d errors, %d fails", run.Target, r.Task, r.Count, r.Errors, r.Fails)
+				}
+			}
+		}
+	}
+	// The membership experiment added a node under a workload that got
+	// every reply it asked for, before and during the change.
+	if m := res.Membership; m == nil || m.ChangeSeconds <= 0 || m.Rate <= 0 || len(m.Before) == 0 || len(m.During) == 0 {
+		t.Errorf("membership experiment: %+v", m)
+	} else {
+		for _, r := range append(m.Before, m.During...) {
+			if r.Count == 0 || r.Errors != 0 || r.Fails != 0 {
+				t.Errorf("membership experiment, %s: %d requests, %d errors, %d fails", r.Task, r.Count, r.Errors, r.Fails)
+			}
+		}
 	}
 	ran := map[string]bool{}
 	for _, r := range res.Commands {

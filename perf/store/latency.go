@@ -1,0 +1,125 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/troop-lab/troop/bench"
+)
+
+// latencyResult is the latency experiment: troop bench mixed in an open
+// loop at half of nutcracker's saturating rate, against nutcracker and a
+// one-rack node in front of the same redis-server.
+type latencyResult struct {
+	Saturating float64      `json:"nutcracker_closed_loop_ops_per_sec"`
+	Rate       float64      `json:"rate"`
+	Runs       []latencyRun `json:"runs"`
+}
+
+type latencyRun struct {
+	Round  int         `json:"round"`
+	Target string      `json:"target"` // "nutcracker" or "troop-node"
+	Rows   []bench.Row `json:"totals"`
+}
+
+// p99 is the run's 99th percentile of response time over all its
+// requests: the larger of its tasks', which the totals keep apart.
+func (r latencyRun) p99() float64 {
+	var p float64
+	for _, row := range r.Rows {
+		p = max(p, row.Response.P99)
+	}
+	return p
+}
+
+// latencyExperiment measures the response time the node adds where a proxy
+// is not saturated: nutcracker's closed-loop rate first (troop bench mixed,
+// cfg.Conns connections), then open-loop runs at half of it, nutcracker and
+// the node interleaved round by round. Open loop, so a stall counts from
+// when each request was due.
+func latencyExperiment(ctx context.Context, cfg config, ps *procSet, bins binaries, res *result, log io.Writer) error {
+	_, redisAddr, err := startRedis(ctx, ps, bins.redisServer, "latency-redis")
+	if err != nil {
+		return err
+	}
+	_, ncAddr, err := startNutcracker(ctx, ps, bins.nutcracker, redisAddr)
+	if err != nil {
+		return err
+	}
+	nodeCfg, err := nodeConfig("latency-node", "rack1", redisAddr, false)
+	if err != nil {
+		return err
+	}
+	if _, err := startNode(ctx, ps, bins.troop, nodeCfg); err != nil {
+		return err
+	}
+	logFile, err := os.Create(filepath.Join(ps.dir, "latency.log"))
+	if err != nil {
+		return err
+	}
+	defer logFile.Close()
+	window := time.Duration(cfg.Duration).String()
+	mixed := func(name, addr string, extra ...string) ([]bench.Row, error) {
+		out := filepath.Join(ps.dir, "latency-"+name+".json")
+		args := append([]string{"bench", "mixed", "--target", addr, "--conns", strconv.Itoa(cfg.Conns), "--keys", strconv.Itoa(cfg.Keys),
+			"--seed", strconv.FormatUint(cfg.Seed, 10), "--duration", window, "--out", out}, extra...)
+		cmd := exec.CommandContext(ctx, bins.troop, args...)
+		cmd.Stdout, cmd.Stderr = logFile, logFile
+		if err := cmd.Run(); err != nil {
+			return nil, fmt.Errorf("latency: troop bench against %s: %w (log: %s)", name, err, logFile.Name())
+		}
+		return benchTotals(out)
+	}
+	l := &latencyResult{}
+	res.Latency = l
+	rows, err := mixed("nutcracker-closed", ncAddr)
+	if err != nil {
+		return err
+	}
+	for _, r := range rows {
+		l.Saturating += r.ReqPerSec
+	}
+	l.Rate = float64(int(l.Saturating / 2))
+	rate := strconv.FormatFloat(l.Rate, 'f', 0, 64)
+	for n := 1; n <= cfg.Rounds; n++ {
+		for _, t := range []struct{ name, addr string }{{"nutcracker", ncAddr}, {"troop-node", nodeCfg.Listen}} {
+			rows, err := mixed(fmt.Sprintf("%s-%d", t.name, n), t.addr, "--rate", rate)
+			if err != nil {
+				return err
+			}
+			run := latencyRun{Round: n, Target: t.name, Rows: rows}
+			l.Runs = append(l.Runs, run)
+			fmt.Fprintf(log, "latency  round %d  %-10s  at %s ops/s (half of nutcracker's %.0f)  p99 %.2f ms\n", n, t.name, rate, l.Saturating, run.p99())
+		}
+	}
+	return ctx.Err()
+}
+
+// latencyCheck compares the median p99 of the node's runs with
+// nutcracker's.
+func latencyCheck(l *latencyResult) []check {
+	if l == nil || len(l.Runs) == 0 {
+		return nil
+	}
+	median := func(target string) float64 {
+		var ps []float64
+		for _, r := range l.Runs {
+			if r.Target == target {
+				ps = append(ps, r.p99())
+			}
+		}
+		sort.Float64s(ps)
+		return ps[len(ps)/2]
+	}
+	node, nc := median("troop-node"), median("nutcracker")
+	return []check{{Name: "node p99 <= nutcracker p99, open loop at half of nutcracker's saturating rate", Kind: "target",
+		Measured: node, Limit: nc, Pass: node <= nc,
+		Text: fmt.Sprintf("troop node %.2f ms vs nutcracker %.2f ms at %.0f ops/s (troop bench mixed --rate; nutcracker's closed loop %.0f)", node, nc, l.Rate, l.Saturating)}}
+}
