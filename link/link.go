@@ -39,7 +39,7 @@ type Link struct {
 	spare     []byte          // the other buffer, swapped with out by the writer
 	writing   bool            // a caller is writing out; others just append
 	dialing   bool            // a connection is being made; requests queue meanwhile
-	pending   []*call         // oldest first
+	pending   []call          // oldest first; values, not pointers: one allocation fewer per request
 	downUntil time.Time
 	backoff   time.Duration // grows while dials keep failing
 	lastErr   error         // why the link went down, without the link's name
@@ -156,7 +156,7 @@ func (l *Link) TrySendLast(req []byte, n int, done func(raw []byte, err error)) 
 		l.mu.Unlock()
 		return err
 	}
-	l.pending = append(l.pending, &call{deadline: time.Now().Add(l.timeout), done: done, skip: n - 1})
+	l.pending = append(l.pending, call{deadline: time.Now().Add(l.timeout), done: done, skip: n - 1})
 	l.out = append(l.out, req...)
 	l.mu.Unlock()
 	return nil
@@ -420,13 +420,13 @@ func (l *Link) readLoop(conn net.Conn, rd *resp.Reader) {
 			notify()
 			return
 		}
-		c := l.pending[0]
-		if c.skip > 0 {
-			c.skip--
+		if l.pending[0].skip > 0 {
+			l.pending[0].skip--
 			l.mu.Unlock()
 			continue
 		}
-		l.pending[0] = nil
+		c := l.pending[0]
+		l.pending[0] = call{} // its callback goes with it
 		l.pending = l.pending[1:]
 		l.mu.Unlock()
 		c.done(raw, nil)
