@@ -182,14 +182,7 @@ func TestBackpressureSlowsAConnection(t *testing.T) {
 	}
 	// The connection waiting for its requests stops no other: enough
 	// connections that some share its event loop are answered meanwhile.
-	for i := range 2 * runtime.GOMAXPROCS(0) {
-		other := dial(t, tc.nodes[0].cfg.Listen)
-		other.c.SetDeadline(time.Now().Add(2 * time.Second))
-		other.c.Write(resp.AppendCommandStrings(nil, "PING"))
-		if v, err := other.rd.ReadValue(); err != nil || string(v.Str) != "PONG" {
-			t.Fatalf("connection %d, beside one waiting for its requests: %v %s", i, err, v)
-		}
-	}
+	pingOthers(t, tc.nodes[0].cfg.Listen, "beside one waiting for its requests")
 	p.Signal(syscall.SIGCONT)
 	for i := 0; i < 10; i++ {
 		c.c.SetDeadline(time.Now().Add(5 * time.Second))
@@ -948,12 +941,19 @@ func TestPausedServerStopsNoLoop(t *testing.T) {
 		go c.c.Write(req)
 	}
 	time.Sleep(500 * time.Millisecond)
+	pingOthers(t, tc.nodes[0].cfg.Listen, "while redis-server is paused")
+}
+
+// pingOthers has new connections to addr, enough that some share each
+// event loop, PING within 2 s each.
+func pingOthers(t *testing.T, addr, while string) {
+	t.Helper()
 	for i := range 2 * runtime.GOMAXPROCS(0) {
-		other := dial(t, tc.nodes[0].cfg.Listen)
+		other := dial(t, addr)
 		other.c.SetDeadline(time.Now().Add(2 * time.Second))
 		other.c.Write(resp.AppendCommandStrings(nil, "PING"))
 		if v, err := other.rd.ReadValue(); err != nil || string(v.Str) != "PONG" {
-			t.Fatalf("connection %d, while redis-server is paused: %v %s", i, err, v)
+			t.Fatalf("connection %d, %s: %v %s", i, while, err, v)
 		}
 	}
 }

@@ -42,23 +42,7 @@ func TestLabAddRemoveNodeNetns(t *testing.T) {
 func labAddRemoveNode(t *testing.T, l *lab.Lab) {
 	do := func(addr string, args ...string) resp.Value {
 		t.Helper()
-		c, err := net.DialTimeout("tcp", addr, 2*time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		c.SetDeadline(time.Now().Add(10 * time.Second))
-		rd := resp.NewReader(c, resp.DefaultLimits)
-		var v resp.Value
-		for _, cmd := range [][]string{{"TROOP", "CONSISTENCY", "DC_QUORUM"}, args} {
-			if _, err := c.Write(resp.AppendCommandStrings(nil, cmd...)); err != nil {
-				t.Fatal(err)
-			}
-			if v, err = rd.ReadValue(); err != nil {
-				t.Fatal(err)
-			}
-		}
-		return v
+		return quorumDo(t, addr, args...)
 	}
 	first := l.Nodes()[0].Listen
 	for i := 0; i < 50; i++ {
@@ -153,23 +137,7 @@ func TestLabNodeCatchesUpAfterRestart(t *testing.T) {
 	}
 	do := func(addr string, args ...string) resp.Value {
 		t.Helper()
-		c, err := net.DialTimeout("tcp", addr, 2*time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		c.SetDeadline(time.Now().Add(10 * time.Second))
-		rd := resp.NewReader(c, resp.DefaultLimits)
-		var v resp.Value
-		for _, cmd := range [][]string{{"TROOP", "CONSISTENCY", "DC_QUORUM"}, args} {
-			if _, err := c.Write(resp.AppendCommandStrings(nil, cmd...)); err != nil {
-				t.Fatal(err)
-			}
-			if v, err = rd.ReadValue(); err != nil {
-				t.Fatal(err)
-			}
-		}
-		return v
+		return quorumDo(t, addr, args...)
 	}
 	write := func(prefix string) {
 		t.Helper()
@@ -296,4 +264,26 @@ func labVerb(dir string, args ...string) (string, error) {
 		return "", fmt.Errorf("troop lab %v: %v\n%s", args, err, out.String())
 	}
 	return out.String(), nil
+}
+
+// quorumDo runs one command at DC_QUORUM on a new connection to addr.
+func quorumDo(t *testing.T, addr string, args ...string) resp.Value {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	rd := resp.NewReader(c, resp.DefaultLimits)
+	var v resp.Value
+	for _, cmd := range [][]string{{"TROOP", "CONSISTENCY", "DC_QUORUM"}, args} {
+		if _, err := c.Write(resp.AppendCommandStrings(nil, cmd...)); err != nil {
+			t.Fatal(err)
+		}
+		if v, err = rd.ReadValue(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return v
 }
