@@ -11,6 +11,13 @@ LDFLAGS := -X main.version=$(VERSION)
 # failing input; scripts/fuzz repeats such a run once.
 FUZZTIME ?= 50000x
 
+# Packages tested at once: at least 3, even on 2 cores. Most of the suite's
+# time is spent waiting on real processes (a lab's node timeout, a pause),
+# so a third package costs the others little: on a 2-core machine the test
+# phase took 390 s with -p 3, against about 800 s with the default -p 2,
+# and the slowest packages took as long either way.
+TESTP ?= $(shell n=$$(nproc 2>/dev/null || echo 2); [ $$n -lt 3 ] && n=3; echo $$n)
+
 # nutcracker lives in /usr/sbin, which is not on every user's PATH.
 export PATH := $(PATH):/usr/sbin
 
@@ -28,7 +35,7 @@ test:
 	@scripts/need redis-server redis-cli redis-benchmark nutcracker chromium tclsh promtool
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt would change:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) vet ./...
-	$(GO) test -count=1 -timeout 10m ./...
+	$(GO) test -count=1 -timeout 10m -p $(TESTP) ./...
 	@$(MAKE) --no-print-directory fuzz
 
 fuzz:
