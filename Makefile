@@ -13,9 +13,9 @@ FUZZTIME ?= 50000x
 
 # Packages tested at once: at least 3, even on 2 cores. Most of the suite's
 # time is spent waiting on real processes (a lab's node timeout, a pause),
-# so a third package costs the others little: on a 2-core machine the test
-# phase took 390 s with -p 3, against about 800 s with the default -p 2,
-# and the slowest packages took as long either way.
+# so a third package costs the others little: on a 2-core machine a
+# fresh-clone .ci/run took 577 s with -p 3 against 984 s with the default
+# -p 2, and the slowest packages took as long either way.
 TESTP ?= $(shell n=$$(nproc 2>/dev/null || echo 2); [ $$n -lt 3 ] && n=3; echo $$n)
 
 # nutcracker lives in /usr/sbin, which is not on every user's PATH.
