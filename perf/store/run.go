@@ -105,7 +105,11 @@ func clusterExperiment(ctx context.Context, cfg config, ps *procSet, bins binari
 	}
 	for _, p := range cfg.Pipelines {
 		for n := 1; n <= cfg.Rounds; n++ {
-			for _, t := range targets {
+			// With a base build, the builds take turns at going first (each
+			// its DC_ONE, then its DC_QUORUM): the first window of a round
+			// did fewer operations at DC_ONE P=10, whichever build had it.
+			k := 2 * (n - 1) % len(targets)
+			for _, t := range append(targets[k:len(targets):len(targets)], targets[:k]...) {
 				res.add(measure(ctx, cfg, "cluster", t, p, n), log)
 				if err := ctx.Err(); err != nil {
 					return err
