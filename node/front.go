@@ -174,9 +174,8 @@ func (n *Node) serveConn(c net.Conn, maxInflight int, sess *session, handle requ
 	for !sess.quit {
 		cmd, ok, err := in.next(n.limits)
 		if err != nil {
-			n.stats.protocolErrors.Add(1)
 			s := newSlot()
-			s.complete(resp.AppendError(nil, "ERR "+err.Error()))
+			s.complete(n.protocolError(err))
 			queueReply(replies, s, &b)
 			break
 		}
@@ -205,6 +204,13 @@ func (n *Node) serveConn(c net.Conn, maxInflight int, sess *session, handle requ
 	close(replies)
 	<-writerDone
 	c.Close()
+}
+
+// protocolError counts a request that broke the protocol and makes its
+// reply, the connection's last.
+func (n *Node) protocolError(err error) []byte {
+	n.stats.protocolErrors.Add(1)
+	return resp.AppendError(nil, "ERR "+err.Error())
 }
 
 // start hands a request, whose token and reply's place are taken, to

@@ -7,8 +7,6 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/troop-lab/troop/resp"
 )
 
 // The event loop serves plain TCP client connections, the way twemproxy
@@ -41,10 +39,10 @@ const maxIovecs = 512
 
 // A frontLoop is one event loop with its connections.
 type frontLoop struct {
-	n *Node
-	// poll is the epoll fd as Go's poller sees it: the loop parks there as
-	// any goroutine parks on a socket, and takes no thread while idle.
-	file *os.File
+	n    *Node
+	file *os.File // the epoll set's descriptor
+	// poll is the set as Go's poller sees it: the loop parks there as any
+	// goroutine parks on a socket, and takes no thread while idle.
 	poll syscall.RawConn
 
 	// Only the goroutine running the loop touches these.
@@ -250,17 +248,14 @@ func (c *loopConn) event(events uint32) *unix.EpollEvent {
 // the loop's goroutine.
 func (c *loopConn) run(b *batch) (onLoop bool) {
 	n := c.loop.n
-	for {
+	ended := false // a protocol error or QUIT: nothing more is read
+	for !ended {
 		cmd, ok, err := c.in.next(n.limits)
 		if err != nil {
-			n.stats.protocolErrors.Add(1)
 			s := newSlot()
 			c.owe(s)
-			s.complete(resp.AppendError(nil, "ERR "+err.Error()))
-			c.in.release()
-			c.mu.Lock()
-			c.endInputLocked()
-			c.mu.Unlock()
+			s.complete(n.protocolError(err))
+			ended = true
 			break
 		}
 		if !ok {
@@ -270,13 +265,10 @@ func (c *loopConn) run(b *batch) (onLoop bool) {
 		s := newSlot()
 		c.owe(s)
 		n.start(cmd, s, c.limit, c.sess, n.handleClient, b)
-		if c.sess.quit {
-			c.in.release()
-			c.mu.Lock()
-			c.endInputLocked()
-			c.mu.Unlock()
-			break
-		}
+		ended = c.sess.quit
+	}
+	if ended {
+		c.in.release()
 	}
 	onLoop = b.loop != nil
 	if !onLoop {
@@ -287,6 +279,9 @@ func (c *loopConn) run(b *batch) (onLoop bool) {
 	if !onLoop {
 		c.offLoop = false
 		c.rearmLocked()
+	}
+	if ended {
+		c.endInputLocked()
 	}
 	c.collectLocked()
 	c.mu.Unlock()

@@ -266,6 +266,9 @@ func (n *Node) Serve(ctx context.Context) error {
 		for range clientLoops(n.cfg.ClientLoops) {
 			l, err := newFrontLoop(n)
 			if err != nil {
+				for _, l := range n.loops {
+					l.close()
+				}
 				front.Close()
 				peers.Close()
 				adminLn.Close()
