@@ -50,9 +50,12 @@ type round struct {
 	RedisCallsPerOp  float64          `json:"redis_rw_syscalls_per_op"`
 	GeneratorUsPerOp float64          `json:"generator_us_per_op"`
 	ProxyUsPerOp     float64          `json:"proxy_us_per_op"` // all proxy processes together; 0 for direct
-	RedisUsPerOp     float64          `json:"redis_us_per_op"` // all redis-servers together
-	GeneratorCores   float64          `json:"generator_cores"` // generator CPU seconds per second
-	ServerCores      float64          `json:"server_cores"`    // the same for proxies and redis-servers together
+	// ProxySysUsPerOp is the part of ProxyUsPerOp spent in the kernel: on
+	// the same system calls, the floor two proxies share.
+	ProxySysUsPerOp float64 `json:"proxy_sys_us_per_op"`
+	RedisUsPerOp    float64 `json:"redis_us_per_op"` // all redis-servers together
+	GeneratorCores  float64 `json:"generator_cores"` // generator CPU seconds per second
+	ServerCores     float64 `json:"server_cores"`    // the same for proxies and redis-servers together
 	// The whole machine, all processes: busy and stolen CPU seconds per
 	// second (of runtime.NumCPU cores).
 	MachineBusyCores  float64 `json:"machine_busy_cores"`
@@ -69,23 +72,24 @@ type round struct {
 type sample struct {
 	at          time.Time
 	counts      counts
-	cpu         map[string]time.Duration
-	calls       map[string]int64 // read and write system calls
-	busy, steal time.Duration    // the machine's
+	cpu         map[string]time.Duration // user and system
+	sys         map[string]time.Duration // system only
+	calls       map[string]int64         // read and write system calls
+	busy, steal time.Duration            // the machine's
 }
 
 func (t *target) sample(l *load) (sample, error) {
-	s := sample{at: time.Now(), cpu: map[string]time.Duration{}, calls: map[string]int64{}}
+	s := sample{at: time.Now(), cpu: map[string]time.Duration{}, sys: map[string]time.Duration{}, calls: map[string]int64{}}
 	if l != nil {
 		s.counts = l.snapshot()
 	}
 	var errs []error
 	add := func(name string, pid int) {
-		d, err := cpuTime(pid)
+		user, sys, err := cpuTimes(pid)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("CPU time of %s: %w", name, err))
 		}
-		s.cpu[name] = d
+		s.cpu[name], s.sys[name] = user+sys, sys
 		n, err := rwCalls(pid)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("system calls of %s: %w", name, err))
@@ -130,6 +134,11 @@ func (r *round) fill(t *target, s0, s1 sample) {
 		return float64(n) / float64(max(r.Ops, 1))
 	}
 	r.ProxyCallsPerOp, r.RedisCallsPerOp = calls(t.proxies), calls(t.redis)
+	var proxySys time.Duration
+	for _, p := range t.proxies {
+		proxySys += s1.sys[p.name] - s0.sys[p.name]
+	}
+	r.ProxySysUsPerOp = proxySys.Seconds() / float64(max(r.Ops, 1)) * 1e6
 	r.setFigures(r.CPUSeconds["generator"], sum(t.proxies), sum(t.redis))
 	r.setMachine(s0, s1)
 }

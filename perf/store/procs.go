@@ -113,32 +113,39 @@ var clockTicks = func() float64 {
 }()
 
 // cpuTime is the CPU time (user plus system, all threads) that process pid
-// has used so far, from fields 14 and 15 of /proc/PID/stat. pid 0 means
-// this process, the load generator.
+// has used so far. pid 0 means this process, the load generator.
 func cpuTime(pid int) (time.Duration, error) {
+	user, sys, err := cpuTimes(pid)
+	return user + sys, err
+}
+
+// cpuTimes is the user and the system CPU time (all threads) that process
+// pid has used so far, from fields 14 and 15 of /proc/PID/stat.
+func cpuTimes(pid int) (user, sys time.Duration, err error) {
 	path := "/proc/self/stat"
 	if pid != 0 {
 		path = fmt.Sprintf("/proc/%d/stat", pid)
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	// The command name (field 2) may hold spaces: count from the last ')'.
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 {
-		return 0, fmt.Errorf("%s: unexpected format", path)
+		return 0, 0, fmt.Errorf("%s: unexpected format", path)
 	}
 	f := strings.Fields(string(b[i+1:]))
 	if len(f) < 13 {
-		return 0, fmt.Errorf("%s: unexpected format", path)
+		return 0, 0, fmt.Errorf("%s: unexpected format", path)
 	}
 	utime, err1 := strconv.ParseUint(f[11], 10, 64)
 	stime, err2 := strconv.ParseUint(f[12], 10, 64)
 	if err := errors.Join(err1, err2); err != nil {
-		return 0, fmt.Errorf("%s: %v", path, err)
+		return 0, 0, fmt.Errorf("%s: %v", path, err)
 	}
-	return time.Duration(float64(utime+stime) / clockTicks * float64(time.Second)), nil
+	ticks := func(n uint64) time.Duration { return time.Duration(float64(n) / clockTicks * float64(time.Second)) }
+	return ticks(utime), ticks(stime), nil
 }
 
 // freeAddr returns a loopback address with a port nobody listens on now

@@ -73,6 +73,7 @@ type summary struct {
 	Ratio            float64 `json:"ratio"`
 	GeneratorUsPerOp float64 `json:"generator_us_per_op"`
 	ProxyUsPerOp     float64 `json:"proxy_us_per_op"`
+	ProxySysUsPerOp  float64 `json:"proxy_sys_us_per_op"`
 	RedisUsPerOp     float64 `json:"redis_us_per_op"`
 	ProxyCallsPerOp  float64 `json:"proxy_rw_syscalls_per_op"`
 	RedisCallsPerOp  float64 `json:"redis_rw_syscalls_per_op"`
@@ -161,7 +162,7 @@ func summarize(rounds []round) []summary {
 		if hasBaseline(k.target) {
 			s.Baseline = baselines[k.exp]
 		}
-		var ops, ratio, gen, proxy, redis, pcalls, rcalls, cores, busy, steal []float64
+		var ops, ratio, gen, proxy, proxySys, redis, pcalls, rcalls, cores, busy, steal []float64
 		for _, rd := range groups[k] {
 			s.Nils += rd.Nils
 			s.ErrorReplies += rd.ErrorReplies
@@ -175,6 +176,7 @@ func summarize(rounds []round) []summary {
 			ops = append(ops, rd.OpsPerSec)
 			gen = append(gen, rd.GeneratorUsPerOp)
 			proxy = append(proxy, rd.ProxyUsPerOp)
+			proxySys = append(proxySys, rd.ProxySysUsPerOp)
 			redis = append(redis, rd.RedisUsPerOp)
 			pcalls = append(pcalls, rd.ProxyCallsPerOp)
 			rcalls = append(rcalls, rd.RedisCallsPerOp)
@@ -190,6 +192,7 @@ func summarize(rounds []round) []summary {
 		}
 		s.OpsPerSec, s.Ratio = median(ops), median(ratio)
 		s.GeneratorUsPerOp, s.ProxyUsPerOp, s.RedisUsPerOp = median(gen), median(proxy), median(redis)
+		s.ProxySysUsPerOp = median(proxySys)
 		s.ProxyCallsPerOp, s.RedisCallsPerOp = median(pcalls), median(rcalls)
 		s.GeneratorCores = median(cores)
 		s.MachineBusy, s.MachineSteal = median(busy), median(steal)
@@ -364,12 +367,12 @@ func printSummary(w io.Writer, r *result) {
 			}
 			if rows == 0 {
 				fmt.Fprintf(w, "\n%s\n", title)
-				fmt.Fprintf(tw, "P\ttarget\tops/s\tratio\t%[1]s µs/op\tredis µs/op\tgen µs/op\t%[1]s calls/op\tredis calls/op\tgen cores\tgen CPU-bound\terrors\twrong\t\n", proxyCol)
+				fmt.Fprintf(tw, "P\ttarget\tops/s\tratio\t%[1]s µs/op\tof it system\tredis µs/op\tgen µs/op\t%[1]s calls/op\tredis calls/op\tgen cores\tgen CPU-bound\terrors\twrong\t\n", proxyCol)
 			}
 			rows++
 			busy, steal = append(busy, s.MachineBusy), append(steal, s.MachineSteal)
-			fmt.Fprintf(tw, "%d\t%s\t%.0f\t%s\t%s\t%.1f\t%.1f\t%s\t%.2f\t%.2f\t%d/%d\t%d\t%d\t\n",
-				s.Pipeline, s.Target, s.OpsPerSec, orDash(s.Ratio, "%.2f"), orDash(s.ProxyUsPerOp, "%.1f"),
+			fmt.Fprintf(tw, "%d\t%s\t%.0f\t%s\t%s\t%s\t%.1f\t%.1f\t%s\t%.2f\t%.2f\t%d/%d\t%d\t%d\t\n",
+				s.Pipeline, s.Target, s.OpsPerSec, orDash(s.Ratio, "%.2f"), orDash(s.ProxyUsPerOp, "%.1f"), orDash(s.ProxySysUsPerOp, "%.1f"),
 				s.RedisUsPerOp, s.GeneratorUsPerOp, orDash(s.ProxyCallsPerOp, "%.2f"), s.RedisCallsPerOp,
 				s.GeneratorCores, s.CPUBoundRounds, s.Rounds, s.ErrorReplies, s.BadReplies)
 		}

@@ -62,8 +62,12 @@ func proxyExperiment(ctx context.Context, cfg config, ps *procSet, bins binaries
 	}
 	for _, p := range cfg.Pipelines {
 		for n := 1; n <= cfg.Rounds; n++ {
+			// Each round starts with another target: in the three-rack
+			// experiment the first window of a round did fewer operations,
+			// whichever target had it.
+			k := (n - 1) % len(targets)
 			var directOps int64
-			for _, t := range targets {
+			for _, t := range append(targets[k:len(targets):len(targets)], targets[:k]...) {
 				r := measure(ctx, cfg, "proxy", t, p, n)
 				res.add(r, log)
 				if t == direct {
