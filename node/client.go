@@ -21,7 +21,7 @@ func (n *Node) serveClient(c net.Conn) {
 	sess.remote, _, _ = net.SplitHostPort(c.RemoteAddr().String())
 	if tc, plain := c.(*net.TCPConn); plain && n.loops != nil {
 		l := n.loops[n.nextLoop.Add(1)%uint32(len(n.loops))]
-		if err := l.serve(tc, sess, n.cfg.MaxInflightPerConn, n.handleClient, func() { n.stats.connections.Add(-1) }); err != nil {
+		if err := l.serve(tc, sess); err != nil {
 			n.log.Debug("client connection", "err", err)
 		}
 		return // the loop counts the connection out when it closes

@@ -9,8 +9,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The event loop serves plain TCP connections of clients and of peers, the
-// way twemproxy serves its clients: one goroutine waits on an epoll set, reads each ready connection
+// The event loop serves plain TCP client connections, the way twemproxy
+// does: one goroutine waits on an epoll set, reads each ready connection
 // once, and runs the requests it read. Go's own way, a goroutine per
 // connection, costs a read that finds nothing after every request (its
 // poller reads until EAGAIN) and a hand-off between goroutines per reply;
@@ -106,10 +106,9 @@ func (l *frontLoop) ctl(op, fd int, ev *unix.EpollEvent) error {
 	return err
 }
 
-// serve takes c over from Go's poller and serves it on the loop: its
-// requests go to handle, at most maxInflight at a time, and closed runs
-// once it is closed.
-func (l *frontLoop) serve(c *net.TCPConn, sess *session, maxInflight int, handle requestHandler, closed func()) error {
+// serve takes c over from Go's poller and serves it on the loop, which
+// counts it out of the node's connections when it closes.
+func (l *frontLoop) serve(c *net.TCPConn, sess *session) error {
 	c.SetNoDelay(true)
 	rc, err := c.SyscallConn()
 	fd := -1
@@ -126,12 +125,12 @@ func (l *frontLoop) serve(c *net.TCPConn, sess *session, maxInflight int, handle
 	}
 	if err != nil {
 		l.mu.Unlock()
-		closed()
+		l.n.stats.connections.Add(-1)
 		close(sess.closed)
 		return err
 	}
 	l.lastID++
-	lc := &loopConn{loop: l, id: l.lastID, fd: fd, sess: sess, limit: newConnLimit(maxInflight), handle: handle, onClose: closed}
+	lc := &loopConn{loop: l, id: l.lastID, fd: fd, sess: sess, limit: newConnLimit(l.n.cfg.MaxInflightPerConn)}
 	l.conns[lc.id] = lc
 	l.mu.Unlock()
 	lc.mu.Lock()
@@ -202,7 +201,7 @@ func (l *frontLoop) readable(c *loopConn) bool {
 		c.running = false
 		if err != unix.EAGAIN && err != unix.EINTR {
 			if err != nil && err != unix.ECONNRESET {
-				l.n.log.Debug("connection", "err", err)
+				l.n.log.Debug("client connection", "err", err)
 			}
 			c.endInputLocked() // end of stream: the replies owed still go out
 		}
@@ -216,16 +215,14 @@ func (l *frontLoop) readable(c *loopConn) bool {
 	return c.run(b)
 }
 
-// A loopConn is a connection served by a loop.
+// A loopConn is a client connection served by a loop.
 type loopConn struct {
-	loop    *frontLoop
-	id      uint64
-	fd      int
-	sess    *session
-	limit   *connLimit
-	handle  requestHandler
-	onClose func()
-	in      requestBuffer // the loop's, or the goroutine's that runs c's requests
+	loop  *frontLoop
+	id    uint64
+	fd    int
+	sess  *session
+	limit *connLimit
+	in    requestBuffer // the loop's, or the goroutine's that runs c's requests
 
 	mu        sync.Mutex
 	owed      []*slot  // replies not yet written, in request order
@@ -267,7 +264,7 @@ func (c *loopConn) run(b *batch) (onLoop bool) {
 		c.limit.acquire(b)
 		s := newSlot()
 		c.owe(s)
-		n.start(cmd, s, c.limit, c.sess, c.handle, b)
+		n.start(cmd, s, c.limit, c.sess, n.handleClient, b)
 		ended = c.sess.quit
 	}
 	if ended {
@@ -444,7 +441,7 @@ func (c *loopConn) maybeCloseLocked() {
 	l.mu.Unlock()
 	l.ctl(unix.EPOLL_CTL_DEL, c.fd, nil)
 	unix.Close(c.fd)
-	c.onClose()
+	l.n.stats.connections.Add(-1)
 }
 
 // handOff makes a new goroutine the loop's, with the events still to

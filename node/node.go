@@ -272,7 +272,7 @@ func (n *Node) Serve(ctx context.Context) error {
 				front.Close()
 				peers.Close()
 				adminLn.Close()
-				return fmt.Errorf("event loop: %w", err)
+				return fmt.Errorf("client event loop: %w", err)
 			}
 			n.loops = append(n.loops, l)
 		}

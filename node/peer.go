@@ -69,26 +69,11 @@ func (n *Node) peerHandshake(m *member) func(net.Conn, *resp.Reader) error {
 }
 
 // servePeer serves one connection from a peer node; secure says whether it
-// came over TLS. A plain TCP one goes on an event loop, as a client's does:
-// at DC_QUORUM every request of a client is one to a peer too.
+// came over TLS.
 func (n *Node) servePeer(c net.Conn, secure bool) {
-	sess := &session{readLevel: -1, writeLevel: -1, closed: make(chan struct{})}
-	handle := n.peerHandler(c, secure)
-	if tc, plain := c.(*net.TCPConn); plain && n.loops != nil {
-		l := n.loops[n.nextLoop.Add(1)%uint32(len(n.loops))]
-		if err := l.serve(tc, sess, n.cfg.MaxInflight, handle, func() {}); err != nil {
-			n.log.Debug("peer connection", "err", err)
-		}
-		return
-	}
-	n.serveConn(c, n.cfg.MaxInflight, sess, handle)
-}
-
-// peerHandler serves the requests of one peer connection: its HELLO first,
-// then the peer protocol.
-func (n *Node) peerHandler(c net.Conn, secure bool) requestHandler {
+	sess := &session{readLevel: -1, writeLevel: -1}
 	greeted := false
-	return func(cmd resp.Command, s *slot, sess *session, b *batch) {
+	n.serveConn(c, n.cfg.MaxInflight, sess, func(cmd resp.Command, s *slot, sess *session, b *batch) {
 		args := cmd.Args
 		op := strings.ToUpper(string(args[0]))
 		if !greeted {
@@ -131,7 +116,7 @@ func (n *Node) peerHandler(c net.Conn, secure bool) requestHandler {
 			}
 		}
 		n.handlePeer(tr, op, args, s, b)
-	}
+	})
 }
 
 // handlePeer serves one peer request; tr is non-nil when it came with FIT.
