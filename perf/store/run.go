@@ -351,7 +351,7 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 	}
 	res.Finished = time.Now().UTC()
 	res.Summary = summarize(res.Rounds)
-	res.Checks = append(append(evaluate(res.Summary), bulkCheck(res.Bulk)...), commandsCheck(res.Commands)...)
+	res.Checks = append(append(evaluate(res.Summary, res.Rounds), bulkCheck(res.Bulk)...), commandsCheck(res.Commands)...)
 	res.Checks = append(res.Checks, memoryCheck(res.Memory, time.Duration(cfg.MemoryAfter))...)
 	res.Checks = append(res.Checks, latencyCheck(res.Latency)...)
 	printSummary(out, res)
