@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/troop-lab/troop/internal/certs"
@@ -62,12 +63,8 @@ func proxyExperiment(ctx context.Context, cfg config, ps *procSet, bins binaries
 	}
 	for _, p := range cfg.Pipelines {
 		for n := 1; n <= cfg.Rounds; n++ {
-			// Each round starts with another target: in the three-rack
-			// experiment the first window of a round did fewer operations,
-			// whichever target had it.
-			k := (n - 1) % len(targets)
 			var directOps int64
-			for _, t := range append(targets[k:len(targets):len(targets)], targets[:k]...) {
+			for _, t := range roundOrder(targets, n, 1) {
 				r := measure(ctx, cfg, "proxy", t, p, n)
 				res.add(r, log)
 				if t == direct {
@@ -91,6 +88,27 @@ func proxyExperiment(ctx context.Context, cfg config, ps *procSet, bins binaries
 	return ctx.Err()
 }
 
+// roundOrder is the order targets are measured in round n (from 1), in
+// groups of size that stay together. The first window of a round did fewer
+// operations at DC_ONE P=10, whichever build had it, so each group goes
+// first in turn. And in a run of one build against itself, the node measured
+// right after nutcracker in every round cost 5% more than the same build
+// measured after it (1.011 to 1.107 in all 6 rounds at P=1), so every other
+// round runs the groups backwards and each has another one before it.
+func roundOrder[T any](targets []T, n, size int) []T {
+	groups := len(targets) / size
+	k := (n - 1) / 2 % groups * size
+	out := append(slices.Clone(targets[k:]), targets[:k]...)
+	if n%2 == 0 {
+		for i, j := 0, groups-1; i < j; i, j = i+1, j-1 {
+			for x := 0; x < size; x++ {
+				out[i*size+x], out[j*size+x] = out[j*size+x], out[i*size+x]
+			}
+		}
+	}
+	return out
+}
+
 // clusterExperiment is experiment 2: three racks, one node and one
 // redis-server each, the load spread over the three nodes, at DC_ONE and
 // DC_QUORUM, interleaved. With a base build, the same cluster of it runs
@@ -109,11 +127,9 @@ func clusterExperiment(ctx context.Context, cfg config, ps *procSet, bins binari
 	}
 	for _, p := range cfg.Pipelines {
 		for n := 1; n <= cfg.Rounds; n++ {
-			// With a base build, the builds take turns at going first (each
-			// its DC_ONE, then its DC_QUORUM): the first window of a round
-			// did fewer operations at DC_ONE P=10, whichever build had it.
-			k := 2 * (n - 1) % len(targets)
-			for _, t := range append(targets[k:len(targets):len(targets)], targets[:k]...) {
+			// With a base build, the builds take turns at going first, each
+			// with its DC_ONE and DC_QUORUM together.
+			for _, t := range roundOrder(targets, n, 2) {
 				res.add(measure(ctx, cfg, "cluster", t, p, n), log)
 				if err := ctx.Err(); err != nil {
 					return err
