@@ -152,13 +152,37 @@ func (l *Link) TrySend(req []byte, done func(raw []byte, err error)) error {
 // the others are read and dropped.
 func (l *Link) TrySendLast(req []byte, n int, done func(raw []byte, err error)) error {
 	l.mu.Lock()
-	if err := l.connectLocked(); err != nil {
+	if err := l.queueLocked(n, done); err != nil {
 		l.mu.Unlock()
 		return err
 	}
-	l.pending = append(l.pending, call{deadline: time.Now().Add(l.timeout), done: done, skip: n - 1})
 	l.out = append(l.out, req...)
 	l.mu.Unlock()
+	return nil
+}
+
+// TrySendAppend is TrySendLast for a request that appendReq encodes
+// straight into the link's buffer, so that a large value is copied once
+// rather than into a request of its own first. appendReq runs with the
+// link locked, and must only append to what it is given.
+func (l *Link) TrySendAppend(n int, appendReq func(dst []byte) []byte, done func(raw []byte, err error)) error {
+	l.mu.Lock()
+	if err := l.queueLocked(n, done); err != nil {
+		l.mu.Unlock()
+		return err
+	}
+	l.out = appendReq(l.out)
+	l.mu.Unlock()
+	return nil
+}
+
+// queueLocked takes a request of n commands, whose reply goes to done,
+// once the link is connected or dialling.
+func (l *Link) queueLocked(n int, done func(raw []byte, err error)) error {
+	if err := l.connectLocked(); err != nil {
+		return err
+	}
+	l.pending = append(l.pending, call{deadline: time.Now().Add(l.timeout), done: done, skip: n - 1})
 	return nil
 }
 

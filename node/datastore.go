@@ -173,9 +173,9 @@ func (n *Node) writeLocal(b *batch, tr *trace, version []byte, cmd *command, key
 	if t.fast {
 		var err error
 		if effect == clearsExpiry {
-			err = l.TrySend(appendVersionedSet(nil, args[1], args[2], version), done)
+			err = l.TrySendAppend(1, func(dst []byte) []byte { return appendVersionedSet(dst, args[1], args[2], version) }, done)
 		} else {
-			err = l.TrySendLast(appendVersionedInPlace(nil, version, args), 4, execReply(done))
+			err = l.TrySendAppend(4, func(dst []byte) []byte { return appendVersionedInPlace(dst, version, args) }, execReply(done))
 		}
 		t.queued()
 		if err != nil {
