@@ -144,15 +144,8 @@ func (l *Link) Send(req []byte, done func(raw []byte, err error)) {
 // instead of passing it to done: done then never runs. A caller that holds
 // a lock while queueing needs this, as done may take the same lock.
 func (l *Link) TrySend(req []byte, done func(raw []byte, err error)) error {
-	return l.TrySendLast(req, 1, done)
-}
-
-// TrySendLast is TrySend for req holding n commands that must reach the
-// server together (MULTI ... EXEC, say): done gets the last one's reply,
-// the others are read and dropped.
-func (l *Link) TrySendLast(req []byte, n int, done func(raw []byte, err error)) error {
 	l.mu.Lock()
-	if err := l.queueLocked(n, done); err != nil {
+	if err := l.queueLocked(1, done); err != nil {
 		l.mu.Unlock()
 		return err
 	}
@@ -161,10 +154,12 @@ func (l *Link) TrySendLast(req []byte, n int, done func(raw []byte, err error)) 
 	return nil
 }
 
-// TrySendAppend is TrySendLast for a request that appendReq encodes
-// straight into the link's buffer, so that a large value is copied once
-// rather than into a request of its own first. appendReq runs with the
-// link locked, and must only append to what it is given.
+// TrySendAppend is TrySend for a request that appendReq encodes straight
+// into the link's buffer, so that a large value is copied once rather than
+// into a request of its own first. The request holds n commands that must
+// reach the server together (MULTI ... EXEC, say): done gets the last one's
+// reply, the others are read and dropped. appendReq runs with the link
+// locked, and must only append to what it is given.
 func (l *Link) TrySendAppend(n int, appendReq func(dst []byte) []byte, done func(raw []byte, err error)) error {
 	l.mu.Lock()
 	if err := l.queueLocked(n, done); err != nil {
