@@ -95,9 +95,8 @@ func TestNemesisFindsPlantedBugs(t *testing.T) {
 		{topology.BugNoVersionQuery, []string{"clock-skew"}, 10 * time.Second},
 		{topology.BugNoReadWriteBack, []string{"delay", "clock-skew"}, 4 * time.Second},
 	} {
-		bug := tc.bug
-		t.Run(bug, func(t *testing.T) {
-			c := nemesisLab(t, bug)
+		t.Run(tc.bug, func(t *testing.T) {
+			c := nemesisLab(t, tc.bug)
 			cfg := QuickConfig()
 			cfg.Seed, cfg.Nemesis.Fault = 4, tc.fault
 			for attempt := 1; ; attempt++ {
@@ -113,9 +112,9 @@ func TestNemesisFindsPlantedBugs(t *testing.T) {
 					return
 				}
 				if attempt == 3 {
-					t.Fatalf("the nemesis did not find %s in %d attempts", bug, attempt)
+					t.Fatalf("the nemesis did not find %s in %d attempts", tc.bug, attempt)
 				}
-				t.Logf("attempt %d did not find %s; again", attempt, bug)
+				t.Logf("attempt %d did not find %s; again", attempt, tc.bug)
 			}
 		})
 	}

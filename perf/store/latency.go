@@ -83,11 +83,8 @@ func latencyExperiment(ctx context.Context, cfg config, ps *procSet, bins binari
 	if err != nil {
 		return err
 	}
-	for _, r := range rows {
-		l.Saturating += r.ReqPerSec
-	}
-	l.Rate = float64(int(l.Saturating / 2))
-	rate := strconv.FormatFloat(l.Rate, 'f', 0, 64)
+	var rate string
+	l.Saturating, l.Rate, rate = halfLoad(rows)
 	for n := 1; n <= cfg.Rounds; n++ {
 		for _, t := range []struct{ name, addr string }{{"nutcracker", ncAddr}, {"troop-node", nodeCfg.Listen}} {
 			rows, err := mixed(fmt.Sprintf("%s-%d", t.name, n), t.addr, "--rate", rate)

@@ -72,11 +72,8 @@ func membershipExperiment(ctx context.Context, cfg config, ps *procSet, bins bin
 	if err != nil {
 		return err
 	}
-	for _, r := range rows {
-		m.ClosedLoop += r.ReqPerSec
-	}
-	m.Rate = float64(int(m.ClosedLoop / 2))
-	rate := strconv.FormatFloat(m.Rate, 'f', 0, 64)
+	var rate string
+	m.ClosedLoop, m.Rate, rate = halfLoad(rows)
 	before, out := mixed(ctx, "before", 9, "--rate", rate, "--duration", time.Duration(cfg.MembershipWindow).String())
 	if err := before.Run(); err != nil {
 		return fmt.Errorf("membership: before the change: %w (log: %s)", err, logFile.Name())
@@ -131,6 +128,17 @@ func membershipExperiment(ctx context.Context, cfg config, ps *procSet, bins bin
 }
 
 // benchTotals reads the per-task totals of a troop bench JSON result.
+// halfLoad is the closed loop's throughput, the sum of its rows', and
+// half of it in whole operations a second: the open-loop rate of a
+// workload at half load, also as troop bench's --rate takes it.
+func halfLoad(closed []bench.Row) (saturating, rate float64, rateArg string) {
+	for _, r := range closed {
+		saturating += r.ReqPerSec
+	}
+	rate = float64(int(saturating / 2))
+	return saturating, rate, strconv.FormatFloat(rate, 'f', 0, 64)
+}
+
 func benchTotals(path string) ([]bench.Row, error) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
