@@ -29,8 +29,9 @@ type Link struct {
 	name      string // for errors: "redis" or "peer"
 	addr      string
 	timeout   time.Duration
-	handshake Handshake // optional, runs after dial
-	dialer    Dialer    // dialTCP unless given
+	tick      time.Duration // how often the watchdog looks for a request past its deadline
+	handshake Handshake     // optional, runs after dial
+	dialer    Dialer        // dialTCP unless given
 
 	mu        sync.Mutex
 	conn      net.Conn
@@ -40,6 +41,7 @@ type Link struct {
 	writing   bool            // a caller is writing out; others just append
 	dialing   bool            // a connection is being made; requests queue meanwhile
 	pending   []call          // oldest first; values, not pointers: one allocation fewer per request
+	ticks     uint64          // the watchdog's ticks so far: the clock deadlines are counted in
 	downUntil time.Time
 	backoff   time.Duration // grows while dials keep failing
 	lastErr   error         // why the link went down, without the link's name
@@ -76,9 +78,9 @@ type linkStats struct {
 // A call is one request in flight; done runs exactly once, on the link's
 // reader goroutine or on the caller's, and must not block.
 type call struct {
-	deadline time.Time
-	done     func(raw []byte, err error)
-	skip     int // replies to read and drop before the one done gets
+	dueTick uint64 // the watchdog tick at which the request is past its deadline
+	done    func(raw []byte, err error)
+	skip    int // replies to read and drop before the one done gets
 }
 
 // A link that failed waits before dialling again: minBackoff at first, then
@@ -102,8 +104,8 @@ func NewDial(name, addr string, timeout time.Duration, dial Dialer, handshake Ha
 	if dial == nil {
 		dial = dialTCP
 	}
-	l := &Link{name: name, addr: addr, timeout: timeout, handshake: handshake, dialer: dial, stats: &linkStats{},
-		kick: make(chan struct{}, 1), done: make(chan struct{})}
+	l := &Link{name: name, addr: addr, timeout: timeout, tick: max(timeout/20, 10*time.Millisecond), handshake: handshake,
+		dialer: dial, stats: &linkStats{}, kick: make(chan struct{}, 1), done: make(chan struct{})}
 	go l.watchdog()
 	go l.flusher()
 	return l
@@ -177,7 +179,7 @@ func (l *Link) queueLocked(n int, done func(raw []byte, err error)) error {
 	if err := l.connectLocked(); err != nil {
 		return err
 	}
-	l.pending = append(l.pending, call{deadline: time.Now().Add(l.timeout), done: done, skip: n - 1})
+	l.pending = append(l.pending, call{dueTick: l.dueTickLocked(), done: done, skip: n - 1})
 	return nil
 }
 
@@ -471,10 +473,19 @@ func (l *Link) failLocked(err error) (notify func()) {
 	}
 }
 
+// dueTickLocked is the deadline of a request queued now, in watchdog ticks:
+// the first tick at least the timeout away, whatever the current tick's
+// phase. Counting ticks rather than reading the clock keeps a clock read
+// off every request; a tick the watchdog misses (a busy machine) only
+// makes a deadline later, never earlier.
+func (l *Link) dueTickLocked() uint64 {
+	return l.ticks + uint64((l.timeout+l.tick-1)/l.tick) + 1
+}
+
 // watchdog fails the link when its oldest request is past its deadline, so a
-// stopped or partitioned server costs at most one timeout.
+// stopped or partitioned server costs at most one timeout (and a tick).
 func (l *Link) watchdog() {
-	tick := time.NewTicker(max(l.timeout/20, 10*time.Millisecond))
+	tick := time.NewTicker(l.tick)
 	defer tick.Stop()
 	for range tick.C {
 		l.mu.Lock()
@@ -482,8 +493,9 @@ func (l *Link) watchdog() {
 			l.mu.Unlock()
 			return
 		}
+		l.ticks++
 		notify, changed := func() {}, func() {}
-		if len(l.pending) > 0 && time.Now().After(l.pending[0].deadline) {
+		if len(l.pending) > 0 && l.ticks >= l.pending[0].dueTick {
 			l.stats.record(func(s *linkStats) { s.timeouts++ })
 			notify = l.failLocked(&TimeoutError{link: l.name, addr: l.addr, after: l.timeout})
 			// Do not dial again at once: the server is there but not answering.

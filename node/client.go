@@ -155,7 +155,7 @@ func (n *Node) handleClient(cmd resp.Command, s *slot, sess *session, b *batch) 
 		h = s.hold()
 		defer h.done()
 	}
-	done := traced(tr, n.timed(write, level, s.complete))
+	done := traced(tr, n.timed(write, level, b.started(), s.complete))
 	if write && n.blockers.count.Load() > 0 { // a pop blocked on one of the keys looks again before this answers
 		inner := done
 		done = func(reply []byte) { n.blockers.wake(keys).after(func() { inner(reply) }) }

@@ -726,8 +726,7 @@ func (q *readQuorum) comparable(answered []consistency.Reply) []consistency.Repl
 }
 
 // timed wraps done to record the request's latency and outcome.
-func (n *Node) timed(write bool, level consistency.Level, done replyFunc) replyFunc {
-	start := time.Now()
+func (n *Node) timed(write bool, level consistency.Level, start time.Time, done replyFunc) replyFunc {
 	return func(reply []byte) {
 		n.stats.record(write, level, time.Since(start), len(reply) > 0 && reply[0] == '-')
 		done(reply)

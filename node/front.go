@@ -6,6 +6,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/troop-lab/troop/link"
 	"github.com/troop-lab/troop/node/consistency"
@@ -184,6 +185,7 @@ func (n *Node) serveConn(c net.Conn, maxInflight int, sess *session, handle requ
 			k, err := c.Read(in.space())
 			if k > 0 {
 				in.filled(k)
+				b.readAt = time.Now()
 				continue
 			}
 			if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
@@ -272,6 +274,18 @@ type batch struct {
 	// requests it is running; nil for a goroutine's own batch.
 	loop *frontLoop
 	conn *loopConn
+	// readAt is when the bytes of the requests being run were read: their
+	// latency counts from there. One clock read per read, not per request.
+	readAt time.Time
+}
+
+// started is when the batch's current requests arrived; now without a
+// batch, or before its first read.
+func (b *batch) started() time.Time {
+	if b == nil || b.readAt.IsZero() {
+		return time.Now()
+	}
+	return b.readAt
 }
 
 // beforeWait is called before a connection's goroutine blocks for one of its

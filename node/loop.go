@@ -5,6 +5,7 @@ import (
 	"os"
 	"sync"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -212,6 +213,7 @@ func (l *frontLoop) readable(c *loopConn) bool {
 	c.in.filled(k)
 	b := l.b
 	b.conn = c
+	b.readAt = time.Now()
 	return c.run(b)
 }
 

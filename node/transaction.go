@@ -355,7 +355,7 @@ func (n *Node) exec(tx *txn, watches []*watch, sess *session, b *batch, s *slot)
 	}
 	sess.gate.await(all, b)
 	level := n.levelFor(sess, tx.writes)
-	done := n.timed(tx.writes, level, s.complete)
+	done := n.timed(tx.writes, level, b.started(), s.complete)
 	if tx.writes && n.blockers.count.Load() > 0 { // as after a write: the clients blocked on its keys go first
 		inner := done
 		done = func(reply []byte) { n.blockers.wake(tx.writeKeys).after(func() { inner(reply) }) }
