@@ -144,6 +144,9 @@ func (n *Node) handleClient(cmd resp.Command, s *slot, sess *session, b *batch) 
 			return
 		}
 	}
+	if write && len(keys) > 0 {
+		n.versions.prefetch(keys[0]) // the write's version is recorded for it once the write is routed
+	}
 	sess.gate.await(keys, b)
 	level := n.levelFor(sess, write)
 	var tr *trace

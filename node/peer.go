@@ -170,6 +170,9 @@ func (n *Node) handlePeer(tr *trace, op string, args [][]byte, s *slot, b *batch
 			s.complete(resp.AppendError(nil, bad))
 			return
 		}
+		if len(keys) > 0 {
+			n.versions.prefetch(keys[0]) // as for a client's write (handleClient)
+		}
 		n.clock.observe(version)
 		n.applyWrite(b, tr, n.view(), version, c, keys, cmdArgs, done)
 		if op == "FWD" {
