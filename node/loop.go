@@ -227,8 +227,8 @@ type loopConn struct {
 	in    requestBuffer // the loop's, or the goroutine's that runs c's requests
 
 	mu        sync.Mutex
-	owed      []*slot  // replies not yet written, in request order
-	out       [][]byte // replies ready to write, in order
+	owed      fifo[*slot]  // replies not yet written, in request order
+	out       fifo[[]byte] // replies ready to write, in order
 	outBytes  int
 	outBurst  uint32 // the read the last reply in out answers
 	burst     uint32 // counts reads: a read's replies are written together
@@ -295,7 +295,7 @@ func (c *loopConn) owe(s *slot) {
 	s.owner = c
 	c.mu.Lock()
 	s.burst = c.burst
-	c.owed = append(c.owed, s)
+	c.owed.push(s)
 	c.mu.Unlock()
 }
 
@@ -311,12 +311,13 @@ func (c *loopConn) completed(s *slot, reply []byte) {
 // collectLocked moves the replies ready at the head of c.owed to c.out, and
 // writes them once the replies of a read are all there.
 func (c *loopConn) collectLocked() {
-	for len(c.owed) > 0 && c.owed[0].ready {
-		s := c.owed[0]
-		c.owed[0] = nil
-		c.owed = c.owed[1:]
+	owed := c.owed.all()
+	ready := 0
+	for ready < len(owed) && owed[ready].ready {
+		s := owed[ready]
+		ready++
 		if !c.failed {
-			c.out = append(c.out, s.reply)
+			c.out.push(s.reply)
 			c.outBytes += len(s.reply)
 			c.outBurst = s.burst
 		}
@@ -325,10 +326,8 @@ func (c *loopConn) collectLocked() {
 		}
 		slotPool.Put(s)
 	}
-	if len(c.owed) == 0 {
-		c.owed = c.owed[:0:0] // let the array go rather than creep along it
-	}
-	if len(c.out) > 0 && !c.running && !c.waitOut && (len(c.owed) == 0 || c.owed[0].burst != c.outBurst || c.outBytes >= replyBufSize) {
+	c.owed.drop(ready)
+	if c.out.len() > 0 && !c.running && !c.waitOut && (c.owed.len() == 0 || c.owed.all()[0].burst != c.outBurst || c.outBytes >= replyBufSize) {
 		c.writeLocked()
 	}
 	c.maybeCloseLocked()
@@ -337,8 +336,9 @@ func (c *loopConn) collectLocked() {
 // writeLocked writes c.out with as few writev calls as the socket takes;
 // what it does not take waits for EPOLLOUT.
 func (c *loopConn) writeLocked() {
-	for len(c.out) > 0 && !c.failed {
-		iov := c.out[:min(len(c.out), maxIovecs)]
+	for c.out.len() > 0 && !c.failed {
+		out := c.out.all()
+		iov := out[:min(len(out), maxIovecs)]
 		k, err := unix.Writev(c.fd, iov)
 		if err == unix.EINTR {
 			continue
@@ -351,23 +351,23 @@ func (c *loopConn) writeLocked() {
 			break
 		}
 		c.outBytes -= k
-		for k > 0 {
-			if k >= len(c.out[0]) {
-				k -= len(c.out[0])
-				c.out[0] = nil
-				c.out = c.out[1:]
-				continue
-			}
-			c.out[0] = c.out[0][k:]
-			k = 0
+		written := 0
+		for k > 0 && k >= len(out[written]) {
+			k -= len(out[written])
+			written++
 		}
-		if err == unix.EAGAIN || (len(c.out) > 0 && len(iov) < maxIovecs) {
+		if k > 0 {
+			out[written] = out[written][k:]
+		}
+		c.out.drop(written)
+		if err == unix.EAGAIN || (c.out.len() > 0 && len(iov) < maxIovecs) {
 			c.waitOut = true
 			break
 		}
 	}
-	if c.failed || len(c.out) == 0 {
-		c.out, c.outBytes, c.waitOut = nil, 0, false
+	if c.failed || c.out.len() == 0 {
+		c.out.reset()
+		c.outBytes, c.waitOut = 0, false
 	}
 	c.rearmLocked()
 }
@@ -399,7 +399,8 @@ func (c *loopConn) endInputLocked() {
 		close(c.sess.closed) // a blocked command stops waiting
 	}
 	if c.failed {
-		c.out, c.outBytes, c.waitOut = nil, 0, false
+		c.out.reset()
+		c.outBytes, c.waitOut = 0, false
 	}
 	c.rearmLocked()
 	c.maybeCloseLocked()
@@ -433,7 +434,7 @@ func (c *loopConn) rearmLocked() {
 
 // maybeCloseLocked closes c once nothing is left to do for it.
 func (c *loopConn) maybeCloseLocked() {
-	if c.closed || !c.inputDone || c.offLoop || c.running || len(c.owed) > 0 || len(c.out) > 0 {
+	if c.closed || !c.inputDone || c.offLoop || c.running || c.owed.len() > 0 || c.out.len() > 0 {
 		return
 	}
 	c.closed = true
