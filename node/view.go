@@ -38,6 +38,13 @@ type view struct {
 	// this node's replica is mirrored to its owner there.
 	newRack *rackRing
 
+	// bounds are every token of the local racks' rings, in order, and
+	// owners[i] the replicas of the tokens after bounds[i-1] up to
+	// bounds[i]: no rack's owner changes within that span, so replicas
+	// looks the tuple up rather than making one per request.
+	bounds []uint32
+	owners [][]*member
+
 	// all is every member of either side, this node included: the peers
 	// heartbeats, hints and /info cover.
 	all []*member
@@ -51,13 +58,32 @@ type view struct {
 func (n *Node) view() *view { return n.cur.Load() }
 
 // replicas returns, for a token, its owner in each rack of the local
-// datacenter, the coordinator's own rack first.
+// datacenter, the coordinator's own rack first. The slice is the view's:
+// callers must not change it.
 func (v *view) replicas(h uint32) []*member {
-	out := make([]*member, len(v.localRacks))
-	for i, r := range v.localRacks {
-		out[i] = v.members[r.ring.Owner(h)]
+	i, _ := slices.BinarySearch(v.bounds, h)
+	if i == len(v.bounds) {
+		i = 0 // past the last token: the ring wraps to the first
 	}
-	return out
+	return v.owners[i]
+}
+
+// indexReplicas fills bounds and owners from the local racks' rings.
+func (v *view) indexReplicas() {
+	for _, r := range v.localRacks {
+		for _, e := range r.ring.Entries() {
+			v.bounds = append(v.bounds, e.Token)
+		}
+	}
+	slices.Sort(v.bounds)
+	v.bounds = slices.Compact(v.bounds)
+	v.owners = make([][]*member, len(v.bounds))
+	for i, t := range v.bounds {
+		v.owners[i] = make([]*member, len(v.localRacks))
+		for j, r := range v.localRacks {
+			v.owners[i][j] = v.members[r.ring.Owner(t)]
+		}
+	}
 }
 
 // tokensOf returns m's tokens in v (nil when v does not route to m).
@@ -229,6 +255,7 @@ func (n *Node) routingView(ms []membership.Member) (*view, error) {
 	if len(v.localRacks) == 0 {
 		return nil, errors.New("node: no rack of this node's datacenter has tokens")
 	}
+	v.indexReplicas()
 	return v, nil
 }
 
