@@ -126,7 +126,7 @@ func (n *Node) handleClient(cmd resp.Command, s *slot, sess *session, b *batch) 
 		var bad string
 		if keys, bad = c.keys(args); bad != "" {
 			if bad == badNumkeys {
-				n.toStore(b, nil, n.store[0], resp.AppendCommand(nil, args...), func(raw []byte, err error) {
+				n.toStoreCommand(b, nil, n.store[0], args, func(raw []byte, err error) {
 					if err != nil || len(raw) == 0 || raw[0] != '-' {
 						raw = resp.AppendError(nil, "ERR "+bad) // it ran after all, or redis-server is down
 					}
@@ -158,7 +158,8 @@ func (n *Node) handleClient(cmd resp.Command, s *slot, sess *session, b *batch) 
 		h = s.hold()
 		defer h.done()
 	}
-	done := traced(tr, n.timed(write, level, b.started(), s.complete))
+	s.time(n.stats, write, level, b.started())
+	done := traced(tr, s.done)
 	if write && n.blockers.count.Load() > 0 { // a pop blocked on one of the keys looks again before this answers
 		inner := done
 		done = func(reply []byte) { n.blockers.wake(keys).after(func() { inner(reply) }) }

@@ -89,7 +89,7 @@ func (n *Node) readOne(tr *trace, reps []*member, i int, args [][]byte, b *batch
 			return
 		}
 		n.countFailure(err)
-		reasons = append(reasons, replicaName(m)+": "+err.Error())
+		reasons := append(reasons, replicaName(m)+": "+err.Error()) // a copy: the closure changes no variable it shares, so none moves to the heap
 		if i+1 < len(reps) {
 			n.stats.readFailovers.Add(1)
 			n.readOne(tr, reps, i+1, args, nil, reasons, done) // from a link goroutine: no batch
@@ -98,7 +98,7 @@ func (n *Node) readOne(tr *trace, reps []*member, i int, args [][]byte, b *batch
 		done(resp.AppendError(nil, fmt.Sprintf("ERR troop: DC_ONE read failed: no replica answered (%s)", strings.Join(reasons, "; "))))
 	}
 	if m.self {
-		n.toStore(b, tr, n.storeFor(args[1]), resp.AppendCommand(nil, args...), next)
+		n.toStoreCommand(b, tr, n.storeFor(args[1]), args, next)
 		return
 	}
 	if m.isDown() {
@@ -723,12 +723,4 @@ func (q *readQuorum) comparable(answered []consistency.Reply) []consistency.Repl
 		out[i] = consistency.Reply{Version: a.Version}
 	}
 	return out
-}
-
-// timed wraps done to record the request's latency and outcome.
-func (n *Node) timed(write bool, level consistency.Level, start time.Time, done replyFunc) replyFunc {
-	return func(reply []byte) {
-		n.stats.record(write, level, time.Since(start), len(reply) > 0 && reply[0] == '-')
-		done(reply)
-	}
 }

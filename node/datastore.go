@@ -158,7 +158,7 @@ func loadScripts(conn net.Conn, rd *resp.Reader) error {
 func (n *Node) writeLocal(b *batch, tr *trace, version []byte, cmd *command, keys, args [][]byte, done func([]byte, error)) {
 	l := n.storeFor(keys[0])
 	if len(version) == 0 {
-		n.toStore(b, tr, l, resp.AppendCommand(nil, args...), done)
+		n.toStoreCommand(b, tr, l, args, done)
 		return
 	}
 	lww := cmd.isLWW(args)

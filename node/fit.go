@@ -192,6 +192,16 @@ func (n *Node) toStore(b *batch, tr *trace, l *link.Link, req []byte, done func(
 	n.inject(b, tr, n.redisPoint(), l, req, done)
 }
 
+// toStoreCommand is toStore of the command args. Untraced, the command is
+// encoded straight into l's buffer, not into a request of its own first.
+func (n *Node) toStoreCommand(b *batch, tr *trace, l *link.Link, args [][]byte, done func([]byte, error)) {
+	if tr == nil {
+		b.sendAppend(l, func(dst []byte) []byte { return resp.AppendCommand(dst, args...) }, done)
+		return
+	}
+	n.inject(b, tr, n.redisPoint(), l, resp.AppendCommand(nil, args...), done)
+}
+
 // toPeer sends a request of a client request to peer m through the point
 // <node>-><peer>. A traced request carries the part of its scope that m
 // acts on (FIT, docs/peer-protocol.md), and m's datastore point counts as

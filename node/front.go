@@ -34,15 +34,48 @@ type slot struct {
 	replyCost int64
 	// conv maps the reply for the client (RESP3, resp3.go); nil for none.
 	conv func([]byte) []byte
+	// Where the request's latency goes on completion (nil for nowhere),
+	// when it arrived, and what kind of request it was.
+	timing  *stats
+	started time.Time
+	write   bool
+	level   consistency.Level
+	// done is s.timedComplete as a func value, made once per pooled slot:
+	// a method value or closure made per request is an allocation.
+	done replyFunc
 }
 
-var slotPool = sync.Pool{New: func() any { return &slot{ch: make(chan []byte, 1)} }}
+// slotPool holds *slot. Its New is set by init: a slot's methods put slots
+// back in the pool, and Go refuses that cycle in an initializer.
+var slotPool sync.Pool
+
+func init() {
+	slotPool.New = func() any {
+		s := &slot{ch: make(chan []byte, 1)}
+		s.done = s.timedComplete
+		return s
+	}
+}
 
 func newSlot() *slot {
 	s := slotPool.Get().(*slot)
-	s.conn, s.node, s.mem, s.conv = nil, nil, nil, nil
+	s.conn, s.node, s.mem, s.conv, s.timing = nil, nil, nil, nil, nil
 	s.owner, s.reply, s.ready = nil, nil, false
 	return s
+}
+
+// time has s.done record the request's latency in st, from started.
+func (s *slot) time(st *stats, write bool, level consistency.Level, started time.Time) {
+	s.timing, s.write, s.level, s.started = st, write, level, started
+}
+
+// timedComplete records the request's latency and outcome, when timed, and
+// completes s.
+func (s *slot) timedComplete(reply []byte) {
+	if s.timing != nil {
+		s.timing.record(s.write, s.level, time.Since(s.started), len(reply) > 0 && reply[0] == '-')
+	}
+	s.complete(reply)
 }
 
 // complete hands the reply over; it never blocks and is called once.
@@ -301,6 +334,16 @@ func (b *batch) beforeWait() {
 
 func (b *batch) send(l *link.Link, req []byte, done func([]byte, error)) {
 	if err := l.TrySend(req, done); err != nil {
+		done(nil, err)
+		return
+	}
+	b.add(l)
+}
+
+// sendAppend is send of a request that appendReq encodes straight into l's
+// buffer (link.TrySendAppend).
+func (b *batch) sendAppend(l *link.Link, appendReq func(dst []byte) []byte, done func([]byte, error)) {
+	if err := l.TrySendAppend(1, appendReq, done); err != nil {
 		done(nil, err)
 		return
 	}

@@ -280,7 +280,7 @@ func (n *Node) onNodes(b *batch, nodes []*member, args [][]byte, got func(resp.V
 // or a peer's (peer request LOCAL).
 func (n *Node) onNode(b *batch, m *member, args [][]byte, done func([]byte, error)) {
 	if m.self {
-		n.toStore(b, nil, n.store[0], resp.AppendCommand(nil, args...), done)
+		n.toStoreCommand(b, nil, n.store[0], args, done)
 		return
 	}
 	if m.isDown() {

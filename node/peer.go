@@ -132,7 +132,7 @@ func (n *Node) handlePeer(tr *trace, op string, args [][]byte, s *slot, b *batch
 	case op == "PING":
 		s.complete(resp.AppendSimple(nil, "PONG"))
 	case op == "LOCAL" && len(args) >= 3:
-		n.toStore(b, tr, n.storeFor(args[2]), resp.AppendCommand(nil, args[1:]...), done)
+		n.toStoreCommand(b, tr, n.storeFor(args[2]), args[1:], done)
 	case op == "READ" && len(args) >= 3:
 		_, keys, bad := peerCommand(args[1:])
 		if bad != "" {

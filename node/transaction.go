@@ -295,7 +295,7 @@ func (n *Node) watch(keys [][]byte, sess *session, b *batch, s *slot) {
 		s.complete(resp.AppendSimple(nil, "OK"))
 	}
 	if m.self {
-		n.toStore(b, nil, n.storeFor(keys[0]), resp.AppendCommand(nil, eval...), got)
+		n.toStoreCommand(b, nil, n.storeFor(keys[0]), eval, got)
 		return
 	}
 	n.toPeer(b, nil, m, appendPeerRequest(nil, "LOCAL", nil, eval), fromPeer(got))
@@ -355,7 +355,8 @@ func (n *Node) exec(tx *txn, watches []*watch, sess *session, b *batch, s *slot)
 	}
 	sess.gate.await(all, b)
 	level := n.levelFor(sess, tx.writes)
-	done := n.timed(tx.writes, level, b.started(), s.complete)
+	s.time(n.stats, tx.writes, level, b.started())
+	done := s.done
 	if tx.writes && n.blockers.count.Load() > 0 { // as after a write: the clients blocked on its keys go first
 		inner := done
 		done = func(reply []byte) { n.blockers.wake(tx.writeKeys).after(func() { inner(reply) }) }
