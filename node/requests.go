@@ -20,9 +20,6 @@ type requestBuffer struct {
 	buf  *[]byte // nil when nothing is held
 	at   int     // where the unparsed bytes start
 	need int     // the size of the request at at, when its header told
-	// The requests' memory: a block per read, not two allocations per
-	// request; let go with the buffer, so an idle connection holds none.
-	arena resp.CommandArena
 }
 
 // space returns room to read into after what is held: enough for the
@@ -55,7 +52,7 @@ func (r *requestBuffer) next(lim resp.Limits) (cmd resp.Command, ok bool, err er
 	if r.buf == nil {
 		return resp.Command{}, false, nil
 	}
-	cmd, n, need, err := r.arena.ParseCommand((*r.buf)[r.at:], lim)
+	cmd, n, need, err := resp.ParseCommand((*r.buf)[r.at:], lim)
 	if err != nil || n == 0 {
 		r.need = need
 		r.drop()
@@ -77,7 +74,6 @@ func (r *requestBuffer) drop() {
 		requestBufs.Put(r.buf)
 	}
 	r.buf, r.at = nil, 0
-	r.arena = resp.CommandArena{}
 }
 
 // release gives the buffer back, whatever it holds: the connection ends.

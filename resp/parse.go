@@ -142,29 +142,10 @@ func Elements(raw []byte) ([][]byte, error) {
 // request takes in all, where its header says (0 where it does not yet).
 // The command's Raw is a copy, so buf may be reused at once.
 func ParseCommand(buf []byte, lim Limits) (cmd Command, n, need int, err error) {
-	return (*CommandArena)(nil).ParseCommand(buf, lim)
-}
-
-// A CommandArena gives the commands parsed one after the other from a
-// connection's reads their memory from shared blocks: a block for the
-// bytes of the requests a read brought, and one for their arguments,
-// rather than two allocations per request. A command holds its blocks
-// while it is held, so a command kept long (a blocked pop, say) keeps the
-// other requests of its read too: a block holds at most maxArenaBlock
-// bytes, or one request that is larger. The zero value is ready; a nil
-// arena allocates each command apart.
-type CommandArena struct {
-	data []byte
-	args [][]byte
-}
-
-// ParseCommand is the package's ParseCommand, with the command's memory
-// carved from a's blocks. Commands it returned before stay as they are.
-func (a *CommandArena) ParseCommand(buf []byte, lim Limits) (cmd Command, n, need int, err error) {
 	for n < len(buf) {
 		var took int
 		if buf[n] == '*' {
-			cmd, took, need, err = parseArrayCommand(buf[n:], lim, a)
+			cmd, took, need, err = parseArrayCommand(buf[n:], lim)
 		} else {
 			cmd, took, err = parseInlineCommand(buf[n:], lim)
 		}
@@ -203,7 +184,7 @@ func commandLine(b []byte, at int, lim Limits) (line []byte, next int, err error
 	return line, at + i + 1, nil
 }
 
-func parseArrayCommand(b []byte, lim Limits, a *CommandArena) (cmd Command, n, need int, err error) {
+func parseArrayCommand(b []byte, lim Limits) (cmd Command, n, need int, err error) {
 	line, pos, err := commandLine(b, 0, lim)
 	if err != nil || pos == 0 {
 		return Command{}, 0, 0, err
@@ -249,51 +230,19 @@ func parseArrayCommand(b []byte, lim Limits, a *CommandArena) (cmd Command, n, n
 		spans = append(spans, [2]int{next, end})
 		pos = end + 2
 	}
+	args := make([][]byte, len(spans))
 	if odd {
-		args := make([][]byte, len(spans))
 		for i, s := range spans {
 			args[i] = b[s[0]:s[1]]
 		}
 		return canonical(args), pos, 0, nil
 	}
-	// The rest of b holds the other requests of the same read, most
-	// likely: blocks sized for all of it serve them too.
-	raw, args := a.take(pos, len(spans), len(b))
-	copy(raw, b[:pos])
+	raw := append([]byte(nil), b[:pos]...)
 	for i, s := range spans {
 		args[i] = raw[s[0]:s[1]:s[1]]
 	}
 	return Command{Raw: raw, Args: args}, pos, 0, nil
 }
-
-// take returns room for a request of size bytes and n arguments, with
-// neither slice able to grow into what comes after it. When a block has
-// no room left, the new one is sized for the rest of the read, left bytes
-// (its arguments guessed from this request's: n per size bytes), so one
-// block serves the whole of a pipelined read, and a read of one request
-// costs what a copy of it would.
-func (a *CommandArena) take(size, n, left int) (raw []byte, args [][]byte) {
-	if a == nil {
-		return make([]byte, size), make([][]byte, n)
-	}
-	if cap(a.data)-len(a.data) < size {
-		a.data = make([]byte, 0, max(size, min(left, maxArenaBlock)))
-	}
-	if cap(a.args)-len(a.args) < n {
-		a.args = make([][]byte, 0, max(n, min(n*(left/size), maxArenaArgs)))
-	}
-	at, ai := len(a.data), len(a.args)
-	a.data, a.args = a.data[:at+size], a.args[:ai+n]
-	return a.data[at : at+size : at+size], a.args[ai : ai+n : ai+n]
-}
-
-// Blocks are made for at most this much of a read: a short request that
-// arrived with the start of a huge one must not hold a block the huge
-// one's size, and the huge one gets a block of its own.
-const (
-	maxArenaBlock = 16 << 10
-	maxArenaArgs  = 256
-)
 
 func parseInlineCommand(b []byte, lim Limits) (Command, int, error) {
 	line, n, err := commandLine(b, 0, lim)
