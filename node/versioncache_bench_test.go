@@ -20,16 +20,10 @@ func BenchmarkVersionCacheRecord(b *testing.B) {
 				keys[i] = fmt.Appendf(nil, "key:%012d", i)
 				c.record(keys[i], testVersion(1), clearsExpiry).learned(testVersion(1), true)
 			}
-			order := rand.New(rand.NewPCG(1, 2)).Perm(n)
-			versions := make([][]byte, 1024)
-			for i := range versions {
-				versions[i] = testVersion(uint64(2 + i))
-			}
+			order, version := benchDecisions(n)
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				// Versions rise across passes over the keys, so every decision is fast.
-				t := c.record(keys[order[i%n]], versions[min(i/n, len(versions)-1)], clearsExpiry)
-				t.queued()
+				c.record(keys[order[i%n]], version(i), clearsExpiry).queued()
 			}
 		})
 	}
@@ -51,11 +45,7 @@ func BenchmarkVersionCacheRecordPrefetched(b *testing.B) {
 				k = key(k, i)
 				c.record(k, testVersion(1), clearsExpiry).learned(testVersion(1), true)
 			}
-			order := rand.New(rand.NewPCG(1, 2)).Perm(n)
-			versions := make([][]byte, 1024)
-			for i := range versions {
-				versions[i] = testVersion(uint64(2 + i))
-			}
+			order, version := benchDecisions(n)
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				if ahead > 0 {
@@ -63,8 +53,20 @@ func BenchmarkVersionCacheRecordPrefetched(b *testing.B) {
 					c.prefetch(next)
 				}
 				k = key(k, order[i%n])
-				c.record(k, versions[min(i/n, len(versions)-1)], clearsExpiry).queued()
+				c.record(k, version(i), clearsExpiry).queued()
 			}
 		})
 	}
+}
+
+// benchDecisions returns the random order in which the benchmarks visit n
+// keys, and the version of their i-th decision: versions rise across passes
+// over the keys, so that every decision is fast.
+func benchDecisions(n int) (order []int, version func(i int) []byte) {
+	order = rand.New(rand.NewPCG(1, 2)).Perm(n)
+	versions := make([][]byte, 1024)
+	for i := range versions {
+		versions[i] = testVersion(uint64(2 + i))
+	}
+	return order, func(i int) []byte { return versions[min(i/n, len(versions)-1)] }
 }
