@@ -158,7 +158,7 @@ func (n *Node) handleClient(cmd resp.Command, s *slot, sess *session, b *batch) 
 		h = s.hold()
 		defer h.done()
 	}
-	s.time(n.stats, write, level, b.started())
+	s.measure(n.stats, write, level, b.started())
 	done := traced(tr, s.done)
 	if write && n.blockers.count.Load() > 0 { // a pop blocked on one of the keys looks again before this answers
 		inner := done

@@ -64,8 +64,8 @@ func newSlot() *slot {
 	return s
 }
 
-// time has s.done record the request's latency in st, from started.
-func (s *slot) time(st *stats, write bool, level consistency.Level, started time.Time) {
+// measure has s.done record the request's latency in st, from started.
+func (s *slot) measure(st *stats, write bool, level consistency.Level, started time.Time) {
 	s.timing, s.write, s.level, s.started = st, write, level, started
 }
 

@@ -355,7 +355,7 @@ func (n *Node) exec(tx *txn, watches []*watch, sess *session, b *batch, s *slot)
 	}
 	sess.gate.await(all, b)
 	level := n.levelFor(sess, tx.writes)
-	s.time(n.stats, tx.writes, level, b.started())
+	s.measure(n.stats, tx.writes, level, b.started())
 	done := s.done
 	if tx.writes && n.blockers.count.Load() > 0 { // as after a write: the clients blocked on its keys go first
 		inner := done
