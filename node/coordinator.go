@@ -52,8 +52,8 @@ func (n *Node) read(tr *trace, level consistency.Level, keys [][]byte, args [][]
 		n.readOne(tr, reps, 0, args, b, nil, done)
 		return
 	}
-	q := &readQuorum{replicated: n.newReplicated(tr, level, args[0], reps, done), keys: keys, args: args,
-		answers: make([]*consistency.Reply, len(reps)), asker: asker{order: askOrder(reps)}}
+	q := &readQuorum{keys: keys, args: args, answers: make([]*consistency.Reply, len(reps)), asker: asker{order: askOrder(reps)}}
+	q.begin(n, tr, level, args[0], reps, done)
 	q.mu.Lock()
 	ask := q.toAskLocked()
 	q.mu.Unlock()
@@ -148,8 +148,8 @@ func (n *Node) write(tr *trace, level consistency.Level, cmd *command, keys [][]
 // version query, then the write above the newest version it found, if
 // that came before deadline.
 func (n *Node) queryThenWrite(tr *trace, v *view, level consistency.Level, cmd *command, keys, args [][]byte, reps []*member, deadline time.Time, release func(), h *hold, b *batch, done replyFunc) {
-	q := &versionQuery{replicated: n.newReplicated(tr, level, args[0], reps, done), key: keys[0],
-		asker: asker{order: askOrder(reps)}, release: release, deadline: deadline}
+	q := &versionQuery{key: keys[0], asker: asker{order: askOrder(reps)}, release: release, deadline: deadline}
+	q.begin(n, tr, level, args[0], reps, done)
 	q.write = func(newest []byte, b *batch) {
 		n.clock.observe(newest)
 		n.writeAt(tr, v, level, cmd, keys, args, reps, n.clock.next(), nil, h, b, done)
@@ -165,7 +165,7 @@ func (n *Node) queryThenWrite(tr *trace, v *view, level consistency.Level, cmd *
 // Each replica's answer, and each remote datacenter's, ends a part of the
 // hold h.
 func (n *Node) writeAt(tr *trace, v *view, level consistency.Level, cmd *command, keys [][]byte, args [][]byte, reps []*member, version []byte, st *stamped, h *hold, b *batch, done replyFunc) {
-	w := &writeQuorum{replicated: n.newReplicated(tr, level, args[0], reps, done), replies: make([][]byte, len(reps))}
+	w := n.newWriteQuorum(tr, level, args[0], reps, done)
 	h.add(len(reps))
 	var remote []byte
 	for i, m := range reps {
@@ -388,25 +388,48 @@ type replicated struct {
 	n        *Node
 	tr       *trace // nil unless the request is traced
 	level    consistency.Level
-	name     string // the command, for error messages
+	name     []byte // the command, for error messages
 	replicas []*member
 	done     replyFunc
 
-	mu      sync.Mutex
-	tally   consistency.Tally
-	reasons []string // by replica: why it did not answer, or its error
-	decided bool
+	mu         sync.Mutex
+	tally      consistency.Tally
+	reasons    []string // by replica: why it did not answer, or its error
+	reasonsBuf [inlineReplicas]string
+	decided    bool
 }
 
-func (n *Node) newReplicated(tr *trace, level consistency.Level, name []byte, reps []*member, done replyFunc) replicated {
-	return replicated{n: n, tr: tr, level: level, name: string(name), replicas: reps, done: done,
-		tally: consistency.Tally{Replicas: len(reps)}, reasons: make([]string, len(reps))}
+// inlineReplicas is how many replicas a request's quorum state keeps in
+// arrays of its own rather than allocating: three racks, the usual shape.
+const inlineReplicas = 3
+
+// begin readies r where it lies: its slices may point into r itself.
+func (r *replicated) begin(n *Node, tr *trace, level consistency.Level, name []byte, reps []*member, done replyFunc) {
+	r.n, r.tr, r.level, r.name, r.replicas, r.done = n, tr, level, name, reps, done
+	r.tally = consistency.Tally{Replicas: len(reps)}
+	r.reasons = inlineOr(r.reasonsBuf[:], len(reps))
+}
+
+// inlineOr returns buf's first n elements, or a new slice when buf is too short.
+func inlineOr[T any](buf []T, n int) []T {
+	if n <= len(buf) {
+		return buf[:n:n]
+	}
+	return make([]T, n)
 }
 
 // writeQuorum gathers the replicas' answers to one write.
 type writeQuorum struct {
 	replicated
-	replies [][]byte // by replica
+	replies    [][]byte // by replica
+	repliesBuf [inlineReplicas][]byte
+}
+
+func (n *Node) newWriteQuorum(tr *trace, level consistency.Level, name []byte, reps []*member, done replyFunc) *writeQuorum {
+	w := &writeQuorum{}
+	w.begin(n, tr, level, name, reps, done)
+	w.replies = inlineOr(w.repliesBuf[:], len(reps))
+	return w
 }
 
 func (w *writeQuorum) answer(i int, raw []byte, err error) {

@@ -52,12 +52,12 @@ func (n *Node) drawn(tr *trace, level consistency.Level, cmd *command, keys, arg
 			done(raw) // nothing taken (an empty or missing key): nothing to follow
 			return
 		}
-		w := &writeQuorum{replicated: n.newReplicated(tr, level, args[0], reps, func(reply []byte) {
+		w := n.newWriteQuorum(tr, level, args[0], reps, func(reply []byte) {
 			if len(reply) == 0 || reply[0] != '-' {
 				reply = raw // what was taken, not the followers' answers
 			}
 			done(reply)
-		}), replies: make([][]byte, len(reps))}
+		})
 		var remote []byte
 		for i, m := range reps {
 			if i == di {

@@ -396,7 +396,7 @@ func (n *Node) exec(tx *txn, watches []*watch, sess *session, b *batch, s *slot)
 			}
 			done(reply)
 		}
-		w := &writeQuorum{replicated: n.newReplicated(nil, level, []byte("EXEC"), reps, answer), replies: make([][]byte, len(reps))}
+		w := n.newWriteQuorum(nil, level, []byte("EXEC"), reps, answer)
 		w.answer(fi, raw, nil)
 		remote := appendTxRequest(nil, "TX", version, nil, nil, tx.cmds)
 		for i, m := range reps {
