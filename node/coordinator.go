@@ -52,18 +52,20 @@ func (n *Node) read(tr *trace, level consistency.Level, keys [][]byte, args [][]
 		n.readOne(tr, reps, 0, args, b, nil, done)
 		return
 	}
-	q := &readQuorum{keys: keys, args: args, answers: make([]*consistency.Reply, len(reps)), asker: asker{order: askOrder(reps)}}
+	q := &readQuorum{keys: keys, args: args}
 	q.begin(n, tr, level, args[0], reps, done)
+	q.answers = inlineOr(q.answersBuf[:], len(reps))
+	q.order = askOrder(q.orderBuf[:0], reps)
 	q.mu.Lock()
 	ask := q.toAskLocked()
 	q.mu.Unlock()
 	q.ask(ask, b)
 }
 
-// askOrder lists replicas in the order a quorum read asks them: this node
-// first, then the peers it is connected to, then the rest, racks by name.
-func askOrder(reps []*member) []int {
-	order := make([]int, 0, len(reps))
+// askOrder appends to order the replicas in the order a quorum read asks
+// them: this node first, then the peers it is connected to, then the rest,
+// racks by name.
+func askOrder(order []int, reps []*member) []int {
 	for _, pass := range []func(*member) bool{
 		func(m *member) bool { return m.self },
 		func(m *member) bool { return !m.self && !m.isDown() && m.link.Connected() },
@@ -148,8 +150,9 @@ func (n *Node) write(tr *trace, level consistency.Level, cmd *command, keys [][]
 // version query, then the write above the newest version it found, if
 // that came before deadline.
 func (n *Node) queryThenWrite(tr *trace, v *view, level consistency.Level, cmd *command, keys, args [][]byte, reps []*member, deadline time.Time, release func(), h *hold, b *batch, done replyFunc) {
-	q := &versionQuery{key: keys[0], asker: asker{order: askOrder(reps)}, release: release, deadline: deadline}
+	q := &versionQuery{key: keys[0], release: release, deadline: deadline}
 	q.begin(n, tr, level, args[0], reps, done)
+	q.order = askOrder(q.orderBuf[:0], reps)
 	q.write = func(newest []byte, b *batch) {
 		n.clock.observe(newest)
 		n.writeAt(tr, v, level, cmd, keys, args, reps, n.clock.next(), nil, h, b, done)
@@ -289,7 +292,8 @@ func (q *versionQuery) answer(i int, version []byte, err error, b *batch) {
 // needs them: a healthy cluster asks Q replicas, not all of them.
 type asker struct {
 	order    []int // replicas in the order to ask them
-	asked    int   // how many of order have been asked
+	orderBuf [inlineReplicas]int
+	asked    int // how many of order have been asked
 	inflight int
 }
 
@@ -556,8 +560,9 @@ type readQuorum struct {
 	replicated
 	keys, args [][]byte
 	asker
-	answers []*consistency.Reply // by replica, nil until answered
-	extra   int                  // replicas asked beyond the quorum, to settle a conflict
+	answers    []*consistency.Reply // by replica, nil until answered
+	answersBuf [inlineReplicas]*consistency.Reply
+	extra      int // replicas asked beyond the quorum, to settle a conflict
 }
 
 // toAskLocked returns the replicas to ask now, and counts them as asked.

@@ -53,7 +53,8 @@ func (n *Node) stamper(reps []*member) int {
 		return -1
 	}
 	// The ask order puts the peers that are up and connected first.
-	if i := askOrder(reps)[1]; !reps[i].isDown() && reps[i].link.Connected() {
+	var order [inlineReplicas]int
+	if i := askOrder(order[:0], reps)[1]; !reps[i].isDown() && reps[i].link.Connected() {
 		return i
 	}
 	return -1
