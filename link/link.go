@@ -146,14 +146,7 @@ func (l *Link) Send(req []byte, done func(raw []byte, err error)) {
 // instead of passing it to done: done then never runs. A caller that holds
 // a lock while queueing needs this, as done may take the same lock.
 func (l *Link) TrySend(req []byte, done func(raw []byte, err error)) error {
-	l.mu.Lock()
-	if err := l.queueLocked(1, done); err != nil {
-		l.mu.Unlock()
-		return err
-	}
-	l.out = append(l.out, req...)
-	l.mu.Unlock()
-	return nil
+	return l.TrySendAppend(1, func(dst []byte) []byte { return append(dst, req...) }, done)
 }
 
 // TrySendAppend is TrySend for a request that appendReq encodes straight
@@ -164,22 +157,12 @@ func (l *Link) TrySend(req []byte, done func(raw []byte, err error)) error {
 // locked, and must only append to what it is given.
 func (l *Link) TrySendAppend(n int, appendReq func(dst []byte) []byte, done func(raw []byte, err error)) error {
 	l.mu.Lock()
-	if err := l.queueLocked(n, done); err != nil {
-		l.mu.Unlock()
-		return err
-	}
-	l.out = appendReq(l.out)
-	l.mu.Unlock()
-	return nil
-}
-
-// queueLocked takes a request of n commands, whose reply goes to done,
-// once the link is connected or dialling.
-func (l *Link) queueLocked(n int, done func(raw []byte, err error)) error {
+	defer l.mu.Unlock()
 	if err := l.connectLocked(); err != nil {
 		return err
 	}
 	l.pending = append(l.pending, call{dueTick: l.dueTickLocked(), done: done, skip: n - 1})
+	l.out = appendReq(l.out)
 	return nil
 }
 

@@ -333,11 +333,7 @@ func (b *batch) beforeWait() {
 }
 
 func (b *batch) send(l *link.Link, req []byte, done func([]byte, error)) {
-	if err := l.TrySend(req, done); err != nil {
-		done(nil, err)
-		return
-	}
-	b.add(l)
+	b.sendAppend(l, func(dst []byte) []byte { return append(dst, req...) }, done)
 }
 
 // sendAppend is send of a request that appendReq encodes straight into l's
