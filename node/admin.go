@@ -35,7 +35,7 @@ import (
 //	POST /cluster/cancel, /cluster/resume   roll back or finish the change under way
 //	GET  /cluster/membership            the membership step this node holds and its moves
 //	GET  /ping                          always open
-//	GET  /debug/pprof/...               Go's profiler, with troop_pprof only
+//	GET  /debug/pprof/...               Go's profiler and execution tracer, with troop_pprof only
 //
 // State changes take POST or PUT only (Dynomite's GET setters would let a
 // crawler or a link change a node) and the bearer token of
@@ -114,6 +114,7 @@ func (n *Node) adminHandler() http.Handler {
 		// token whenever one is set.
 		mux.Handle("/debug/pprof/", n.adminGuard(adminProfile, pprof.Index))
 		mux.Handle("/debug/pprof/profile", n.adminGuard(adminProfile, pprof.Profile))
+		mux.Handle("/debug/pprof/trace", n.adminGuard(adminProfile, pprof.Trace))
 	}
 	return mux
 }

@@ -397,6 +397,8 @@ func TestAdminAPISecured(t *testing.T) {
 		{"GET", closed + "/ping", "", 200, "pong"},
 		{"GET", closed + "/debug/pprof/", token, 200, "goroutine"},
 		{"GET", closed + "/debug/pprof/", "", 401, ""},
+		{"GET", closed + "/debug/pprof/trace?seconds=0.1", token, 200, "trace"},
+		{"GET", closed + "/debug/pprof/trace?seconds=0.1", "", 401, ""},
 	} {
 		code, body := adminCall(t, tt.method, tt.url, tt.token)
 		if code != tt.code || !strings.Contains(body, tt.body) {
