@@ -6,12 +6,13 @@ package link
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"runtime"
 	"sync"
-	"syscall"
 	"time"
 
+	"github.com/troop-lab/troop/internal/rawio"
 	"github.com/troop-lab/troop/resp"
 )
 
@@ -35,13 +36,13 @@ type Link struct {
 
 	mu        sync.Mutex
 	conn      net.Conn
-	raw       syscall.RawConn // conn's descriptor, for FlushNoWait; nil over TLS
-	out       []byte          // requests queued and not yet written
-	spare     []byte          // the other buffer, swapped with out by the writer
-	writing   bool            // a caller is writing out; others just append
-	dialing   bool            // a connection is being made; requests queue meanwhile
-	pending   []call          // oldest first; values, not pointers: one allocation fewer per request
-	ticks     uint64          // the watchdog's ticks so far: the clock deadlines are counted in
+	raw       *rawio.Conn // conn's socket, read and written around the scheduler (rawio); nil over TLS
+	out       []byte      // requests queued and not yet written
+	spare     []byte      // the other buffer, swapped with out by the writer
+	writing   bool        // a caller is writing out; others just append
+	dialing   bool        // a connection is being made; requests queue meanwhile
+	pending   []call      // oldest first; values, not pointers: one allocation fewer per request
+	ticks     uint64      // the watchdog's ticks so far: the clock deadlines are counted in
 	downUntil time.Time
 	backoff   time.Duration // grows while dials keep failing
 	lastErr   error         // why the link went down, without the link's name
@@ -204,9 +205,12 @@ func (l *Link) flush(noWait bool) {
 		// Outside the lock: others keep appending.
 		var err error
 		written := len(buf)
-		if noWait {
-			written, err = tryWrite(raw, buf)
-		} else {
+		switch {
+		case noWait:
+			written, err = raw.TryWrite(buf)
+		case raw != nil:
+			_, err = raw.Write(buf)
+		default:
 			_, err = conn.Write(buf)
 		}
 		l.mu.Lock()
@@ -238,25 +242,6 @@ func (l *Link) flush(noWait bool) {
 	}
 	l.writing = false
 	l.mu.Unlock()
-}
-
-// tryWrite writes what the socket takes of buf without waiting.
-func tryWrite(raw syscall.RawConn, buf []byte) (int, error) {
-	var n int
-	var werr error
-	if err := raw.Write(func(fd uintptr) bool {
-		n, werr = syscall.Write(int(fd), buf)
-		return true
-	}); err != nil {
-		return 0, err
-	}
-	switch werr {
-	case nil:
-		return n, nil
-	case syscall.EAGAIN, syscall.EINTR:
-		return 0, nil
-	}
-	return 0, werr
 }
 
 // FlushSoon has the link's own flusher goroutine flush it, instead of the
@@ -327,8 +312,17 @@ func (l *Link) dial() {
 	dialTimeout := min(l.timeout, 2*time.Second)
 	conn, err := l.dialer(l.addr, dialTimeout)
 	var rd *resp.Reader
+	var raw *rawio.Conn
 	if err == nil {
-		rd = resp.NewReader(conn, resp.DefaultLimits)
+		var src io.Reader = conn
+		if tc, ok := conn.(*net.TCPConn); ok {
+			tc.SetNoDelay(true)
+			if rc, rerr := tc.SyscallConn(); rerr == nil {
+				raw = rawio.NewConn(rc)
+				src = raw
+			}
+		}
+		rd = resp.NewReader(src, resp.DefaultLimits)
 		if l.handshake != nil {
 			conn.SetDeadline(time.Now().Add(dialTimeout))
 			if err = l.handshake(conn, rd); err == nil {
@@ -362,7 +356,7 @@ func (l *Link) dial() {
 		changed()
 		return
 	}
-	l.startLocked(conn, rd)
+	l.startLocked(conn, raw, rd)
 	changed := l.reachableLocked(true, nil)
 	l.mu.Unlock()
 	changed()
@@ -374,13 +368,9 @@ func (l *Link) markDownLocked() {
 	l.downUntil = time.Now().Add(l.backoff)
 }
 
-func (l *Link) startLocked(conn net.Conn, rd *resp.Reader) {
+func (l *Link) startLocked(conn net.Conn, raw *rawio.Conn, rd *resp.Reader) {
 	l.backoff = 0
-	l.raw = nil
-	if tc, ok := conn.(*net.TCPConn); ok {
-		tc.SetNoDelay(true)
-		l.raw, _ = tc.SyscallConn()
-	}
+	l.raw = raw
 	l.conn = conn // requests queued while dialling stay in out, for this connection
 	l.stats.record(func(s *linkStats) { s.connects++ })
 	go l.readLoop(conn, rd)

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/troop-lab/troop/internal/rawio"
 	"github.com/troop-lab/troop/link"
 	"github.com/troop-lab/troop/node/consistency"
 	"github.com/troop-lab/troop/resp"
@@ -192,14 +193,18 @@ type requestHandler func(cmd resp.Command, s *slot, sess *session, b *batch)
 // read its replies stops being read from: memory stays bounded. Only when
 // the whole node has too many requests in flight does a request get -BUSY.
 func (n *Node) serveConn(c net.Conn, maxInflight int, sess *session, handle requestHandler) {
+	var rw io.ReadWriter = c
 	if tc, ok := c.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
+		if rc, err := tc.SyscallConn(); err == nil {
+			rw = rawio.NewConn(rc) // its calls wake no monitor thread (package rawio)
+		}
 	}
 	replies := make(chan *slot, maxInflight+64)
 	writerDone := make(chan struct{})
 	go func() {
 		defer close(writerDone)
-		writeReplies(c, replies)
+		writeReplies(rw, c, replies)
 	}()
 
 	var in requestBuffer
@@ -215,7 +220,7 @@ func (n *Node) serveConn(c net.Conn, maxInflight int, sess *session, handle requ
 		}
 		if !ok {
 			b.flush() // the pipeline is drained: send what it queued
-			k, err := c.Read(in.space())
+			k, err := rw.Read(in.space())
 			if k > 0 {
 				in.filled(k)
 				b.readAt = time.Now()
@@ -271,11 +276,12 @@ func queueReply(replies chan<- *slot, s *slot, b *batch) {
 	replies <- s
 }
 
-// writeReplies writes replies in order, flushing whenever the next reply is
-// not ready yet, so a pipeline's replies leave in as few writes as possible.
-// Its buffer goes back to the pool whenever no reply is queued.
-func writeReplies(c net.Conn, replies <-chan *slot) {
-	w := replyWriter{w: c}
+// writeReplies writes replies to out in order, flushing whenever the next
+// reply is not ready yet, so a pipeline's replies leave in as few writes as
+// possible. Its buffer goes back to the pool whenever no reply is queued.
+// After a failed write it closes c and drops the rest.
+func writeReplies(out io.Writer, c net.Conn, replies <-chan *slot) {
+	w := replyWriter{w: out}
 	for s := range replies {
 		var reply []byte
 		select {

@@ -7,6 +7,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/troop-lab/troop/internal/rawio"
 	"golang.org/x/sys/unix"
 )
 
@@ -174,7 +175,7 @@ func (l *frontLoop) run() {
 		var n int
 		var werr error
 		err := l.poll.Read(func(epfd uintptr) bool {
-			n, werr = unix.EpollWait(int(epfd), l.events, 0)
+			n, werr = rawio.EpollPoll(int(epfd), l.events)
 			return n > 0 || (werr != nil && werr != unix.EINTR)
 		})
 		if err != nil || werr != nil {
@@ -195,7 +196,7 @@ func (l *frontLoop) readable(c *loopConn) bool {
 	c.running = true // nor is c closed while the loop reads it
 	c.burst++
 	c.mu.Unlock()
-	k, err := unix.Read(c.fd, c.in.space())
+	k, err := rawio.Read(c.fd, c.in.space())
 	if k <= 0 {
 		c.in.drop()
 		c.mu.Lock()
@@ -225,6 +226,7 @@ type loopConn struct {
 	sess  *session
 	limit *connLimit
 	in    requestBuffer // the loop's, or the goroutine's that runs c's requests
+	vec   rawio.Vec     // writeLocked's, under mu
 
 	mu        sync.Mutex
 	owed      fifo[*slot]  // replies not yet written, in request order
@@ -339,7 +341,7 @@ func (c *loopConn) writeLocked() {
 	for c.out.len() > 0 && !c.failed {
 		out := c.out.all()
 		iov := out[:min(len(out), maxIovecs)]
-		k, err := unix.Writev(c.fd, iov)
+		k, err := c.vec.Writev(c.fd, iov)
 		if err == unix.EINTR {
 			continue
 		}

@@ -1,0 +1,200 @@
+// Package rawio makes the read, write, writev and epoll_wait calls of
+// non-blocking sockets without telling Go's scheduler that a system call is
+// under way.
+//
+// A call made the usual way (syscall.Syscall) enters the scheduler's
+// "in a system call" state, and the first such call after every thread of
+// the process went idle wakes the runtime's monitor thread (sysmon), which
+// then wakes every 20 µs until the threads are all idle again. A proxy
+// whose threads idle between bursts of requests does that thousands of
+// times a second: the monitor took a tenth of a node's CPU, and its
+// wake-ups queued behind the request path for the machine's cores. These
+// calls cannot block (the descriptors are non-blocking, and epoll_wait is
+// given no timeout), so there is nothing for the scheduler to hand off
+// while they run.
+package rawio
+
+import (
+	"io"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// errno is e as an error, nil for 0. Converting a small Errno to an error
+// does not allocate.
+func errno(e syscall.Errno) error {
+	if e == 0 {
+		return nil
+	}
+	return e
+}
+
+// Read reads into p from the non-blocking descriptor fd: unix.Read without
+// the scheduler.
+func Read(fd int, p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	n, _, e := unix.RawSyscall(unix.SYS_READ, uintptr(fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
+	if e != 0 {
+		return 0, e
+	}
+	return int(n), nil
+}
+
+// Write writes p to the non-blocking descriptor fd, as much as it takes.
+func Write(fd int, p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	n, _, e := unix.RawSyscall(unix.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
+	if e != 0 {
+		return 0, e
+	}
+	return int(n), nil
+}
+
+// EpollPoll returns the events ready on the epoll set epfd now, without
+// waiting for any.
+func EpollPoll(epfd int, events []unix.EpollEvent) (int, error) {
+	if len(events) == 0 {
+		return 0, nil
+	}
+	n, _, e := unix.RawSyscall6(unix.SYS_EPOLL_WAIT, uintptr(epfd), uintptr(unsafe.Pointer(&events[0])), uintptr(len(events)), 0, 0, 0)
+	if e != 0 {
+		return 0, e
+	}
+	return int(n), nil
+}
+
+// A Vec writes many buffers with one writev, reusing its array of iovecs
+// from call to call (unix.Writev makes one per call).
+type Vec struct {
+	iov []unix.Iovec
+}
+
+// Writev writes bufs to the non-blocking descriptor fd, as much as it
+// takes, and returns how many bytes it took. Empty buffers are skipped.
+func (v *Vec) Writev(fd int, bufs [][]byte) (int, error) {
+	v.iov = v.iov[:0]
+	for _, b := range bufs {
+		if len(b) > 0 {
+			iov := unix.Iovec{Base: &b[0]}
+			iov.SetLen(len(b))
+			v.iov = append(v.iov, iov)
+		}
+	}
+	if len(v.iov) == 0 {
+		return 0, nil
+	}
+	n, _, e := unix.RawSyscall(unix.SYS_WRITEV, uintptr(fd), uintptr(unsafe.Pointer(&v.iov[0])), uintptr(len(v.iov)))
+	clear(v.iov) // the buffers are not kept alive by the array
+	if e != 0 {
+		return 0, e
+	}
+	return int(n), nil
+}
+
+// A Conn reads and writes a non-blocking socket through Go's poller, which
+// parks the caller until the socket is ready, with the calls themselves
+// made as Read and Write make them. Deadlines set on the socket apply.
+// One goroutine may read while another writes, but Read is for one reader
+// at a time, and Write and TryWrite for one writer at a time.
+type Conn struct {
+	rc syscall.RawConn
+
+	rbuf       []byte
+	rn         int
+	rerr       error
+	readFn     func(fd uintptr) bool
+	wbuf       []byte
+	wn         int
+	werr       error
+	writeFn    func(fd uintptr) bool
+	tryWriteFn func(fd uintptr) bool
+}
+
+// NewConn serves rc, the raw connection of a socket Go's poller watches
+// (a *net.TCPConn's SyscallConn, say).
+func NewConn(rc syscall.RawConn) *Conn {
+	c := &Conn{rc: rc}
+	// Made once: a closure per call would be an allocation per call.
+	c.readFn = func(fd uintptr) bool {
+		c.rn, c.rerr = Read(int(fd), c.rbuf)
+		return c.rerr != unix.EAGAIN
+	}
+	c.writeFn = func(fd uintptr) bool {
+		for c.wn < len(c.wbuf) {
+			n, err := Write(int(fd), c.wbuf[c.wn:])
+			c.wn += n
+			if err == unix.EAGAIN {
+				return false
+			}
+			if err != nil && err != unix.EINTR {
+				c.werr = err
+				return true
+			}
+		}
+		return true
+	}
+	c.tryWriteFn = func(fd uintptr) bool {
+		c.wn, c.werr = Write(int(fd), c.wbuf)
+		return true
+	}
+	return c
+}
+
+// Read reads what the socket has, waiting for something if it has nothing;
+// io.EOF once the peer closed it.
+func (c *Conn) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	c.rbuf = p
+	for {
+		err := c.rc.Read(c.readFn)
+		n, rerr := c.rn, c.rerr
+		c.rbuf, c.rerr = nil, nil
+		switch {
+		case err != nil:
+			return 0, err
+		case rerr == unix.EINTR:
+			c.rbuf = p
+			continue
+		case rerr != nil:
+			return 0, rerr
+		case n == 0:
+			return 0, io.EOF
+		}
+		return n, nil
+	}
+}
+
+// Write writes all of p, waiting while the socket takes no more.
+func (c *Conn) Write(p []byte) (int, error) {
+	c.wbuf, c.wn, c.werr = p, 0, nil
+	err := c.rc.Write(c.writeFn)
+	n, werr := c.wn, c.werr
+	c.wbuf, c.werr = nil, nil
+	if err == nil {
+		err = werr
+	}
+	return n, err
+}
+
+// TryWrite writes what the socket takes of p now, and never waits.
+func (c *Conn) TryWrite(p []byte) (int, error) {
+	c.wbuf = p
+	err := c.rc.Write(c.tryWriteFn)
+	n, werr := c.wn, c.werr
+	c.wbuf, c.wn, c.werr = nil, 0, nil
+	switch {
+	case err != nil:
+		return 0, err
+	case werr == unix.EAGAIN || werr == unix.EINTR:
+		return 0, nil
+	}
+	return n, werr
+}
