@@ -48,9 +48,12 @@ type frontLoop struct {
 	poll syscall.RawConn
 
 	// Only the goroutine running the loop touches these.
-	events []unix.EpollEvent
-	ready  []unix.EpollEvent // events of the last wait not yet handled
-	b      *batch            // links sent to since the last wait
+	events    []unix.EpollEvent
+	ready     []unix.EpollEvent // events of the last wait not yet handled
+	b         *batch            // links sent to since the last wait
+	pollReady func(epfd uintptr) bool
+	polled    int   // pollReady's events
+	pollErr   error // and error
 
 	mu     sync.Mutex
 	conns  map[uint64]*loopConn
@@ -75,6 +78,16 @@ func newFrontLoop(n *Node) (*frontLoop, error) {
 	}
 	l := &frontLoop{n: n, file: f, poll: rc, events: make([]unix.EpollEvent, 256), conns: map[uint64]*loopConn{}}
 	l.b = &batch{loop: l}
+	// Made once, as poll.Read's argument: a closure per wait would cost
+	// three allocations per wait.
+	l.pollReady = func(epfd uintptr) bool {
+		l.polled, l.pollErr = rawio.EpollPoll(int(epfd), l.events)
+		if l.pollErr == unix.EINTR {
+			l.pollErr = nil
+			return false
+		}
+		return l.polled > 0 || l.pollErr != nil
+	}
 	go l.run()
 	return l, nil
 }
@@ -172,16 +185,11 @@ func (l *frontLoop) run() {
 			}
 		}
 		l.b.flush()
-		var n int
-		var werr error
-		err := l.poll.Read(func(epfd uintptr) bool {
-			n, werr = rawio.EpollPoll(int(epfd), l.events)
-			return n > 0 || (werr != nil && werr != unix.EINTR)
-		})
-		if err != nil || werr != nil {
+		err := l.poll.Read(l.pollReady)
+		if err != nil || l.pollErr != nil {
 			return // closed
 		}
-		l.ready = l.events[:n]
+		l.ready = l.events[:l.polled]
 	}
 }
 
@@ -461,5 +469,15 @@ func (l *frontLoop) handOff(b *batch) {
 	c.mu.Unlock()
 	b.loop, b.conn = nil, nil
 	l.b = &batch{loop: l}
+	// Made once, as poll.Read's argument: a closure per wait would cost
+	// three allocations per wait.
+	l.pollReady = func(epfd uintptr) bool {
+		l.polled, l.pollErr = rawio.EpollPoll(int(epfd), l.events)
+		if l.pollErr == unix.EINTR {
+			l.pollErr = nil
+			return false
+		}
+		return l.polled > 0 || l.pollErr != nil
+	}
 	go l.run()
 }
