@@ -87,7 +87,7 @@ func latencyExperiment(ctx context.Context, cfg config, ps *procSet, bins binari
 	l.Saturating, l.Rate, rate = halfLoad(rows)
 	type target struct{ name, addr string }
 	targets := []target{{"nutcracker", ncAddr}, {"troop-node", nodeCfg.Listen}}
-	for n := 1; n <= cfg.Rounds; n++ {
+	for n := 1; n <= cfg.LatencyRounds; n++ {
 		for _, t := range roundOrder(targets, n, 1) {
 			rows, err := mixed(fmt.Sprintf("%s-%d", t.name, n), t.addr, "--rate", rate)
 			if err != nil {

@@ -49,6 +49,9 @@ type config struct {
 	Commands  int     `json:"commands"` // requests per redis-benchmark test of the commands experiment; 0 skips it
 	Memory    bool    `json:"memory"`   // run the memory experiment
 	Latency   bool    `json:"latency"`  // run the latency experiment: open loop at half of nutcracker's rate
+	// LatencyRounds is the latency experiment's rounds: a window's p99
+	// moves far more from round to round than the other figures do.
+	LatencyRounds int `json:"latency_rounds"`
 	// MemoryKeys is the keys of the memory experiment's used_memory part; 0 skips it.
 	MemoryKeys  int     `json:"memory_keys"`
 	MemoryLoad  seconds `json:"memory_load_s"`  // the burst's length
@@ -100,6 +103,7 @@ func defaultConfig() config {
 		MemoryLoad:       seconds(20 * time.Second),
 		MemoryAfter:      seconds(30 * time.Second),
 		Latency:          true,
+		LatencyRounds:    8,
 		MembershipKeys:   1_000_000,
 		MembershipWindow: seconds(30 * time.Second),
 		AEKeys:           1_000_000,
@@ -114,6 +118,9 @@ func defaultConfig() config {
 func (c *config) applyQuick(set map[string]bool) {
 	if !set["rounds"] {
 		c.Rounds = 1
+	}
+	if !set["latency-rounds"] {
+		c.LatencyRounds = 1
 	}
 	if !set["duration"] {
 		c.Duration = seconds(time.Second)
@@ -186,6 +193,9 @@ func (c *config) validate() error {
 	}
 	if c.Rounds < 1 {
 		bad = append(bad, "--rounds must be at least 1")
+	}
+	if c.LatencyRounds < 1 {
+		bad = append(bad, "--latency-rounds must be at least 1")
 	}
 	if c.Troop != "" && c.Rev != "" {
 		bad = append(bad, "--troop and --rev exclude each other")
@@ -271,7 +281,8 @@ Flags:
 	fs.IntVar(&c.MemoryKeys, "memory-keys", c.MemoryKeys, "memory experiment: keys of 1 KiB written directly and through a node for redis-server's used_memory; 0 skips that part")
 	fs.DurationVar((*time.Duration)(&c.MemoryLoad), "memory-load", time.Duration(c.MemoryLoad), "memory experiment: how long the burst runs")
 	fs.DurationVar((*time.Duration)(&c.MemoryAfter), "memory-after", time.Duration(c.MemoryAfter), "memory experiment: how long RSS is watched after the burst")
-	fs.BoolVar(&c.Latency, "latency", c.Latency, "latency experiment: troop bench mixed in an open loop at half of nutcracker's closed-loop rate, against nutcracker and a node in front of the same redis-server, --rounds rounds of --duration")
+	fs.BoolVar(&c.Latency, "latency", c.Latency, "latency experiment: troop bench mixed in an open loop at half of nutcracker's closed-loop rate, against nutcracker and a node in front of the same redis-server, --latency-rounds rounds of --duration")
+	fs.IntVar(&c.LatencyRounds, "latency-rounds", c.LatencyRounds, "rounds of the latency experiment (a window's p99 moves more between rounds than the other experiments' figures do)")
 	fs.IntVar(&c.MembershipKeys, "membership-keys", c.MembershipKeys, "membership experiment: keys of 1 KB in a three-rack lab (troop lab up, troop bench write) to which troop lab add-node adds a node while troop bench mixed runs at half of the lab's closed loop; 0 skips it")
 	fs.DurationVar((*time.Duration)(&c.MembershipWindow), "membership-window", time.Duration(c.MembershipWindow), "membership experiment: how long the closed loop and the workload before the change run")
 	fs.BoolVar(&c.Quick, "quick", c.Quick, "smoke run: 1 round, 1s windows, 1000 keys, anti-entropy over 10,000 keys, a 2s memory burst watched 3s after, 10,000 keys for used_memory (flags given explicitly still apply)")

@@ -320,10 +320,10 @@ func TestFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Rounds != 2 || time.Duration(cfg.Duration) != time.Second || cfg.Keys != 1000 || !reflect.DeepEqual(cfg.Pipelines, []int{1, 4}) {
+	if cfg.Rounds != 2 || cfg.LatencyRounds != 1 || time.Duration(cfg.Duration) != time.Second || cfg.Keys != 1000 || !reflect.DeepEqual(cfg.Pipelines, []int{1, 4}) {
 		t.Errorf("quick with explicit rounds: %+v", cfg)
 	}
-	for _, bad := range [][]string{{"--conns", "0"}, {"--pipelines", "0"}, {"--pipelines", "x"}, {"extra"}} {
+	for _, bad := range [][]string{{"--conns", "0"}, {"--pipelines", "0"}, {"--pipelines", "x"}, {"--latency-rounds", "0"}, {"extra"}} {
 		if _, err := parseFlags(bad, io.Discard); err == nil {
 			t.Errorf("%v accepted", bad)
 		}
