@@ -469,15 +469,5 @@ func (l *frontLoop) handOff(b *batch) {
 	c.mu.Unlock()
 	b.loop, b.conn = nil, nil
 	l.b = &batch{loop: l}
-	// Made once, as poll.Read's argument: a closure per wait would cost
-	// three allocations per wait.
-	l.pollReady = func(epfd uintptr) bool {
-		l.polled, l.pollErr = rawio.EpollPoll(int(epfd), l.events)
-		if l.pollErr == unix.EINTR {
-			l.pollErr = nil
-			return false
-		}
-		return l.polled > 0 || l.pollErr != nil
-	}
 	go l.run()
 }

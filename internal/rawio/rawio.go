@@ -22,34 +22,20 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// errno is e as an error, nil for 0. Converting a small Errno to an error
-// does not allocate.
-func errno(e syscall.Errno) error {
-	if e == 0 {
-		return nil
-	}
-	return e
-}
-
 // Read reads into p from the non-blocking descriptor fd: unix.Read without
 // the scheduler.
-func Read(fd int, p []byte) (int, error) {
-	if len(p) == 0 {
-		return 0, nil
-	}
-	n, _, e := unix.RawSyscall(unix.SYS_READ, uintptr(fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
-	if e != 0 {
-		return 0, e
-	}
-	return int(n), nil
-}
+func Read(fd int, p []byte) (int, error) { return transfer(unix.SYS_READ, fd, p) }
 
 // Write writes p to the non-blocking descriptor fd, as much as it takes.
-func Write(fd int, p []byte) (int, error) {
+func Write(fd int, p []byte) (int, error) { return transfer(unix.SYS_WRITE, fd, p) }
+
+// transfer is a read or write call. A small Errno returned as an error
+// does not allocate.
+func transfer(trap uintptr, fd int, p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
-	n, _, e := unix.RawSyscall(unix.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
+	n, _, e := unix.RawSyscall(trap, uintptr(fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
 	if e != 0 {
 		return 0, e
 	}
