@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/troop-lab/troop/bench"
 	"github.com/troop-lab/troop/resp"
 )
 
@@ -327,5 +328,38 @@ func TestFlags(t *testing.T) {
 		if _, err := parseFlags(bad, io.Discard); err == nil {
 			t.Errorf("%v accepted", bad)
 		}
+	}
+}
+
+// The latency check compares the medians of the p99s, each run's p99 being
+// the larger of its tasks', and pairs the runs of a round for its ratios.
+func TestLatencyCheck(t *testing.T) {
+	run := func(round int, target string, p99s ...float64) latencyRun {
+		r := latencyRun{Round: round, Target: target}
+		for _, p := range p99s {
+			r.Rows = append(r.Rows, bench.Row{Response: bench.Latency{P99: p}})
+		}
+		return r
+	}
+	l := &latencyResult{Rate: 1000, Runs: []latencyRun{
+		run(1, "nutcracker", 1.0, 1.2), run(1, "troop-node", 1.5, 0.9),
+		run(2, "troop-node", 1.0), run(2, "nutcracker", 2.0),
+		run(3, "nutcracker", 1.0), run(3, "troop-node", 1.1),
+	}}
+	cs := latencyCheck(l)
+	if len(cs) != 1 {
+		t.Fatalf("%d checks, want 1", len(cs))
+	}
+	c := cs[0]
+	// node p99s 1.5, 1.0, 1.1: median 1.1; nutcracker's 1.2, 2.0, 1.0: 1.2.
+	// Ratios 1.25, 0.5, 1.1: median 1.1.
+	if c.Measured != 1.1 || c.Limit != 1.2 || !c.Pass {
+		t.Errorf("check %+v: want node 1.1 against nutcracker 1.2, passing", c)
+	}
+	if !strings.Contains(c.Text, "round by round 1.10x (0.50 to 1.25, 3 rounds)") {
+		t.Errorf("text %q lacks the rounds' ratios", c.Text)
+	}
+	if latencyCheck(nil) != nil || latencyCheck(&latencyResult{}) != nil {
+		t.Error("a check without runs")
 	}
 }
