@@ -45,12 +45,13 @@ func transfer(trap uintptr, fd int, p []byte) (int, error) {
 }
 
 // EpollPoll returns the events ready on the epoll set epfd now, without
-// waiting for any.
+// waiting for any: epoll_pwait with no signal mask, which is epoll_wait on
+// every Linux architecture (arm64 has no epoll_wait of its own).
 func EpollPoll(epfd int, events []unix.EpollEvent) (int, error) {
 	if len(events) == 0 {
 		return 0, nil
 	}
-	n, _, e := unix.RawSyscall6(unix.SYS_EPOLL_WAIT, uintptr(epfd), uintptr(unsafe.Pointer(&events[0])), uintptr(len(events)), 0, 0, 0)
+	n, _, e := unix.RawSyscall6(unix.SYS_EPOLL_PWAIT, uintptr(epfd), uintptr(unsafe.Pointer(&events[0])), uintptr(len(events)), 0, 0, 0)
 	if e != 0 {
 		return 0, e
 	}
