@@ -315,12 +315,8 @@ func (l *Link) dial() {
 	var raw *rawio.Conn
 	if err == nil {
 		var src io.Reader = conn
-		if tc, ok := conn.(*net.TCPConn); ok {
-			tc.SetNoDelay(true)
-			if rc, rerr := tc.SyscallConn(); rerr == nil {
-				raw = rawio.NewConn(rc)
-				src = raw
-			}
+		if raw = rawio.Of(conn); raw != nil {
+			src = raw
 		}
 		rd = resp.NewReader(src, resp.DefaultLimits)
 		if l.handshake != nil {

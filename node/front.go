@@ -194,11 +194,8 @@ type requestHandler func(cmd resp.Command, s *slot, sess *session, b *batch)
 // the whole node has too many requests in flight does a request get -BUSY.
 func (n *Node) serveConn(c net.Conn, maxInflight int, sess *session, handle requestHandler) {
 	var rw io.ReadWriter = c
-	if tc, ok := c.(*net.TCPConn); ok {
-		tc.SetNoDelay(true)
-		if rc, err := tc.SyscallConn(); err == nil {
-			rw = rawio.NewConn(rc) // its calls wake no monitor thread (package rawio)
-		}
+	if raw := rawio.Of(c); raw != nil {
+		rw = raw // its calls wake no monitor thread (package rawio)
 	}
 	replies := make(chan *slot, maxInflight+64)
 	writerDone := make(chan struct{})

@@ -18,6 +18,7 @@ package rawio
 
 import (
 	"io"
+	"net"
 	"syscall"
 	"unsafe"
 
@@ -105,14 +106,33 @@ type Conn struct {
 	tryWriteFn func(fd uintptr) bool
 }
 
+// Of returns a Conn for c when c is a socket Go's poller watches (a
+// *net.TCPConn, say), and nil when it is not (TLS, or a wrapper): the
+// caller then reads and writes c itself.
+func Of(c net.Conn) *Conn {
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return nil
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return nil
+	}
+	return NewConn(rc)
+}
+
 // NewConn serves rc, the raw connection of a socket Go's poller watches
 // (a *net.TCPConn's SyscallConn, say).
 func NewConn(rc syscall.RawConn) *Conn {
 	c := &Conn{rc: rc}
 	// Made once: a closure per call would be an allocation per call.
 	c.readFn = func(fd uintptr) bool {
-		c.rn, c.rerr = Read(int(fd), c.rbuf)
-		return c.rerr != unix.EAGAIN
+		for {
+			c.rn, c.rerr = Read(int(fd), c.rbuf)
+			if c.rerr != unix.EINTR {
+				return c.rerr != unix.EAGAIN
+			}
+		}
 	}
 	c.writeFn = func(fd uintptr) bool {
 		for c.wn < len(c.wbuf) {
@@ -142,23 +162,18 @@ func (c *Conn) Read(p []byte) (int, error) {
 		return 0, nil
 	}
 	c.rbuf = p
-	for {
-		err := c.rc.Read(c.readFn)
-		n, rerr := c.rn, c.rerr
-		c.rbuf, c.rerr = nil, nil
-		switch {
-		case err != nil:
-			return 0, err
-		case rerr == unix.EINTR:
-			c.rbuf = p
-			continue
-		case rerr != nil:
-			return 0, rerr
-		case n == 0:
-			return 0, io.EOF
-		}
-		return n, nil
+	err := c.rc.Read(c.readFn)
+	n, rerr := c.rn, c.rerr
+	c.rbuf, c.rerr = nil, nil
+	switch {
+	case err != nil:
+		return 0, err
+	case rerr != nil:
+		return 0, rerr
+	case n == 0:
+		return 0, io.EOF
 	}
+	return n, nil
 }
 
 // Write writes all of p, waiting while the socket takes no more.

@@ -127,11 +127,20 @@ func tcpPair(t *testing.T) (*net.TCPConn, *net.TCPConn) {
 
 func newConn(t *testing.T, c *net.TCPConn) *Conn {
 	t.Helper()
-	rc, err := c.SyscallConn()
-	if err != nil {
-		t.Fatal(err)
+	rc := Of(c)
+	if rc == nil {
+		t.Fatal("Of gave no Conn for a TCP connection")
 	}
-	return NewConn(rc)
+	return rc
+}
+
+// Of serves only a socket it can reach: not one behind a wrapper, whose
+// reads and writes are the wrapper's (TLS, say).
+func TestOfWrapped(t *testing.T) {
+	c, _ := tcpPair(t)
+	if Of(struct{ net.Conn }{c}) != nil {
+		t.Error("Of gave a Conn for a wrapped connection")
+	}
 }
 
 // Write waits while the socket is full and delivers everything in order;
