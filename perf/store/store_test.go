@@ -363,3 +363,31 @@ func TestLatencyCheck(t *testing.T) {
 		t.Error("a check without runs")
 	}
 }
+
+// TestCPUTime reads a busy child's CPU clock: it grows while the child
+// spins, and stays within a clock tick of what /proc/PID/stat counts.
+// No pid reaches 1<<22, the kernel's largest pid_max.
+func TestCPUTime(t *testing.T) {
+	child := exec.Command("sh", "-c", "while :; do :; done")
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { child.Process.Kill(); child.Wait() }()
+	time.Sleep(200 * time.Millisecond)
+	first, err := cpuTime(child.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	second, _ := cpuTime(child.Process.Pid)
+	user, sys, _ := cpuTimes(child.Process.Pid)
+	if second <= first {
+		t.Errorf("the child's CPU clock read %v, then %v", first, second)
+	}
+	if d := second - (user + sys); d < -20*time.Millisecond || d > 20*time.Millisecond {
+		t.Errorf("CPU clock %v, /proc/PID/stat %v", second, user+sys)
+	}
+	if _, err := cpuTime(1 << 22); err == nil {
+		t.Error("the CPU clock of a process that does not exist read without error")
+	}
+}
