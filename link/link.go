@@ -52,6 +52,8 @@ type Link struct {
 
 	unreachable bool                            // the last dial failed or a request timed out, and no dial succeeded since
 	watch       func(reachable bool, err error) // Watch's function, nil without one
+	poller      Poller                          // PollWith's, nil without one
+	stopPoll    func()                          // ends the poller's reads of conn; nil when a goroutine reads it
 
 	stats *linkStats
 }
@@ -133,6 +135,27 @@ func (l *Link) reachableLocked(reachable bool, err error) (notify func()) {
 	}
 	watch := l.watch
 	return func() { watch(reachable, err) }
+}
+
+// A Poller reads links on an event loop: a goroutine that waits for many
+// sockets at once. A link read there costs no goroutine of its own, and no
+// hand-off between goroutines per burst of replies: the loop that sent the
+// requests reads their replies and runs their callbacks.
+type Poller interface {
+	// Poll has readable run on the poller's goroutine each time the
+	// socket conn reaches (through its Control) has bytes to read, until
+	// stop is called.
+	Poll(conn *rawio.Conn, readable func()) (stop func(), err error)
+}
+
+// PollWith has p read the link's plain TCP connections from the next one
+// on; connections over TLS, which crypto/tls reads, keep a goroutine.
+// Callbacks then run on p's goroutine, and must not wait for a reply on a
+// link p reads. Call PollWith before the link's first request.
+func (l *Link) PollWith(p Poller) {
+	l.mu.Lock()
+	l.poller = p
+	l.mu.Unlock()
 }
 
 // Send queues req; done gets the reply frame or an error. The request is not
@@ -369,6 +392,13 @@ func (l *Link) startLocked(conn net.Conn, raw *rawio.Conn, rd *resp.Reader) {
 	l.raw = raw
 	l.conn = conn // requests queued while dialling stay in out, for this connection
 	l.stats.record(func(s *linkStats) { s.connects++ })
+	if l.poller != nil && raw != nil && rd.Buffered() == 0 {
+		r := &polledReader{l: l, conn: conn, raw: raw, scan: resp.FrameScanner{Limits: resp.DefaultLimits}}
+		if stop, err := l.poller.Poll(raw, r.readable); err == nil {
+			l.stopPoll = stop
+			return
+		}
+	}
 	go l.readLoop(conn, rd)
 }
 
@@ -391,36 +421,87 @@ func (l *Link) readLoop(conn net.Conn, rd *resp.Reader) {
 		if len(raw) > 0 && cap(arena) > len(arena) && &raw[0] == &arena[:len(arena)+1][len(arena)] {
 			arena = arena[:len(arena)+len(raw)] // carved from the arena
 		}
-		raw = raw[:len(raw):len(raw)] // an append by its owner must not reach the next reply
-		l.mu.Lock()
-		if l.conn != conn { // this connection was already failed and replaced
-			l.mu.Unlock()
+		if !l.deliver(conn, raw[:len(raw):len(raw)], err) { // an append by its owner must not reach the next reply
 			return
 		}
-		if err != nil {
-			l.stats.record(func(s *linkStats) { s.drops++ })
-			notify := l.failLocked(fmt.Errorf("%s %s: %w: %v", l.name, l.addr, ErrDown, err))
-			l.mu.Unlock()
-			notify()
-			return
-		}
-		if len(l.pending) == 0 {
-			notify := l.failLocked(fmt.Errorf("%s: reply without a request", l.name))
-			l.mu.Unlock()
-			notify()
-			return
-		}
-		if l.pending[0].skip > 0 {
-			l.pending[0].skip--
-			l.mu.Unlock()
-			continue
-		}
-		c := l.pending[0]
-		l.pending[0] = call{} // its callback goes with it
-		l.pending = l.pending[1:]
-		l.mu.Unlock()
-		c.done(raw, nil)
 	}
+}
+
+// A polledReader reads one connection's replies on the link's poller, when
+// the poller finds bytes on the socket: one read each time, into an arena
+// the replies are cut from where they lie.
+type polledReader struct {
+	l     *Link
+	conn  net.Conn
+	raw   *rawio.Conn
+	arena []byte // what was read; the bytes from at on are a reply not yet whole
+	at    int
+	scan  resp.FrameScanner // where the reply at at ends
+}
+
+func (r *polledReader) readable() {
+	if cap(r.arena)-len(r.arena) < arenaMinFree {
+		// A new arena, where the reply not yet whole moves: the replies
+		// given out keep the old one.
+		partial := r.arena[r.at:]
+		r.arena = append(make([]byte, 0, max(arenaSize, 2*len(partial))), partial...)
+		r.at = 0
+	}
+	k, err := r.raw.TryRead(r.arena[len(r.arena):cap(r.arena)])
+	if err != nil {
+		r.l.deliver(r.conn, nil, err)
+		return
+	}
+	r.arena = r.arena[:len(r.arena)+k]
+	for r.at < len(r.arena) {
+		n, err := r.scan.Scan(r.arena[r.at:])
+		if err != nil || n == 0 {
+			if err != nil {
+				r.l.deliver(r.conn, nil, err)
+			}
+			return
+		}
+		raw := r.arena[r.at : r.at+n : r.at+n]
+		r.at += n
+		if !r.l.deliver(r.conn, raw, nil) {
+			return
+		}
+	}
+}
+
+// deliver hands raw, the next reply read on conn, to its request, or fails
+// the link with err, the read's error. It reports false when conn is no
+// longer the link's, and its reader ends.
+func (l *Link) deliver(conn net.Conn, raw []byte, err error) bool {
+	l.mu.Lock()
+	if l.conn != conn { // this connection was already failed and replaced
+		l.mu.Unlock()
+		return false
+	}
+	if err != nil {
+		l.stats.record(func(s *linkStats) { s.drops++ })
+		notify := l.failLocked(fmt.Errorf("%s %s: %w: %v", l.name, l.addr, ErrDown, err))
+		l.mu.Unlock()
+		notify()
+		return false
+	}
+	if len(l.pending) == 0 {
+		notify := l.failLocked(fmt.Errorf("%s: reply without a request", l.name))
+		l.mu.Unlock()
+		notify()
+		return false
+	}
+	if l.pending[0].skip > 0 {
+		l.pending[0].skip--
+		l.mu.Unlock()
+		return true
+	}
+	c := l.pending[0]
+	l.pending[0] = call{} // its callback goes with it
+	l.pending = l.pending[1:]
+	l.mu.Unlock()
+	c.done(raw, nil)
+	return true
 }
 
 // failLocked closes the connection and detaches every request in flight:
@@ -428,6 +509,10 @@ func (l *Link) readLoop(conn net.Conn, rd *resp.Reader) {
 // runs the returned function after unlocking, because a failed request's
 // callback may fail over to another link.
 func (l *Link) failLocked(err error) (notify func()) {
+	if l.stopPoll != nil {
+		l.stopPoll()
+		l.stopPoll = nil
+	}
 	if l.conn != nil {
 		l.conn.Close()
 		l.conn = nil

@@ -19,9 +19,8 @@ func (n *Node) serveClient(c net.Conn) {
 	n.stats.connsAccepted.Add(1)
 	sess := &session{readLevel: -1, writeLevel: -1, closed: make(chan struct{})}
 	sess.remote, _, _ = net.SplitHostPort(c.RemoteAddr().String())
-	if tc, plain := c.(*net.TCPConn); plain && n.loops != nil {
-		l := n.loops[n.nextLoop.Add(1)%uint32(len(n.loops))]
-		if err := l.serve(tc, sess); err != nil {
+	if tc, plain := c.(*net.TCPConn); plain {
+		if err := n.nextLoopFor().serve(tc, sess); err != nil {
 			n.log.Debug("client connection", "err", err)
 		}
 		return // the loop counts the connection out when it closes

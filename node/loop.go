@@ -18,10 +18,13 @@ import (
 // poller reads until EAGAIN) and a hand-off between goroutines per reply;
 // at pipeline 1 that was a third more CPU per request than twemproxy's.
 //
-// Replies are written by whoever completes the last reply of a read's
-// requests (the reader of a link to redis-server or a peer, mostly), with
-// one writev, so a pipeline's replies leave together. A socket that takes
-// less waits for EPOLLOUT, and the loop writes the rest.
+// The loop also reads the node's links to its redis-server and its peers
+// (link.Poller), when they are plain TCP: the replies to the requests it
+// sent come back to it, and their callbacks run on it, with no goroutine
+// woken per burst of replies. Replies are written by whoever completes the
+// last reply of a read's requests (the loop, mostly), with one writev, so a
+// pipeline's replies leave together. A socket that takes less waits for
+// EPOLLOUT, and the loop writes the rest.
 //
 // The loop never blocks for a connection. A request that has to wait (its
 // connection has troop_max_inflight_per_conn requests in flight, or an
@@ -57,6 +60,7 @@ type frontLoop struct {
 
 	mu     sync.Mutex
 	conns  map[uint64]*loopConn
+	links  map[uint64]func() // links the loop reads (Poll), by id, as conns
 	lastID uint64
 	closed bool
 }
@@ -76,7 +80,7 @@ func newFrontLoop(n *Node) (*frontLoop, error) {
 		f.Close()
 		return nil, err
 	}
-	l := &frontLoop{n: n, file: f, poll: rc, events: make([]unix.EpollEvent, 256), conns: map[uint64]*loopConn{}}
+	l := &frontLoop{n: n, file: f, poll: rc, events: make([]unix.EpollEvent, 256), conns: map[uint64]*loopConn{}, links: map[uint64]func(){}}
 	l.b = &batch{loop: l}
 	// Made once, as poll.Read's argument: a closure per wait would cost
 	// three allocations per wait.
@@ -159,6 +163,36 @@ func (l *frontLoop) serve(c *net.TCPConn, sess *session) error {
 	return nil
 }
 
+// Poll reads a link on the loop (link.Poller): readable runs on the loop
+// each time conn's socket has bytes to read, level-triggered, until stop.
+func (l *frontLoop) Poll(conn *rawio.Conn, readable func()) (stop func(), err error) {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil, net.ErrClosed
+	}
+	l.lastID++
+	id := l.lastID
+	l.links[id] = readable
+	l.mu.Unlock()
+	ev := &unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLRDHUP, Fd: int32(uint32(id)), Pad: int32(uint32(id >> 32))}
+	if cerr := conn.Control(func(fd uintptr) { err = l.ctl(unix.EPOLL_CTL_ADD, int(fd), ev) }); cerr != nil {
+		err = cerr
+	}
+	stop = func() {
+		l.mu.Lock()
+		delete(l.links, id)
+		l.mu.Unlock()
+		// A socket closed already left the set as it closed.
+		conn.Control(func(fd uintptr) { l.ctl(unix.EPOLL_CTL_DEL, int(fd), nil) })
+	}
+	if err != nil {
+		stop()
+		return nil, os.NewSyscallError("epoll_ctl", err)
+	}
+	return stop, nil
+}
+
 // run is the loop: it handles the events of a wait, then waits again. It
 // returns when the loop closes, or when its goroutine had to wait for a
 // request and handed the loop to a new one (batch.beforeWait).
@@ -167,9 +201,14 @@ func (l *frontLoop) run() {
 		for len(l.ready) > 0 {
 			ev := l.ready[0]
 			l.ready = l.ready[1:]
+			id := uint64(uint32(ev.Fd)) | uint64(uint32(ev.Pad))<<32
 			l.mu.Lock()
-			c := l.conns[uint64(uint32(ev.Fd))|uint64(uint32(ev.Pad))<<32]
+			c, readable := l.conns[id], l.links[id]
 			l.mu.Unlock()
+			if readable != nil {
+				readable()
+				continue
+			}
 			if c == nil {
 				continue // closed since
 			}

@@ -112,7 +112,7 @@ type Node struct {
 	mu        sync.Mutex
 	listeners []net.Listener
 	conns     map[net.Conn]struct{}
-	loops     []*frontLoop // serve plain TCP clients; nil with troop_tls_client
+	loops     []*frontLoop // serve plain TCP clients, and read the links of the request path
 	nextLoop  atomic.Uint32
 	admin     *http.Server
 	closed    bool
@@ -164,20 +164,31 @@ func New(cfg *topology.Config, log *slog.Logger) (*Node, error) {
 	// One line when the redis-server becomes unreachable and one when it is
 	// back, whichever of the node's connections to it finds out.
 	n.datastore = newReachability(log.With("redis", cfg.Servers[0].Addr), "datastore unreachable", "datastore reachable")
+	for range clientLoops(cfg.ClientLoops) {
+		l, err := newFrontLoop(n)
+		if err != nil {
+			n.closeLoops()
+			return nil, fmt.Errorf("event loop: %w", err)
+		}
+		n.loops = append(n.loops, l)
+	}
 	conns := max(cfg.DatastoreConnections, 1)
 	for i := 0; i < conns; i++ {
 		l := link.New("redis", cfg.Servers[0].Addr, cfg.Timeout, n.storeHandshake(true))
 		l.Watch(func(reachable bool, err error) { n.datastore.set(reachable, err) })
+		l.PollWith(n.nextLoopFor())
 		n.store = append(n.store, l)
 	}
 	n.repair = newRepairer(n)
 	n.changes = reconfig.New((*changeNode)(n), reconfig.Config{Dir: n.dataDir, Datacenter: cfg.Datacenter, Timeout: cfg.Timeout, Log: log})
 	if err := n.openHints(); err != nil {
 		n.closeLinks()
+		n.closeLoops()
 		return nil, err
 	}
 	if err := n.buildTopology(); err != nil {
 		n.closeLinks()
+		n.closeLoops()
 		return nil, err
 	}
 	return n, nil
@@ -262,21 +273,6 @@ func (n *Node) Serve(ctx context.Context) error {
 	if n.cfg.TLSAdmin {
 		adminLn = tls.NewListener(adminLn, n.tls.serverConfig(tls.VerifyClientCertIfGiven))
 	}
-	if !n.cfg.TLSClient {
-		for range clientLoops(n.cfg.ClientLoops) {
-			l, err := newFrontLoop(n)
-			if err != nil {
-				for _, l := range n.loops {
-					l.close()
-				}
-				front.Close()
-				peers.Close()
-				adminLn.Close()
-				return fmt.Errorf("client event loop: %w", err)
-			}
-			n.loops = append(n.loops, l)
-		}
-	}
 	n.mu.Lock()
 	n.listeners = []net.Listener{front, peers, adminLn}
 	n.admin = &http.Server{Handler: n.adminHandler(), ReadHeaderTimeout: 5 * time.Second}
@@ -353,9 +349,7 @@ func (n *Node) shutdown() {
 		c.Close()
 	}
 	n.mu.Unlock()
-	for _, l := range n.loops {
-		l.close()
-	}
+	n.closeLoops()
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	n.admin.Shutdown(shutdownCtx)
 	cancel()
@@ -372,6 +366,17 @@ func (n *Node) shutdown() {
 		}
 	}
 	n.log.Info("node stopped", "name", n.cfg.Name)
+}
+
+// nextLoopFor picks the event loop a new connection or link goes to.
+func (n *Node) nextLoopFor() *frontLoop {
+	return n.loops[n.nextLoop.Add(1)%uint32(len(n.loops))]
+}
+
+func (n *Node) closeLoops() {
+	for _, l := range n.loops {
+		l.close()
+	}
 }
 
 func (n *Node) closeLinks() {

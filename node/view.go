@@ -146,6 +146,7 @@ func (n *Node) memberFor(addr, dc, rack string) (*member, error) {
 	}
 	m := &member{dc: dc, rack: rack, peerAddr: addr}
 	m.link = n.peerLink("peer", m, n.cfg.Timeout)
+	m.link.PollWith(n.nextLoopFor())
 	n.initHealth(m, time.Now())
 	if err := n.openHint(m); err != nil {
 		m.link.Close()

@@ -99,6 +99,7 @@ type Conn struct {
 	rn         int
 	rerr       error
 	readFn     func(fd uintptr) bool
+	tryReadFn  func(fd uintptr) bool
 	wbuf       []byte
 	wn         int
 	werr       error
@@ -133,6 +134,10 @@ func NewConn(rc syscall.RawConn) *Conn {
 				return c.rerr != unix.EAGAIN
 			}
 		}
+	}
+	c.tryReadFn = func(fd uintptr) bool {
+		c.readFn(fd)
+		return true
 	}
 	c.writeFn = func(fd uintptr) bool {
 		for c.wn < len(c.wbuf) {
@@ -175,6 +180,33 @@ func (c *Conn) Read(p []byte) (int, error) {
 	}
 	return n, nil
 }
+
+// TryRead reads what the socket has now, and never waits: 0 and no error
+// when it has nothing, io.EOF once the peer closed it.
+func (c *Conn) TryRead(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	c.rbuf = p
+	err := c.rc.Read(c.tryReadFn)
+	n, rerr := c.rn, c.rerr
+	c.rbuf, c.rerr = nil, nil
+	switch {
+	case err != nil:
+		return 0, err
+	case rerr == unix.EAGAIN:
+		return 0, nil
+	case rerr != nil:
+		return 0, rerr
+	case n == 0:
+		return 0, io.EOF
+	}
+	return n, nil
+}
+
+// Control runs f with the socket's descriptor, which stays open meanwhile
+// (syscall.RawConn's Control).
+func (c *Conn) Control(f func(fd uintptr)) error { return c.rc.Control(f) }
 
 // Write writes all of p, waiting while the socket takes no more.
 func (c *Conn) Write(p []byte) (int, error) {

@@ -210,3 +210,39 @@ func TestConnDeadlineAndClose(t *testing.T) {
 		t.Fatal("a read went on after its socket was closed")
 	}
 }
+
+// TryRead never waits: nothing to read is 0 and no error; then it reads what
+// came, then io.EOF once the peer closed, and an error once the socket is
+// closed here.
+func TestTryRead(t *testing.T) {
+	c, s := tcpPair(t)
+	r := newConn(t, s)
+	buf := make([]byte, 16)
+	if n, err := r.TryRead(buf); n != 0 || err != nil {
+		t.Fatalf("TryRead of an empty socket: %d, %v", n, err)
+	}
+	c.Write([]byte("troop"))
+	var got []byte
+	for deadline := time.Now().Add(2 * time.Second); len(got) < 5 && time.Now().Before(deadline); {
+		n, err := r.TryRead(buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, buf[:n]...)
+	}
+	if string(got) != "troop" {
+		t.Fatalf("TryRead read %q", got)
+	}
+	c.Close()
+	var err error
+	for deadline := time.Now().Add(2 * time.Second); err == nil && time.Now().Before(deadline); {
+		_, err = r.TryRead(buf)
+	}
+	if err != io.EOF {
+		t.Fatalf("TryRead after the peer closed: %v", err)
+	}
+	s.Close()
+	if _, err := r.TryRead(buf); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("TryRead of a closed socket: %v", err)
+	}
+}
