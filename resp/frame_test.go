@@ -28,7 +28,7 @@ func TestFrameScanner(t *testing.T) {
 		{"*2\r\n$1\r\na\r\n:1\r\n", 15, false},
 		{"*2\r\n$1\r\na\r\n", 0, false},
 		{"*-1\r\n", 5, false},
-		{"*5\r\n", 0, true}, // past MaxElems
+		{"*5\r\n", 0, true},                   // past MaxElems
 		{"*1\r\n*1\r\n*1\r\n:1\r\n", 0, true}, // past MaxDepth
 		{"%1\r\n+a\r\n_\r\n", 11, false},
 		{"|1\r\n+a\r\n+b\r\n#t\r\n", 16, false}, // the attribute and the frame it annotates
