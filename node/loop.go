@@ -11,8 +11,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The event loop serves plain TCP client connections, the way twemproxy
-// does: one goroutine waits on an epoll set, reads each ready connection
+// The event loop serves plain TCP connections, of clients and of peers,
+// the way twemproxy does: one goroutine waits on an epoll set, reads each ready connection
 // once, and runs the requests it read. Go's own way, a goroutine per
 // connection, costs a read that finds nothing after every request (its
 // poller reads until EAGAIN) and a hand-off between goroutines per reply;
@@ -33,7 +33,8 @@ import (
 // with that connection alone until it has run what it read.
 //
 // TLS connections, whose records Go's crypto/tls reads, are served by a
-// goroutine each (serveConn).
+// goroutine pair each (serveConn), as are the plain peer connections of a
+// node with certificates, whose first byte was read to tell them from TLS.
 
 // outHighWater is how many bytes of replies a connection may have waiting
 // for its client to read them before the node stops reading its requests.
@@ -125,9 +126,10 @@ func (l *frontLoop) ctl(op, fd int, ev *unix.EpollEvent) error {
 	return err
 }
 
-// serve takes c over from Go's poller and serves it on the loop, which
-// counts it out of the node's connections when it closes.
-func (l *frontLoop) serve(c *net.TCPConn, sess *session) error {
+// serve takes c over from Go's poller and serves it on the loop: handle
+// runs its requests, at most maxInflight at once, and closed runs once
+// when it closes (nil for nothing).
+func (l *frontLoop) serve(c *net.TCPConn, sess *session, handle requestHandler, maxInflight int, closed func()) error {
 	c.SetNoDelay(true)
 	rc, err := c.SyscallConn()
 	fd := -1
@@ -144,12 +146,14 @@ func (l *frontLoop) serve(c *net.TCPConn, sess *session) error {
 	}
 	if err != nil {
 		l.mu.Unlock()
-		l.n.stats.connections.Add(-1)
+		if closed != nil {
+			closed()
+		}
 		close(sess.closed)
 		return err
 	}
 	l.lastID++
-	lc := &loopConn{loop: l, id: l.lastID, fd: fd, sess: sess, limit: newConnLimit(l.n.cfg.MaxInflightPerConn)}
+	lc := &loopConn{loop: l, id: l.lastID, fd: fd, sess: sess, handle: handle, onClose: closed, limit: newConnLimit(maxInflight)}
 	l.conns[lc.id] = lc
 	l.mu.Unlock()
 	lc.mu.Lock()
@@ -265,15 +269,17 @@ func (l *frontLoop) readable(c *loopConn) bool {
 	return c.run(b)
 }
 
-// A loopConn is a client connection served by a loop.
+// A loopConn is a client's or a peer's connection served by a loop.
 type loopConn struct {
-	loop  *frontLoop
-	id    uint64
-	fd    int
-	sess  *session
-	limit *connLimit
-	in    requestBuffer // the loop's, or the goroutine's that runs c's requests
-	vec   rawio.Vec     // writeLocked's, under mu
+	loop    *frontLoop
+	id      uint64
+	fd      int
+	sess    *session
+	handle  requestHandler
+	onClose func() // nil for nothing
+	limit   *connLimit
+	in      requestBuffer // the loop's, or the goroutine's that runs c's requests
+	vec     rawio.Vec     // writeLocked's, under mu
 
 	mu        sync.Mutex
 	owed      fifo[*slot]  // replies not yet written, in request order
@@ -315,7 +321,7 @@ func (c *loopConn) run(b *batch) (onLoop bool) {
 		c.limit.acquire(b)
 		s := newSlot()
 		c.owe(s)
-		n.start(cmd, s, c.limit, c.sess, n.handleClient, b)
+		n.start(cmd, s, c.limit, c.sess, c.handle, b)
 		ended = c.sess.quit
 	}
 	if ended {
@@ -493,7 +499,9 @@ func (c *loopConn) maybeCloseLocked() {
 	l.mu.Unlock()
 	l.ctl(unix.EPOLL_CTL_DEL, c.fd, nil)
 	unix.Close(c.fd)
-	l.n.stats.connections.Add(-1)
+	if c.onClose != nil {
+		c.onClose()
+	}
 }
 
 // handOff makes a new goroutine the loop's, with the events still to

@@ -71,9 +71,9 @@ func (n *Node) peerHandshake(m *member) func(net.Conn, *resp.Reader) error {
 // servePeer serves one connection from a peer node; secure says whether it
 // came over TLS.
 func (n *Node) servePeer(c net.Conn, secure bool) {
-	sess := &session{readLevel: -1, writeLevel: -1}
+	sess := &session{readLevel: -1, writeLevel: -1, closed: make(chan struct{})}
 	greeted := false
-	n.serveConn(c, n.cfg.MaxInflight, sess, func(cmd resp.Command, s *slot, sess *session, b *batch) {
+	handle := func(cmd resp.Command, s *slot, sess *session, b *batch) {
 		args := cmd.Args
 		op := strings.ToUpper(string(args[0]))
 		if !greeted {
@@ -116,7 +116,14 @@ func (n *Node) servePeer(c net.Conn, secure bool) {
 			}
 		}
 		n.handlePeer(tr, op, args, s, b)
-	})
+	}
+	if tc, plain := c.(*net.TCPConn); plain {
+		if err := n.nextLoopFor().serve(tc, sess, handle, n.cfg.MaxInflight, nil); err != nil {
+			n.log.Debug("peer connection", "err", err)
+		}
+		return
+	}
+	n.serveConn(c, n.cfg.MaxInflight, sess, handle)
 }
 
 // handlePeer serves one peer request; tr is non-nil when it came with FIT.
