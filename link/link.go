@@ -146,6 +146,11 @@ type Poller interface {
 	// socket conn reaches (through its Control) has bytes to read, until
 	// stop is called.
 	Poll(conn *rawio.Conn, readable func()) (stop func(), err error)
+	// FlushAfterPass has l flushed on the poller's goroutine before it
+	// waits again, and reports true, when it is handling events now: its
+	// callbacks' requests then leave together, with no flusher woken. It
+	// reports false when the poller is waiting.
+	FlushAfterPass(l *Link) bool
 }
 
 // PollWith has p read the link's plain TCP connections from the next one
@@ -268,12 +273,15 @@ func (l *Link) flush(noWait bool) {
 }
 
 // FlushSoon has the link's own flusher goroutine flush it, instead of the
-// caller. A callback that runs on another link's reader goroutine queues
+// caller (or its poller, at the end of the pass it is in: PollWith). A callback that runs on another link's reader goroutine queues
 // requests with Send and calls FlushSoon: the reader goes on with its next
 // replies meanwhile, and the requests the callbacks of a whole burst of
 // replies queued leave in one write, where flushing each at once would cost
 // a write apiece.
 func (l *Link) FlushSoon() {
+	if l.poller != nil && l.poller.FlushAfterPass(l) {
+		return
+	}
 	select {
 	case l.kick <- struct{}{}:
 	default: // a flush is due already, and takes these requests along

@@ -55,6 +55,8 @@ func newTestPoller(t *testing.T) *testPoller {
 	return p
 }
 
+func (p *testPoller) FlushAfterPass(*Link) bool { return false }
+
 func (p *testPoller) Poll(conn *rawio.Conn, readable func()) (func(), error) {
 	p.mu.Lock()
 	p.last++

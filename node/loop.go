@@ -3,11 +3,13 @@ package node
 import (
 	"net"
 	"os"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/troop-lab/troop/internal/rawio"
+	"github.com/troop-lab/troop/link"
 	"golang.org/x/sys/unix"
 )
 
@@ -64,6 +66,11 @@ type frontLoop struct {
 	links  map[uint64]func() // links the loop reads (Poll), by id, as conns
 	lastID uint64
 	closed bool
+	// Between a wait and the next, the loop is in a pass, and the links
+	// in flushes are flushed at its end (FlushAfterPass).
+	inPass       bool
+	flushes      []*link.Link
+	flushesSpare []*link.Link // the loop's, outside mu
 }
 
 func newFrontLoop(n *Node) (*frontLoop, error) {
@@ -227,13 +234,48 @@ func (l *frontLoop) run() {
 				return
 			}
 		}
-		l.b.flush()
+		l.endPass()
 		err := l.poll.Read(l.pollReady)
 		if err != nil || l.pollErr != nil {
 			return // closed
 		}
 		l.ready = l.events[:l.polled]
+		l.mu.Lock()
+		l.inPass = true
+		l.mu.Unlock()
 	}
+}
+
+// endPass flushes the links the loop's requests and callbacks queued
+// requests on, before the loop waits again.
+func (l *frontLoop) endPass() {
+	l.b.flush()
+	l.mu.Lock()
+	l.inPass = false
+	links := l.flushes
+	l.flushes = l.flushesSpare[:0]
+	l.mu.Unlock()
+	for i, lk := range links {
+		lk.FlushNoWait()
+		links[i] = nil
+	}
+	l.flushesSpare = links[:0]
+}
+
+// FlushAfterPass has the loop flush lk before it waits again, when it is
+// handling events now (link.Poller): the callbacks of a burst of replies
+// then queue requests that leave with one write per link, with no flusher
+// woken.
+func (l *frontLoop) FlushAfterPass(lk *link.Link) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.inPass {
+		return false
+	}
+	if !slices.Contains(l.flushes, lk) {
+		l.flushes = append(l.flushes, lk)
+	}
+	return true
 }
 
 // readable reads what c's client sent, once, and runs the requests in it.
