@@ -299,10 +299,11 @@ func (l *Link) flusher() {
 	}
 }
 
-// do sends one request and flushes it.
+// Do sends one request, to be written soon (FlushSoon): it never waits
+// for the socket, so that a callback on an event loop may call it.
 func (l *Link) Do(req []byte, done func(raw []byte, err error)) {
 	l.Send(req, done)
-	l.Flush()
+	l.FlushSoon()
 }
 
 // up reports whether the link is usable or may be retried now.
