@@ -162,33 +162,20 @@ func NewConn(rc syscall.RawConn) *Conn {
 
 // Read reads what the socket has, waiting for something if it has nothing;
 // io.EOF once the peer closed it.
-func (c *Conn) Read(p []byte) (int, error) {
-	if len(p) == 0 {
-		return 0, nil
-	}
-	c.rbuf = p
-	err := c.rc.Read(c.readFn)
-	n, rerr := c.rn, c.rerr
-	c.rbuf, c.rerr = nil, nil
-	switch {
-	case err != nil:
-		return 0, err
-	case rerr != nil:
-		return 0, rerr
-	case n == 0:
-		return 0, io.EOF
-	}
-	return n, nil
-}
+func (c *Conn) Read(p []byte) (int, error) { return c.read(p, c.readFn) }
 
 // TryRead reads what the socket has now, and never waits: 0 and no error
 // when it has nothing, io.EOF once the peer closed it.
-func (c *Conn) TryRead(p []byte) (int, error) {
+func (c *Conn) TryRead(p []byte) (int, error) { return c.read(p, c.tryReadFn) }
+
+// read reads into p with fn, readFn or tryReadFn. EAGAIN, which only
+// tryReadFn leaves, is nothing read.
+func (c *Conn) read(p []byte, fn func(fd uintptr) bool) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
 	c.rbuf = p
-	err := c.rc.Read(c.tryReadFn)
+	err := c.rc.Read(fn)
 	n, rerr := c.rn, c.rerr
 	c.rbuf, c.rerr = nil, nil
 	switch {
