@@ -41,6 +41,7 @@ test:
 fuzz:
 	scripts/fuzz ./resp FuzzParseCommand $(FUZZTIME)
 	scripts/fuzz ./resp FuzzReadRaw $(FUZZTIME)
+	scripts/fuzz ./resp FuzzFrameScanner $(FUZZTIME)
 	scripts/fuzz ./node FuzzParseTxRequest $(FUZZTIME)
 	scripts/fuzz ./topology FuzzParse $(FUZZTIME)
 	scripts/fuzz ./chaos FuzzParseConfig $(FUZZTIME)

@@ -3,6 +3,7 @@ package link
 import (
 	"bytes"
 	"fmt"
+	"net"
 	"sync"
 	"testing"
 	"time"
@@ -137,5 +138,78 @@ func TestLinkPolled(t *testing.T) {
 	defer p.mu.Unlock()
 	if p.polling < 2 || len(p.ready) != 1 {
 		t.Errorf("%d connections handed to the poller, %d read now; want 2 or more, and 1", p.polling, len(p.ready))
+	}
+}
+
+// A server whose replies arrive a few bytes at a time, each write its own
+// segment: the poller reads partial replies again and again, and the link
+// still hands out each whole reply once, in order. The replies are of every
+// kind a scanner must walk: nested aggregates, RESP3 maps and attributes,
+// nulls and bulk strings.
+func TestLinkPolledTrickle(t *testing.T) {
+	replies := []string{
+		"+OK\r\n",
+		"$5\r\nhello\r\n",
+		"*3\r\n:1\r\n*2\r\n$1\r\na\r\n$-1\r\n_\r\n",
+		"%1\r\n+key\r\n|1\r\n+ttl\r\n:3\r\n#t\r\n",
+		"-ERR wrong\r\n",
+		"$" + fmt.Sprint(70<<10) + "\r\n" + string(bytes.Repeat([]byte("v"), 70<<10)) + "\r\n",
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		c.(*net.TCPConn).SetNoDelay(true)
+		rd := resp.NewReader(c, resp.DefaultLimits)
+		for i := 0; ; i++ {
+			if _, err := rd.ReadRaw(nil); err != nil {
+				return
+			}
+			out := []byte(replies[i%len(replies)])
+			piece := 1 + i%3
+			if len(out) > 4096 {
+				piece = 4000 // a large reply in pieces, not byte by byte
+			}
+			for len(out) > 0 {
+				k := min(len(out), piece, 1+len(out)%5+piece/2)
+				if _, err := c.Write(out[:k]); err != nil {
+					return
+				}
+				out = out[k:]
+				time.Sleep(50 * time.Microsecond)
+			}
+		}
+	}()
+	p := newTestPoller(t)
+	l := New("peer", ln.Addr().String(), 10*time.Second, nil)
+	l.PollWith(p)
+	defer l.Close()
+	const n = 3 * 6
+	ch := make(chan result, n)
+	for range n {
+		l.Send(resp.AppendCommandStrings(nil, "PING"), collect(ch))
+	}
+	l.Flush()
+	for i := range n {
+		select {
+		case res := <-ch:
+			if res.err != nil || string(res.raw) != replies[i%len(replies)] {
+				t.Fatalf("reply %d: %.60q, %v; want %.60q", i, res.raw, res.err, replies[i%len(replies)])
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("reply %d never came", i)
+		}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.polling != 1 {
+		t.Errorf("%d connections handed to the poller, want 1", p.polling)
 	}
 }
