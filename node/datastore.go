@@ -186,15 +186,16 @@ func (n *Node) writeLocal(b *batch, tr *trace, version []byte, cmd *command, key
 		b.add(l)
 		return
 	}
+	grace := n.cfg.TombstoneGrace.Milliseconds()
 	if effect == keepsExpiry {
-		n.toStore(b, tr, l, appendWrite(nil, version, keys, "report", n.cfg.TombstoneGrace.Milliseconds(), args), reportedWrite(t, done))
+		n.toStoreAppend(b, tr, l, func(dst []byte) []byte { return appendWrite(dst, version, keys, "report", grace, args) }, reportedWrite(t, done))
 		return
 	}
 	lwwArg := ""
 	if lww {
 		lwwArg = "lww"
 	}
-	req := appendWrite(nil, version, keys, lwwArg, n.cfg.TombstoneGrace.Milliseconds(), args)
+	req := func(dst []byte) []byte { return appendWrite(dst, version, keys, lwwArg, grace, args) }
 	if !lww {
 		if nilIsArray(cmd, args) { // Lua turned redis-server's null array into false, a null bulk
 			inner := done
@@ -205,11 +206,11 @@ func (n *Node) writeLocal(b *batch, tr *trace, version []byte, cmd *command, key
 				inner(raw, err)
 			}
 		}
-		n.toStore(b, tr, l, req, done)
+		n.toStoreAppend(b, tr, l, req, done)
 		return
 	}
 	stale := cmd.staleReplyFor()
-	n.toStore(b, tr, l, req, func(raw []byte, err error) {
+	n.toStoreAppend(b, tr, l, req, func(raw []byte, err error) {
 		if err == nil && string(raw) == "+STALE\r\n" {
 			raw = []byte(stale)
 		} else if effect == clearsExpiry && err == nil && string(raw) == "+OK\r\n" {

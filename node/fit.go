@@ -192,14 +192,20 @@ func (n *Node) toStore(b *batch, tr *trace, l *link.Link, req []byte, done func(
 	n.inject(b, tr, n.redisPoint(), l, req, done)
 }
 
-// toStoreCommand is toStore of the command args. Untraced, the command is
-// encoded straight into l's buffer, not into a request of its own first.
-func (n *Node) toStoreCommand(b *batch, tr *trace, l *link.Link, args [][]byte, done func([]byte, error)) {
+// toStoreAppend is toStore of the request appendReq encodes. Untraced, it
+// is encoded straight into l's buffer, not into a request of its own first:
+// a write's value is copied once.
+func (n *Node) toStoreAppend(b *batch, tr *trace, l *link.Link, appendReq func(dst []byte) []byte, done func([]byte, error)) {
 	if tr == nil {
-		b.sendAppend(l, func(dst []byte) []byte { return resp.AppendCommand(dst, args...) }, done)
+		b.sendAppend(l, appendReq, done)
 		return
 	}
-	n.inject(b, tr, n.redisPoint(), l, resp.AppendCommand(nil, args...), done)
+	n.inject(b, tr, n.redisPoint(), l, appendReq(nil), done)
+}
+
+// toStoreCommand is toStoreAppend of the command args.
+func (n *Node) toStoreCommand(b *batch, tr *trace, l *link.Link, args [][]byte, done func([]byte, error)) {
+	n.toStoreAppend(b, tr, l, func(dst []byte) []byte { return resp.AppendCommand(dst, args...) }, done)
 }
 
 // toPeer sends a request of a client request to peer m through the point
