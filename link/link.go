@@ -272,12 +272,13 @@ func (l *Link) flush(noWait bool) {
 	l.mu.Unlock()
 }
 
-// FlushSoon has the link's own flusher goroutine flush it, instead of the
-// caller (or its poller, at the end of the pass it is in: PollWith). A callback that runs on another link's reader goroutine queues
-// requests with Send and calls FlushSoon: the reader goes on with its next
-// replies meanwhile, and the requests the callbacks of a whole burst of
-// replies queued leave in one write, where flushing each at once would cost
-// a write apiece.
+// FlushSoon has the link flushed by its poller before the poller waits
+// again, when the poller is handling events now (PollWith), or else by the
+// link's own flusher goroutine: not by the caller. A callback that runs on
+// a link's reader queues requests with Send and calls FlushSoon: the reader
+// goes on with its next replies meanwhile, and the requests the callbacks
+// of a whole burst of replies queued leave in one write, where flushing
+// each at once would cost a write apiece.
 func (l *Link) FlushSoon() {
 	if l.poller != nil && l.poller.FlushAfterPass(l) {
 		return

@@ -14,11 +14,12 @@ import (
 )
 
 // The event loop serves plain TCP connections, of clients and of peers,
-// the way twemproxy does: one goroutine waits on an epoll set, reads each ready connection
-// once, and runs the requests it read. Go's own way, a goroutine per
-// connection, costs a read that finds nothing after every request (its
-// poller reads until EAGAIN) and a hand-off between goroutines per reply;
-// at pipeline 1 that was a third more CPU per request than twemproxy's.
+// the way twemproxy does: one goroutine waits on an epoll set, reads each
+// ready connection once, and runs the requests it read. Go's own way, a
+// goroutine per connection, costs a read that finds nothing after every
+// request (its poller reads until EAGAIN) and a hand-off between
+// goroutines per reply; at pipeline 1 that was a third more CPU per
+// request than twemproxy's.
 //
 // The loop also reads the node's links to its redis-server and its peers
 // (link.Poller), when they are plain TCP: the replies to the requests it
