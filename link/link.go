@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/troop-lab/troop/internal/fifo"
 	"github.com/troop-lab/troop/internal/rawio"
 	"github.com/troop-lab/troop/resp"
 )
@@ -36,13 +37,13 @@ type Link struct {
 
 	mu        sync.Mutex
 	conn      net.Conn
-	raw       *rawio.Conn // conn's socket, read and written around the scheduler (rawio); nil over TLS
-	out       []byte      // requests queued and not yet written
-	spare     []byte      // the other buffer, swapped with out by the writer
-	writing   bool        // a caller is writing out; others just append
-	dialing   bool        // a connection is being made; requests queue meanwhile
-	pending   []call      // oldest first; values, not pointers: one allocation fewer per request
-	ticks     uint64      // the watchdog's ticks so far: the clock deadlines are counted in
+	raw       *rawio.Conn      // conn's socket, read and written around the scheduler (rawio); nil over TLS
+	out       []byte           // requests queued and not yet written
+	spare     []byte           // the other buffer, swapped with out by the writer
+	writing   bool             // a caller is writing out; others just append
+	dialing   bool             // a connection is being made; requests queue meanwhile
+	pending   fifo.Queue[call] // oldest first; values, not pointers: one allocation fewer per request
+	ticks     uint64           // the watchdog's ticks so far: the clock deadlines are counted in
 	downUntil time.Time
 	backoff   time.Duration // grows while dials keep failing
 	lastErr   error         // why the link went down, without the link's name
@@ -190,7 +191,7 @@ func (l *Link) TrySendAppend(n int, appendReq func(dst []byte) []byte, done func
 	if err := l.connectLocked(); err != nil {
 		return err
 	}
-	l.pending = append(l.pending, call{dueTick: l.dueTickLocked(), done: done, skip: n - 1})
+	l.pending.Push(call{dueTick: l.dueTickLocked(), done: done, skip: n - 1})
 	l.out = appendReq(l.out)
 	return nil
 }
@@ -495,20 +496,19 @@ func (l *Link) deliver(conn net.Conn, raw []byte, err error) bool {
 		notify()
 		return false
 	}
-	if len(l.pending) == 0 {
+	if l.pending.Len() == 0 {
 		notify := l.failLocked(fmt.Errorf("%s: reply without a request", l.name))
 		l.mu.Unlock()
 		notify()
 		return false
 	}
-	if l.pending[0].skip > 0 {
-		l.pending[0].skip--
+	if first := &l.pending.All()[0]; first.skip > 0 {
+		first.skip--
 		l.mu.Unlock()
 		return true
 	}
-	c := l.pending[0]
-	l.pending[0] = call{} // its callback goes with it
-	l.pending = l.pending[1:]
+	c := l.pending.All()[0]
+	l.pending.Drop(1) // its callback goes with it
 	l.mu.Unlock()
 	c.done(raw, nil)
 	return true
@@ -529,9 +529,9 @@ func (l *Link) failLocked(err error) (notify func()) {
 	}
 	l.out = l.out[:0] // its requests fail below; none may reach a new connection
 	pending := l.pending
-	l.pending = nil
+	l.pending = fifo.Queue[call]{}
 	return func() {
-		for _, c := range pending {
+		for _, c := range pending.All() {
 			c.done(nil, err)
 		}
 	}
@@ -559,7 +559,7 @@ func (l *Link) watchdog() {
 		}
 		l.ticks++
 		notify, changed := func() {}, func() {}
-		if len(l.pending) > 0 && l.ticks >= l.pending[0].dueTick {
+		if l.pending.Len() > 0 && l.ticks >= l.pending.All()[0].dueTick {
 			l.stats.record(func(s *linkStats) { s.timeouts++ })
 			notify = l.failLocked(&TimeoutError{link: l.name, addr: l.addr, after: l.timeout})
 			// Do not dial again at once: the server is there but not answering.

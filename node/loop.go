@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/troop-lab/troop/internal/fifo"
 	"github.com/troop-lab/troop/internal/rawio"
 	"github.com/troop-lab/troop/link"
 	"golang.org/x/sys/unix"
@@ -325,8 +326,8 @@ type loopConn struct {
 	vec     rawio.Vec     // writeLocked's, under mu
 
 	mu        sync.Mutex
-	owed      fifo[*slot]  // replies not yet written, in request order
-	out       fifo[[]byte] // replies ready to write, in order
+	owed      fifo.Queue[*slot]  // replies not yet written, in request order
+	out       fifo.Queue[[]byte] // replies ready to write, in order
 	outBytes  int
 	outBurst  uint32 // the read the last reply in out answers
 	burst     uint32 // counts reads: a read's replies are written together
@@ -393,7 +394,7 @@ func (c *loopConn) owe(s *slot) {
 	s.owner = c
 	c.mu.Lock()
 	s.burst = c.burst
-	c.owed.push(s)
+	c.owed.Push(s)
 	c.mu.Unlock()
 }
 
@@ -409,13 +410,13 @@ func (c *loopConn) completed(s *slot, reply []byte) {
 // collectLocked moves the replies ready at the head of c.owed to c.out, and
 // writes them once the replies of a read are all there.
 func (c *loopConn) collectLocked() {
-	owed := c.owed.all()
+	owed := c.owed.All()
 	ready := 0
 	for ready < len(owed) && owed[ready].ready {
 		s := owed[ready]
 		ready++
 		if !c.failed {
-			c.out.push(s.reply)
+			c.out.Push(s.reply)
 			c.outBytes += len(s.reply)
 			c.outBurst = s.burst
 		}
@@ -424,8 +425,8 @@ func (c *loopConn) collectLocked() {
 		}
 		slotPool.Put(s)
 	}
-	c.owed.drop(ready)
-	if c.out.len() > 0 && !c.running && !c.waitOut && (c.owed.len() == 0 || c.owed.all()[0].burst != c.outBurst || c.outBytes >= replyBufSize) {
+	c.owed.Drop(ready)
+	if c.out.Len() > 0 && !c.running && !c.waitOut && (c.owed.Len() == 0 || c.owed.All()[0].burst != c.outBurst || c.outBytes >= replyBufSize) {
 		c.writeLocked()
 	}
 	c.maybeCloseLocked()
@@ -434,8 +435,8 @@ func (c *loopConn) collectLocked() {
 // writeLocked writes c.out with as few writev calls as the socket takes;
 // what it does not take waits for EPOLLOUT.
 func (c *loopConn) writeLocked() {
-	for c.out.len() > 0 && !c.failed {
-		out := c.out.all()
+	for c.out.Len() > 0 && !c.failed {
+		out := c.out.All()
 		iov := out[:min(len(out), maxIovecs)]
 		k, err := c.vec.Writev(c.fd, iov)
 		if err == unix.EINTR {
@@ -457,14 +458,14 @@ func (c *loopConn) writeLocked() {
 		if k > 0 {
 			out[written] = out[written][k:]
 		}
-		c.out.drop(written)
-		if err == unix.EAGAIN || (c.out.len() > 0 && len(iov) < maxIovecs) {
+		c.out.Drop(written)
+		if err == unix.EAGAIN || (c.out.Len() > 0 && len(iov) < maxIovecs) {
 			c.waitOut = true
 			break
 		}
 	}
-	if c.failed || c.out.len() == 0 {
-		c.out.reset()
+	if c.failed || c.out.Len() == 0 {
+		c.out.Reset()
 		c.outBytes, c.waitOut = 0, false
 	}
 	c.rearmLocked()
@@ -497,7 +498,7 @@ func (c *loopConn) endInputLocked() {
 		close(c.sess.closed) // a blocked command stops waiting
 	}
 	if c.failed {
-		c.out.reset()
+		c.out.Reset()
 		c.outBytes, c.waitOut = 0, false
 	}
 	c.rearmLocked()
@@ -532,7 +533,7 @@ func (c *loopConn) rearmLocked() {
 
 // maybeCloseLocked closes c once nothing is left to do for it.
 func (c *loopConn) maybeCloseLocked() {
-	if c.closed || !c.inputDone || c.offLoop || c.running || c.owed.len() > 0 || c.out.len() > 0 {
+	if c.closed || !c.inputDone || c.offLoop || c.running || c.owed.Len() > 0 || c.out.Len() > 0 {
 		return
 	}
 	c.closed = true
