@@ -20,7 +20,7 @@ func (n *Node) serveClient(c net.Conn) {
 	sess := &session{readLevel: -1, writeLevel: -1, closed: make(chan struct{})}
 	sess.remote, _, _ = net.SplitHostPort(c.RemoteAddr().String())
 	if tc, plain := c.(*net.TCPConn); plain {
-		if err := n.nextLoopFor().serve(tc, sess, n.handleClient, n.cfg.MaxInflightPerConn, func() { n.stats.connections.Add(-1) }); err != nil {
+		if err := n.pickLoop().serve(tc, sess, n.handleClient, n.cfg.MaxInflightPerConn, func() { n.stats.connections.Add(-1) }); err != nil {
 			n.log.Debug("client connection", "err", err)
 		}
 		return // the loop counts the connection out when it closes

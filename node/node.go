@@ -176,7 +176,7 @@ func New(cfg *topology.Config, log *slog.Logger) (*Node, error) {
 	for i := 0; i < conns; i++ {
 		l := link.New("redis", cfg.Servers[0].Addr, cfg.Timeout, n.storeHandshake(true))
 		l.Watch(func(reachable bool, err error) { n.datastore.set(reachable, err) })
-		l.PollWith(n.nextLoopFor())
+		l.PollWith(n.pickLoop())
 		n.store = append(n.store, l)
 	}
 	n.repair = newRepairer(n)
@@ -301,8 +301,8 @@ func (n *Node) Serve(ctx context.Context) error {
 	return nil
 }
 
-// clientLoops is how many event loops serve clients: as configured, or one
-// per four cores. One loop on two cores cost less CPU per request than
+// clientLoops is how many event loops the node runs (for its clients,
+// its peers and its links): as configured, or one per four cores. One loop on two cores cost less CPU per request than
 // two, as more connections are ready at each wait.
 func clientLoops(configured int) int {
 	if configured > 0 {
@@ -368,8 +368,8 @@ func (n *Node) shutdown() {
 	n.log.Info("node stopped", "name", n.cfg.Name)
 }
 
-// nextLoopFor picks the event loop a new connection or link goes to.
-func (n *Node) nextLoopFor() *frontLoop {
+// pickLoop picks, in turn, the event loop a new connection or link goes to.
+func (n *Node) pickLoop() *frontLoop {
 	return n.loops[n.nextLoop.Add(1)%uint32(len(n.loops))]
 }
 

@@ -118,7 +118,7 @@ func (n *Node) servePeer(c net.Conn, secure bool) {
 		n.handlePeer(tr, op, args, s, b)
 	}
 	if tc, plain := c.(*net.TCPConn); plain {
-		if err := n.nextLoopFor().serve(tc, sess, handle, n.cfg.MaxInflight, nil); err != nil {
+		if err := n.pickLoop().serve(tc, sess, handle, n.cfg.MaxInflight, nil); err != nil {
 			n.log.Debug("peer connection", "err", err)
 		}
 		return

@@ -146,7 +146,7 @@ func (n *Node) memberFor(addr, dc, rack string) (*member, error) {
 	}
 	m := &member{dc: dc, rack: rack, peerAddr: addr}
 	m.link = n.peerLink("peer", m, n.cfg.Timeout)
-	m.link.PollWith(n.nextLoopFor())
+	m.link.PollWith(n.pickLoop())
 	n.initHealth(m, time.Now())
 	if err := n.openHint(m); err != nil {
 		m.link.Close()
