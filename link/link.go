@@ -466,11 +466,12 @@ func (r *polledReader) readable() {
 	r.arena = r.arena[:len(r.arena)+k]
 	for r.at < len(r.arena) {
 		n, err := r.scan.Scan(r.arena[r.at:])
-		if err != nil || n == 0 {
-			if err != nil {
-				r.l.deliver(r.conn, nil, err)
-			}
+		if err != nil {
+			r.l.deliver(r.conn, nil, err)
 			return
+		}
+		if n == 0 {
+			return // the rest of the reply is still to come
 		}
 		raw := r.arena[r.at : r.at+n : r.at+n]
 		r.at += n

@@ -2,8 +2,10 @@ package link
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -211,5 +213,49 @@ func TestLinkPolledTrickle(t *testing.T) {
 	defer p.mu.Unlock()
 	if p.polling != 1 {
 		t.Errorf("%d connections handed to the poller, want 1", p.polling)
+	}
+}
+
+// A polled link whose server answers with bytes that are no RESP frame
+// fails the requests in flight with the protocol error, and is not read
+// again: a bad server costs its link, never the poller.
+func TestLinkPolledMalformedReply(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		resp.NewReader(c, resp.DefaultLimits).ReadRaw(nil)
+		c.Write([]byte("?what\r\n"))
+		time.Sleep(time.Second) // the link, not the server, ends the connection
+	}()
+	p := newTestPoller(t)
+	l := New("peer", ln.Addr().String(), 10*time.Second, nil)
+	l.PollWith(p)
+	defer l.Close()
+	ch := make(chan result, 2)
+	l.Send(resp.AppendCommandStrings(nil, "PING"), collect(ch))
+	l.Send(resp.AppendCommandStrings(nil, "PING"), collect(ch))
+	l.Flush()
+	for i := range 2 {
+		select {
+		case res := <-ch:
+			if !errors.Is(res.err, ErrDown) || !strings.Contains(res.err.Error(), "unknown frame type") {
+				t.Fatalf("request %d: %q, %v; want the link down for the protocol error", i, res.raw, res.err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("request %d never failed", i)
+		}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.ready) != 0 {
+		t.Errorf("the poller still reads %d connections", len(p.ready))
 	}
 }

@@ -350,8 +350,9 @@ func (b *batch) sendAppend(l *link.Link, appendReq func(dst []byte) []byte, done
 }
 
 // add marks l, which has requests queued, for the batch's flush. Without a
-// batch (a callback on a link's reader goroutine, say), l's flusher writes
-// them out, together with whatever else is queued on l by then.
+// batch (a callback that a link's reply ran, say), FlushSoon has them
+// written out by l's event loop at the end of its pass, or by l's flusher,
+// together with whatever else is queued on l by then.
 func (b *batch) add(l *link.Link) {
 	if b == nil {
 		l.FlushSoon()

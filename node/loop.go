@@ -188,7 +188,7 @@ func (l *frontLoop) Poll(conn *rawio.Conn, readable func()) (stop func(), err er
 	id := l.lastID
 	l.links[id] = readable
 	l.mu.Unlock()
-	ev := &unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLRDHUP, Fd: int32(uint32(id)), Pad: int32(uint32(id >> 32))}
+	ev := epollEvent(id, unix.EPOLLIN|unix.EPOLLRDHUP)
 	if cerr := conn.Control(func(fd uintptr) { err = l.ctl(unix.EPOLL_CTL_ADD, int(fd), ev) }); cerr != nil {
 		err = cerr
 	}
@@ -214,16 +214,19 @@ func (l *frontLoop) run() {
 		for len(l.ready) > 0 {
 			ev := l.ready[0]
 			l.ready = l.ready[1:]
-			id := uint64(uint32(ev.Fd)) | uint64(uint32(ev.Pad))<<32
+			id := epollID(ev)
 			l.mu.Lock()
-			c, readable := l.conns[id], l.links[id]
-			l.mu.Unlock()
-			if readable != nil {
-				readable()
-				continue
-			}
+			c := l.conns[id]
+			var readable func()
 			if c == nil {
-				continue // closed since
+				readable = l.links[id]
+			}
+			l.mu.Unlock()
+			if c == nil {
+				if readable != nil {
+					readable()
+				}
+				continue // or closed since
 			}
 			switch {
 			case ev.Events&(unix.EPOLLERR|unix.EPOLLHUP) != 0:
@@ -257,10 +260,10 @@ func (l *frontLoop) endPass() {
 	links := l.flushes
 	l.flushes = l.flushesSpare[:0]
 	l.mu.Unlock()
-	for i, lk := range links {
+	for _, lk := range links {
 		lk.FlushNoWait()
-		links[i] = nil
 	}
+	clear(links)
 	l.flushesSpare = links[:0]
 }
 
@@ -340,9 +343,16 @@ type loopConn struct {
 	events    uint32 // what the epoll set watches for c
 }
 
-func (c *loopConn) event(events uint32) *unix.EpollEvent {
-	return &unix.EpollEvent{Events: events, Fd: int32(uint32(c.id)), Pad: int32(uint32(c.id >> 32))}
+func (c *loopConn) event(events uint32) *unix.EpollEvent { return epollEvent(c.id, events) }
+
+// epollEvent is an epoll registration for events that carries id, a
+// connection's or a link's in the loop's maps, in its 64 bits of data
+// (epollID reads it back): never the descriptor, which may be reused.
+func epollEvent(id uint64, events uint32) *unix.EpollEvent {
+	return &unix.EpollEvent{Events: events, Fd: int32(uint32(id)), Pad: int32(uint32(id >> 32))}
 }
+
+func epollID(ev unix.EpollEvent) uint64 { return uint64(uint32(ev.Fd)) | uint64(uint32(ev.Pad))<<32 }
 
 // run runs the requests held in c.in, on the loop or, after a request had
 // to wait, on the goroutine that waited. It reports whether it is still

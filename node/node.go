@@ -301,9 +301,10 @@ func (n *Node) Serve(ctx context.Context) error {
 	return nil
 }
 
-// clientLoops is how many event loops the node runs (for its clients,
-// its peers and its links): as configured, or one per four cores. One loop on two cores cost less CPU per request than
-// two, as more connections are ready at each wait.
+// clientLoops is how many event loops the node runs (for its clients, its
+// peers and its links): as configured, or one per four cores. One loop on
+// two cores cost less CPU per request than two, as more connections are
+// ready at each wait.
 func clientLoops(configured int) int {
 	if configured > 0 {
 		return configured
