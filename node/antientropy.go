@@ -105,10 +105,11 @@ func doSync(l *link.Link, req []byte) ([]byte, error) {
 	return r.raw, r.err
 }
 
-// scanLocal scans this node's redis-server for the versioned keys of seg
-// and calls visit for each whose leaf (in a tree of depth) want accepts
-// (nil: all), with its version and value digest.
-func (n *Node) scanLocal(ctx context.Context, seg segment, depth int, want map[int]bool, visit func(key, version, digest []byte, leaf int)) error {
+// scanPages scans this node's redis-server for the versioned keys of seg,
+// a SCAN page at a time, and calls page with those whose leaf (in a tree
+// of depth) want accepts (nil: all). The keys share the page's reply: a
+// key kept beyond the call must be copied.
+func (n *Node) scanPages(ctx context.Context, seg segment, depth int, want map[int]bool, page func(keys [][]byte, leaves []int) error) error {
 	store, _ := n.aeLinks()
 	cursor := "0"
 	for {
@@ -134,18 +135,8 @@ func (n *Node) scanLocal(ctx context.Context, seg segment, depth int, want map[i
 			}
 		}
 		if len(keys) > 0 {
-			raw, err := doSync(store, resp.AppendCommand(nil, scriptArgs("EVALSHA", digestSHA, keys)...))
-			if err != nil {
+			if err := page(keys, leaves); err != nil {
 				return err
-			}
-			d, err := resp.Parse(raw)
-			if err != nil || d.IsError() || len(d.Elems) != 2*len(keys) {
-				return fmt.Errorf("digest: unexpected reply %.200s", raw)
-			}
-			for i, k := range keys {
-				if len(d.Elems[2*i].Str) > 0 { // the version may have expired since SCAN
-					visit(k, d.Elems[2*i].Str, d.Elems[2*i+1].Str, leaves[i])
-				}
 			}
 		}
 		cursor = string(v.Elems[0].Str)
@@ -153,6 +144,28 @@ func (n *Node) scanLocal(ctx context.Context, seg segment, depth int, want map[i
 			return nil
 		}
 	}
+}
+
+// scanLocal is scanPages calling visit for each key, with its version and
+// value digest (digestScript).
+func (n *Node) scanLocal(ctx context.Context, seg segment, depth int, want map[int]bool, visit func(key, version, digest []byte, leaf int)) error {
+	store, _ := n.aeLinks()
+	return n.scanPages(ctx, seg, depth, want, func(keys [][]byte, leaves []int) error {
+		raw, err := doSync(store, resp.AppendCommand(nil, scriptArgs("EVALSHA", digestSHA, keys)...))
+		if err != nil {
+			return err
+		}
+		d, err := resp.Parse(raw)
+		if err != nil || d.IsError() || len(d.Elems) != 2*len(keys) {
+			return fmt.Errorf("digest: unexpected reply %.200s", raw)
+		}
+		for i, k := range keys {
+			if len(d.Elems[2*i].Str) > 0 { // the version may have expired since SCAN
+				visit(k, d.Elems[2*i].Str, d.Elems[2*i+1].Str, leaves[i])
+			}
+		}
+		return nil
+	})
 }
 
 // buildTree builds this replica's tree of seg.

@@ -125,14 +125,19 @@ func (n *Node) mirror(keys [][]byte, targets []*member, done func(error)) {
 	}
 }
 
-// deleteIfScript deletes a key and its version when the version is still
-// the one given: cleanup never drops a write that arrived after its scan.
-const deleteIfScript = `
-if redis.call('GET', KEYS[2]) == ARGV[1] then
-  redis.call('DEL', KEYS[1], KEYS[2])
-  return 1
+// dropIfScript deletes each key of KEYS and its version when the version
+// is still ARGV's (the one scanned), and returns how many it deleted:
+// cleanup never drops a write that arrived after its scan.
+const dropIfScript = `
+local n = 0
+for i = 1, #KEYS do
+  local vkey = '` + VersionPrefix + `' .. KEYS[i]
+  if redis.call('GET', vkey) == ARGV[i] then
+    redis.call('DEL', KEYS[i], vkey)
+    n = n + 1
+  end
 end
-return 0
+return n
 `
 
 // streamRange copies every key of this node's redis-server whose token is
@@ -155,25 +160,28 @@ func (n *Node) streamRange(ctx context.Context, r membership.Range, addr string)
 		copied int64
 		wg     sync.WaitGroup
 	)
-	err := n.scanLocal(ctx, segment{lo: r.Lo, hi: r.Hi}, 0, nil, func(key, _, _ []byte, _ int) {
-		if limiter.wait(ctx) != nil {
-			return // the scan ends with the context's error
+	err := n.scanPages(ctx, segment{lo: r.Lo, hi: r.Hi}, 0, nil, func(keys [][]byte, _ []int) error {
+		for _, key := range keys {
+			if err := limiter.wait(ctx); err != nil {
+				return err
+			}
+			key = append([]byte(nil), key...)
+			slots <- struct{}{}
+			wg.Add(1)
+			n.repair.copyKeyAs("HANDOFF", key, n.self, []*member{to}, nil, func(_ int, err error) {
+				mu.Lock()
+				if err != nil && first == nil {
+					first = fmt.Errorf("copying %q: %v", printableArg(key), err)
+				}
+				if err == nil {
+					copied++
+				}
+				mu.Unlock()
+				<-slots
+				wg.Done()
+			})
 		}
-		key = append([]byte(nil), key...)
-		slots <- struct{}{}
-		wg.Add(1)
-		n.repair.copyKeyAs("HANDOFF", key, n.self, []*member{to}, nil, func(_ int, err error) {
-			mu.Lock()
-			if err != nil && first == nil {
-				first = fmt.Errorf("copying %q: %v", printableArg(key), err)
-			}
-			if err == nil {
-				copied++
-			}
-			mu.Unlock()
-			<-slots
-			wg.Done()
-		})
+		return nil
 	})
 	wg.Wait()
 	n.stats.handoffKeys.Add(copied)
@@ -185,8 +193,9 @@ func (n *Node) streamRange(ctx context.Context, r membership.Range, addr string)
 
 // cleanup drops the keys of this node's redis-server that it does not own
 // in its rack in the view it routes by (all of them on a removed node),
-// each only if its version is still the one scanned. It returns how many
-// it dropped.
+// each only if its version is still the one scanned: a SCAN page's
+// versions in one MGET, its drops in one script. It returns how many it
+// dropped.
 func (n *Node) cleanup(ctx context.Context) (int64, error) {
 	v := n.view()
 	if v.other != nil {
@@ -195,22 +204,44 @@ func (n *Node) cleanup(ctx context.Context) (int64, error) {
 	store, _ := n.aeLinks()
 	own := v.localRacks[0].ring // not this node's rack when !ownRack: it owns nothing
 	var dropped int64
-	var failed error
-	err := n.scanLocal(ctx, segment{}, 0, nil, func(key, version, _ []byte, _ int) {
-		if failed != nil || (v.ownRack && v.members[own.Owner(n.token(key))] == n.self) {
-			return
+	err := n.scanPages(ctx, segment{}, 0, nil, func(keys [][]byte, _ []int) error {
+		var drop [][]byte
+		for _, k := range keys {
+			if !v.ownRack || v.members[own.Owner(n.token(k))] != n.self {
+				drop = append(drop, k)
+			}
 		}
-		args := append(scriptArgs("EVAL", deleteIfScript, [][]byte{key, append([]byte(VersionPrefix), key...)}), version)
-		raw, err := doSync(store, resp.AppendCommand(nil, args...))
-		if err == nil && string(raw) == ":1\r\n" {
-			dropped++ // the version cache keeps its bound: an upper bound still
-		} else if err != nil {
-			failed = err
+		if len(drop) == 0 {
+			return nil
 		}
+		req := resp.AppendArrayHeader(nil, 1+len(drop))
+		req = resp.AppendBulkString(req, "MGET")
+		for _, k := range drop {
+			req = appendVersionKey(req, k)
+		}
+		raw, err := doSync(store, req)
+		if err != nil {
+			return err
+		}
+		vs, err := resp.Parse(raw)
+		if err != nil || vs.IsError() || len(vs.Elems) != len(drop) {
+			return fmt.Errorf("MGET of versions: unexpected reply %.200s", raw)
+		}
+		args := scriptArgs("EVAL", dropIfScript, drop)
+		for _, e := range vs.Elems {
+			args = append(args, e.Str) // "" for a version gone since SCAN: matches none
+		}
+		raw, err = doSync(store, resp.AppendCommand(nil, args...))
+		if err != nil {
+			return err
+		}
+		d, err := resp.Parse(raw)
+		if err != nil || d.IsError() {
+			return fmt.Errorf("dropping keys: unexpected reply %.200s", raw)
+		}
+		dropped += d.Int // the version cache keeps its bound: an upper bound still
+		return nil
 	})
-	if err == nil {
-		err = failed
-	}
 	return dropped, err
 }
 

@@ -703,3 +703,29 @@ func TestMembershipAddRackUnderLoad(t *testing.T) {
 		}
 	}
 }
+
+// Cleanup's drop script deletes a key and its version only while the
+// version is the one scanned: a key written since (a newer version), one
+// whose version is gone, and one never scanned are kept.
+func TestCleanupDropsOnlyScannedVersions(t *testing.T) {
+	c := dial(t, testredis.Start(t).Addr)
+	for _, k := range []string{"scanned", "rewritten", "unversioned"} {
+		c.must("SET", k, "value")
+	}
+	c.must("SET", VersionPrefix+"scanned", "0001")
+	c.must("SET", VersionPrefix+"rewritten", "0003") // scanned at 0002
+	c.must("SET", VersionPrefix+"unscanned", "0004")
+	got := c.must("EVAL", dropIfScript, "3", "scanned", "rewritten", "unversioned", "0001", "0002", "")
+	if got != "1" {
+		t.Errorf("the script dropped %s keys, want 1", got)
+	}
+	for k, want := range map[string]string{
+		"scanned": "(nil)", VersionPrefix + "scanned": "(nil)",
+		"rewritten": "value", VersionPrefix + "rewritten": "0003",
+		"unversioned": "value", VersionPrefix + "unscanned": "0004",
+	} {
+		if v := c.must("GET", k); v != want {
+			t.Errorf("GET %s = %s after the drop, want %s", k, v, want)
+		}
+	}
+}
