@@ -440,3 +440,36 @@ func TestValidate(t *testing.T) {
 		}
 	}
 }
+
+// The self-check names a task of an open loop whose tail is the wait for a
+// free worker (response far above service), and no other.
+func TestQueueCheck(t *testing.T) {
+	open := &phasePlan{groups: []group{{rate: 1000}}}
+	closed := &phasePlan{groups: []group{{}}}
+	row := func(task string, response, service float64) Row {
+		return Row{Task: task, Response: Latency{P99: response}, Service: Latency{P99: service}}
+	}
+	for _, tt := range []struct {
+		name string
+		ph   *phasePlan
+		rows []Row
+		want []string // tasks warned of
+	}{
+		{"a backlog of seconds", open, []Row{row("Get", 40, 25), row("Set", 1974, 29)}, []string{"Set"}},
+		{"within the server's own tail", open, []Row{row("Set", 35, 29)}, nil},
+		{"half again the server's tail", open, []Row{row("Set", 45, 30)}, nil},
+		{"twice a fast service, by less than the floor", open, []Row{row("Get", 1.2, 0.4)}, nil},
+		{"a closed loop has no queue of its own", closed, []Row{row("Set", 1974, 29)}, nil},
+	} {
+		got := queueCheck(tt.ph, tt.rows)
+		if len(got) != len(tt.want) {
+			t.Errorf("%s: %q, want warnings of %v", tt.name, got, tt.want)
+			continue
+		}
+		for i, task := range tt.want {
+			if !strings.HasPrefix(got[i], task+": response time p99 ") || !strings.Contains(got[i], "free worker") {
+				t.Errorf("%s: %q, want a warning of %s", tt.name, got[i], task)
+			}
+		}
+	}
+}

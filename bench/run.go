@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -120,6 +121,7 @@ func RunModel(ctx context.Context, cfg Config, target Target, out io.Writer, mod
 				t.rows = append(t.rows, len(res.Rows)-1)
 			}
 			res.Warnings = append(res.Warnings, r.rateCheck(ph, pr)...)
+			res.Warnings = append(res.Warnings, queueCheck(ph, res.Rows[len(res.Rows)-len(ph.Tasks):])...)
 		}
 	}
 	for _, k := range order {
@@ -596,6 +598,30 @@ func (r *runner) rateCheck(ph *phasePlan, pr phaseResult) []string {
 			warn = append(warn, fmt.Sprintf(
 				"%s: the generator issued %.0f ops/s of the %.0f requested: the response times include its own backlog; add workers or lower --rate",
 				ph.Name, got, want))
+		}
+	}
+	return warn
+}
+
+// queueWaitMs is the least wait for a free worker queueCheck reports: a
+// shorter one can be the generator's own scheduling on a busy machine.
+const queueWaitMs = 10
+
+// queueCheck is the open-loop self-check's other half: a task whose
+// response times run far above its service times waited for a free
+// worker, so its tail is the generator's own queue, whatever its issued
+// rate (a backlog that drained before the end keeps that rate).
+func queueCheck(ph *phasePlan, rows []Row) []string {
+	if !slices.ContainsFunc(ph.groups, func(g group) bool { return g.rate > 0 }) {
+		return nil
+	}
+	var warn []string
+	for _, row := range rows {
+		r, s := row.Response.P99, row.Service.P99
+		if r >= 2*s && r-s >= queueWaitMs {
+			warn = append(warn, fmt.Sprintf(
+				"%s: response time p99 %s ms against a service time p99 of %s ms: requests waited for a free worker, so the tail is troop bench's own queue; add workers (--workers, or --readers and --writers for mixed) to measure the server's",
+				row.Task, fmtMs(r), fmtMs(s)))
 		}
 	}
 	return warn
