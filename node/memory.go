@@ -178,15 +178,16 @@ const limitMargin = 16
 // half the budget; GOMEMLIMIT in the environment wins.
 //
 // And after a burst, one that made the runtime hold more than half the
-// budget, it hands the runtime's free memory back to the system once the
-// process is idle (it allocated less than idleAllocBytes in a second), and
-// again after 2, 4, 8 and 16 idle seconds, since what a burst leaves
+// budget (any steady load does, with GOGC=off), it
+// hands the runtime's free memory back to the system once the process has
+// been idle (allocating less than idleAllocBytes a second) for
+// firstRelease seconds, and again after 16, since what a burst leaves
 // behind becomes garbage over a while (its connections close one by one).
 // Without this the free pages stay until the runtime's background
-// scavenger gets to them, minutes later. Below half the budget it keeps
-// them: a node whose load pauses for a few seconds would otherwise fault
-// its heap back in when it resumes, which cost the next 5 s of load 1.3 to
-// 1.7 times the node CPU per request in a three-rack cluster at DC_ONE
+// scavenger gets to them, minutes later. A shorter pause keeps them: a
+// node whose load pauses for a few seconds would otherwise fault its heap
+// back in when it resumes, which cost the next 5 s of load 1.3 to 1.7
+// times the node CPU per request in a three-rack cluster at DC_ONE
 // (docs/performance.md#memory).
 //
 // It sets process-wide values, so the troop binary calls it, not New: a
@@ -194,7 +195,8 @@ const limitMargin = 16
 func ManageProcessMemory(ctx context.Context, budgetMB int, log *slog.Logger) {
 	const (
 		idleAllocBytes = 1 << 20
-		lastRelease    = 16 // idle seconds
+		firstRelease   = 8 // idle seconds
+		lastRelease    = 16
 	)
 	limited := os.Getenv("GOMEMLIMIT") == ""
 	budget := int64(budgetMB) << 20
@@ -213,7 +215,7 @@ func ManageProcessMemory(ctx context.Context, budgetMB int, log *slog.Logger) {
 	s := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
 	metrics.Read(s)
 	last := s[0].Value.Uint64()
-	idleFor, nextRelease := 0, 1
+	idleFor, nextRelease := 0, firstRelease
 	burst := false // the runtime held more than half the budget since the last releases
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
@@ -229,7 +231,7 @@ func ManageProcessMemory(ctx context.Context, budgetMB int, log *slog.Logger) {
 		metrics.Read(s)
 		now := s[0].Value.Uint64()
 		if now-last >= idleAllocBytes {
-			idleFor, nextRelease = 0, 1
+			idleFor, nextRelease = 0, firstRelease
 			burst = burst || runtimeHeld() > budget/2
 		} else if idleFor++; burst && idleFor == nextRelease {
 			debug.FreeOSMemory()
