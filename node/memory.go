@@ -178,11 +178,11 @@ const limitMargin = 16
 // half the budget; GOMEMLIMIT in the environment wins.
 //
 // And after a burst, one that made the runtime hold more than half the
-// budget (any steady load does, with GOGC=off), it
-// hands the runtime's free memory back to the system once the process has
-// been idle (allocating less than idleAllocBytes a second) for
-// firstRelease seconds, and again after 16, since what a burst leaves
-// behind becomes garbage over a while (its connections close one by one).
+// budget (any steady load does, with GOGC=off), it hands the runtime's free
+// memory back to the system once the process has been idle (allocating
+// less than idleAllocBytes a second) for firstRelease seconds, and again
+// after lastRelease, since what a burst leaves behind becomes garbage over
+// a while (its connections close one by one).
 // Without this the free pages stay until the runtime's background
 // scavenger gets to them, minutes later. A shorter pause keeps them: a
 // node whose load pauses for a few seconds would otherwise fault its heap

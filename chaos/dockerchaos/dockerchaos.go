@@ -306,7 +306,7 @@ func (t *Terminator) Begin(ctx context.Context, l chaos.Lease) (map[string]strin
 	}
 	switch l.Action.Kind {
 	case chaos.Pause:
-		if _, err := t.api.ContainerPause(ctx, c.ID, client.ContainerPauseOptions{}); err != nil {
+		if err := t.pause(ctx, c.ID); err != nil {
 			return nil, fmt.Errorf("docker backend: pause %s: %w", l.Instance.Name, err)
 		}
 		return nil, nil
@@ -320,6 +320,31 @@ func (t *Terminator) Begin(ctx context.Context, l chaos.Lease) (map[string]strin
 		return nil, t.burn(ctx, l, c)
 	}
 	return nil, fmt.Errorf("docker backend: %s is not leased", l.Action.Kind)
+}
+
+// pauseAttempts bounds pause's tries. The engine's runtime gives up
+// freezing a container whose processes do not all stop in time ("unable to
+// freeze", seen on a loaded host) and thaws it again, so a later try can
+// succeed.
+const pauseAttempts = 3
+
+// pause pauses a container, trying again while the runtime could not freeze
+// it.
+func (t *Terminator) pause(ctx context.Context, id string) error {
+	var err error
+	for try := 1; try <= pauseAttempts; try++ {
+		if _, err = t.api.ContainerPause(ctx, id, client.ContainerPauseOptions{}); err == nil || !strings.Contains(err.Error(), "unable to freeze") {
+			return err
+		}
+		if try < pauseAttempts {
+			select {
+			case <-ctx.Done():
+				return err
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	}
+	return err
 }
 
 // Revert undoes a lease; a fault already gone, or a container removed
