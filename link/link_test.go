@@ -35,6 +35,25 @@ func silentServer(t *testing.T) string {
 	return ln.Addr().String()
 }
 
+// oneConnServer accepts one connection, runs serve on it and closes it.
+func oneConnServer(t *testing.T, serve func(c net.Conn)) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		serve(c)
+	}()
+	return ln.Addr().String()
+}
+
 type result struct {
 	raw []byte
 	err error

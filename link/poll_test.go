@@ -157,17 +157,7 @@ func TestLinkPolledTrickle(t *testing.T) {
 		"-ERR wrong\r\n",
 		"$" + fmt.Sprint(70<<10) + "\r\n" + string(bytes.Repeat([]byte("v"), 70<<10)) + "\r\n",
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		defer c.Close()
+	addr := oneConnServer(t, func(c net.Conn) {
 		c.(*net.TCPConn).SetNoDelay(true)
 		rd := resp.NewReader(c, resp.DefaultLimits)
 		for i := 0; ; i++ {
@@ -188,9 +178,9 @@ func TestLinkPolledTrickle(t *testing.T) {
 				time.Sleep(50 * time.Microsecond)
 			}
 		}
-	}()
+	})
 	p := newTestPoller(t)
-	l := New("peer", ln.Addr().String(), 10*time.Second, nil)
+	l := New("peer", addr, 10*time.Second, nil)
 	l.PollWith(p)
 	defer l.Close()
 	const n = 3 * 6
@@ -220,23 +210,13 @@ func TestLinkPolledTrickle(t *testing.T) {
 // fails the requests in flight with the protocol error, and is not read
 // again: a bad server costs its link, never the poller.
 func TestLinkPolledMalformedReply(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		defer c.Close()
+	addr := oneConnServer(t, func(c net.Conn) {
 		resp.NewReader(c, resp.DefaultLimits).ReadRaw(nil)
 		c.Write([]byte("?what\r\n"))
 		time.Sleep(time.Second) // the link, not the server, ends the connection
-	}()
+	})
 	p := newTestPoller(t)
-	l := New("peer", ln.Addr().String(), 10*time.Second, nil)
+	l := New("peer", addr, 10*time.Second, nil)
 	l.PollWith(p)
 	defer l.Close()
 	ch := make(chan result, 2)
