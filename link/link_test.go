@@ -18,11 +18,7 @@ import (
 // silentServer accepts connections and never answers.
 func silentServer(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
+	ln := listen(t)
 	go func() {
 		for {
 			c, err := ln.Accept()
@@ -38,11 +34,7 @@ func silentServer(t *testing.T) string {
 // oneConnServer accepts one connection, runs serve on it and closes it.
 func oneConnServer(t *testing.T, serve func(c net.Conn)) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
+	ln := listen(t)
 	go func() {
 		c, err := ln.Accept()
 		if err != nil {
@@ -52,6 +44,17 @@ func oneConnServer(t *testing.T, serve func(c net.Conn)) string {
 		serve(c)
 	}()
 	return ln.Addr().String()
+}
+
+// listen listens on a free loopback port until the test ends.
+func listen(t *testing.T) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	return ln
 }
 
 type result struct {
