@@ -31,8 +31,9 @@ const (
 
 // Applies reports whether fault f can be injected as itself at a point of
 // protocol proto: a status at an HTTP call, a gRPC code at a gRPC call, a
-// reset at either; an error, a timeout or a delay anywhere. Elsewhere the
-// point fails as an error that names the fault.
+// reset at either, a hold at the store's points; an error, a timeout or a
+// delay anywhere. Elsewhere the point fails as an error that names the
+// fault.
 func Applies(f Fault, proto string) bool {
 	switch f.Kind {
 	case Status:
@@ -41,6 +42,8 @@ func Applies(f Fault, proto string) bool {
 		return proto == ProtoGRPC
 	case Reset:
 		return proto == ProtoHTTP || proto == ProtoGRPC
+	case Hold:
+		return proto != ProtoHTTP && proto != ProtoGRPC
 	}
 	return true
 }

@@ -28,6 +28,11 @@ const (
 	Status  Kind = "status"  // an HTTP call is answered with this status
 	Code    Kind = "code"    // a gRPC call ends with this status code
 	Reset   Kind = "reset"   // the call's connection is reset
+	// Hold keeps a call of the store's from leaving until the client that
+	// set the scope changes it or hangs up (at most a minute): a test
+	// orders its requests against a message it holds back, instead of
+	// hoping a slow network does.
+	Hold Kind = "hold"
 )
 
 // A Fault makes one injection point fail.
@@ -64,7 +69,7 @@ func ParseAction(action string) (Fault, error) {
 	var f Fault
 	kind, arg, hasArg := strings.Cut(action, ":")
 	switch Kind(kind) {
-	case Error, Timeout, Reset:
+	case Error, Timeout, Reset, Hold:
 		if hasArg {
 			return f, fmt.Errorf("%s takes no argument", kind)
 		}
@@ -87,7 +92,7 @@ func ParseAction(action string) (Fault, error) {
 		}
 		f.Kind, f.Code = Code, arg
 	default:
-		return f, fmt.Errorf("unknown action %q (want error, timeout, delay:DURATION, status:HTTP-STATUS, code:GRPC-CODE or reset)", kind)
+		return f, fmt.Errorf("unknown action %q (want error, timeout, delay:DURATION, status:HTTP-STATUS, code:GRPC-CODE, reset or hold)", kind)
 	}
 	return f, nil
 }

@@ -30,15 +30,15 @@ func TestParseScope(t *testing.T) {
 }
 
 func TestParseScopeKinds(t *testing.T) {
-	s, err := ParseScope("api->ratings=status:503,api->grpc=code:ResourceExhausted,api->x=reset")
+	s, err := ParseScope("api->ratings=status:503,api->grpc=code:ResourceExhausted,api->x=reset,n1->n2=hold")
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []Fault{{Point: "api->ratings", Kind: Status, Status: 503}, {Point: "api->grpc", Kind: Code, Code: "ResourceExhausted"}, {Point: "api->x", Kind: Reset}}
+	want := []Fault{{Point: "api->ratings", Kind: Status, Status: 503}, {Point: "api->grpc", Kind: Code, Code: "ResourceExhausted"}, {Point: "api->x", Kind: Reset}, {Point: "n1->n2", Kind: Hold}}
 	if !slices.Equal(s.Faults, want) {
 		t.Errorf("faults %+v, want %+v", s.Faults, want)
 	}
-	if got := s.String(); got != "api->grpc=code:ResourceExhausted,api->ratings=status:503,api->x=reset" {
+	if got := s.String(); got != "api->grpc=code:ResourceExhausted,api->ratings=status:503,api->x=reset,n1->n2=hold" {
 		t.Errorf("String: %s", got)
 	}
 }
@@ -54,6 +54,7 @@ func TestParseScopeErrors(t *testing.T) {
 		"a->b=code:OK":             "other than OK",
 		"a->b=code:unavailable":    "other than OK",
 		"a->b=reset:1":             "takes no argument",
+		"a->b=hold:1s":             "takes no argument",
 		"a/b=delay:-1s":            "positive duration",
 		"a/b=delay":                "positive duration",
 		"a/b=error:3":              "takes no argument",

@@ -41,7 +41,16 @@ type trace struct {
 
 	start, end  time.Time // the request's, for exported spans
 	traceparent string    // the W3C trace the request belongs to, if any
+
+	// The calls a hold fault keeps go when release or closed is closed:
+	// the connection's scope changed, or the connection did. Both are nil
+	// in a peer's trace, whose holds last maxHold.
+	release, closed <-chan struct{}
 }
+
+// maxHold bounds how long a hold keeps a call: the fault is undone even
+// if the client that set it never comes back.
+const maxHold = time.Minute
 
 // connFit is a client connection's failure injection state.
 type connFit struct {
@@ -52,6 +61,19 @@ type connFit struct {
 	// traceparent is the W3C trace of the connection's next traced
 	// requests (TROOP LINEAGE TRACEPARENT), for the exported spans.
 	traceparent string
+	// held is closed to let go of the calls the scope holds; nil until a
+	// scope with a hold is used.
+	held chan struct{}
+}
+
+// setScope replaces the connection's scope, letting go of every call the
+// old one held.
+func (cf *connFit) setScope(scope fit.Scope, has bool) {
+	if cf.held != nil {
+		close(cf.held)
+		cf.held = nil
+	}
+	cf.scope, cf.hasScope = scope, has
 }
 
 // traceFor starts the trace of a request of sess, nil when the connection
@@ -63,6 +85,12 @@ func (n *Node) traceFor(sess *session, command string, level consistency.Level) 
 		return nil
 	}
 	tr := &trace{scope: cf.scope, command: command, level: level, start: time.Now(), traceparent: cf.traceparent}
+	if slices.ContainsFunc(cf.scope.Faults, func(f fit.Fault) bool { return f.Kind == fit.Hold }) {
+		if cf.held == nil {
+			cf.held = make(chan struct{})
+		}
+		tr.release, tr.closed = cf.held, sess.closed
+	}
 	cf.last = tr
 	n.exportWhenFinished(tr)
 	return tr
@@ -237,7 +265,7 @@ const peerProtocolError = "-ERR troop peer protocol"
 
 // inject sends req on l as point, unless the trace's scope fails the point:
 // an error fails it at once, a timeout after the node's timeout, a delay
-// sends it late.
+// sends it late, a hold when the client lets go of it.
 func (n *Node) inject(b *batch, tr *trace, point string, l *link.Link, req []byte, done func([]byte, error)) {
 	f, ok := tr.reach(point)
 	if !ok {
@@ -249,6 +277,17 @@ func (n *Node) inject(b *batch, tr *trace, point string, l *link.Link, req []byt
 		time.AfterFunc(f.Delay, func() { l.Do(req, done) })
 	case fit.Timeout:
 		time.AfterFunc(n.cfg.Timeout, func() { done(nil, &fit.InjectedError{Point: point, Kind: fit.Timeout}) })
+	case fit.Hold:
+		go func() {
+			bound := time.NewTimer(maxHold)
+			defer bound.Stop()
+			select {
+			case <-tr.release:
+			case <-tr.closed:
+			case <-bound.C:
+			}
+			l.Do(req, done)
+		}()
 	default:
 		done(nil, &fit.InjectedError{Point: point, Kind: fit.Error})
 	}
@@ -306,7 +345,7 @@ func troopFit(args [][]byte, sess *session) []byte {
 		return resp.AppendError(nil, "ERR troop: usage: TROOP FIT [SCOPE|RESET], SCOPE as point=action,... (docs/store.md)")
 	case strings.EqualFold(string(args[2]), "RESET"):
 		if cf != nil {
-			cf.scope, cf.hasScope = fit.Scope{}, false
+			cf.setScope(fit.Scope{}, false)
 		}
 		return resp.AppendSimple(nil, "OK")
 	}
@@ -318,7 +357,7 @@ func troopFit(args [][]byte, sess *session) []byte {
 		cf = &connFit{}
 		sess.fit = cf
 	}
-	cf.scope, cf.hasScope = scope, true
+	cf.setScope(scope, true)
 	return resp.AppendSimple(nil, "OK")
 }
 

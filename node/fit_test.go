@@ -105,6 +105,52 @@ func TestTroopFitCommand(t *testing.T) {
 	}
 }
 
+// A hold keeps a call from leaving until the client changes its scope or
+// hangs up: a quorum write is acknowledged without the held replica, which
+// gets the write only then (and not as a hint: nothing failed). The held
+// call is to the third rack, which the write's version query does not ask
+// (it asks its own rack and the next).
+func TestFitHold(t *testing.T) {
+	tc := startCluster(t, clusterOpts{racks: 3})
+	held := func(key string) string {
+		if got := dial(t, tc.nodes[2].redis.Addr).must("GET", key); got != "(nil)" {
+			return fmt.Sprintf("%s's redis-server has %s = %q while its write is held", n3, key, got)
+		}
+		return ""
+	}
+	for _, let := range []string{"RESET", "another scope", "hang up"} {
+		t.Run(let, func(t *testing.T) {
+			c := tc.client(0, "DC_QUORUM")
+			key := "held:" + let
+			c.must("TROOP", "FIT", callP(n1, n3)+"=hold")
+			c.must("SET", key, "v")
+			if got := tc.client(1, "DC_QUORUM").must("GET", key); got != "v" {
+				t.Fatalf("a quorum read through %s = %q, want the write", n2, got)
+			}
+			if msg := held(key); msg != "" {
+				t.Fatal(msg)
+			}
+			switch let {
+			case "RESET":
+				c.must("TROOP", "FIT", "RESET")
+			case "another scope":
+				c.must("TROOP", "FIT", redisP(n2)+"=delay:1ms")
+			default:
+				c.c.Close()
+			}
+			eventually(t, 10*time.Second, func() string {
+				if held(key) == "" {
+					return fmt.Sprintf("%s never got the write after the hold was let go", n3)
+				}
+				return ""
+			})
+		})
+	}
+	if pending, _, _ := tc.nodes[0].node.hintTotals(); pending != 0 {
+		t.Errorf("%d hints pending: a held call is no failure", pending)
+	}
+}
+
 // The lineage of reads and writes at each level, and faults injected at
 // this node's points and, propagated, at a peer's.
 func TestInjectionAndLineage(t *testing.T) {
