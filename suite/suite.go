@@ -325,6 +325,17 @@ func (rep *Report) runPhases(ctx context.Context, cfg Config, cl *cluster, step 
 		step(4, "consistency: %d clients through %d node(s) on %d key(s) at a time at %s for %s%s",
 			rc.Clients, len(coordinators), rc.Keys, level, rc.Duration, how)
 		hist, err := RunRegisters(ctx, coordinators, rc)
+		if err == nil && (level == "DC_QUORUM" || level == "DC_SAFE_QUORUM") {
+			// Then the probes, which make the interleavings that a random
+			// workload meets only by luck (probe.go).
+			var probes []check.Op
+			var why string
+			probes, why, err = RunProbes(ctx, coordinators, level, rc.Prefix+":probe", rc.Dial, rc.Timeout)
+			if why != "" {
+				step(4, "consistency: no probes at %s: %s", level, why)
+			}
+			hist = append(hist, probes...)
+		}
 		cl.registerKeys = append(cl.registerKeys, keysOf(hist)...)
 		if err == nil {
 			err = ctx.Err() // a history cut off by an interrupt is not judged
