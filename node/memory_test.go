@@ -2,8 +2,10 @@ package node
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -163,9 +165,10 @@ func TestMemoryBudgetRefusesABurst(t *testing.T) {
 		}
 	}()
 
-	// The requests are made first, and redis-server pauses while the first
-	// round arrives, so that no write completes before all of it is
-	// offered, however fast the node reads and however slow the test is.
+	// The requests are made first, and redis-server stays paused until the
+	// node has refused one with BUSY: no write completes before more than
+	// the budget is offered, however fast the node reads and however slow
+	// the test is.
 	reqs := make([][][]byte, conns)
 	clients := make([]*client, conns)
 	for c := range conns {
@@ -179,8 +182,12 @@ func TestMemoryBudgetRefusesABurst(t *testing.T) {
 		}
 	}
 	redis.Cmd.Process.Signal(syscall.SIGSTOP)
-	resume := time.AfterFunc(1500*time.Millisecond, func() { redis.Cmd.Process.Signal(syscall.SIGCONT) })
-	defer resume.Stop()
+	defer redis.Cmd.Process.Signal(syscall.SIGCONT)
+	refused := make(chan error, 1)
+	go func() {
+		refused <- waitInfo(cfg.StatsListen, 2*time.Minute, func(i Info) bool { return i.Busy > 0 })
+		redis.Cmd.Process.Signal(syscall.SIGCONT)
+	}()
 	var mu sync.Mutex
 	acked := map[string][]int{} // conn -> indices of the writes answered +OK
 	busy, other := 0, []string{}
@@ -222,6 +229,9 @@ func TestMemoryBudgetRefusesABurst(t *testing.T) {
 	wg.Wait()
 	close(stop)
 	<-sampled
+	if err := <-refused; err != nil {
+		t.Fatalf("with redis-server paused and %d MiB offered: %v", conns*depth*valueBytes>>20, err)
+	}
 	if len(other) > 0 {
 		t.Fatalf("%d replies neither OK nor BUSY, first: %s\nnode log: %s", len(other), other[0], logs.String())
 	}
@@ -246,4 +256,22 @@ func TestMemoryBudgetRefusesABurst(t *testing.T) {
 			}
 		}
 	}
+}
+
+// waitInfo polls the node's /info at admin until ok holds of it, for at
+// most within.
+func waitInfo(admin string, within time.Duration, ok func(Info) bool) error {
+	var last Info
+	for deadline := time.Now().Add(within); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		res, err := http.Get("http://" + admin + "/info")
+		if err != nil {
+			continue
+		}
+		err = json.NewDecoder(res.Body).Decode(&last)
+		res.Body.Close()
+		if err == nil && ok(last) {
+			return nil
+		}
+	}
+	return fmt.Errorf("the node's /info never showed it (last: %d busy, %d in flight)", last.Busy, last.Inflight)
 }
