@@ -207,14 +207,46 @@ func membershipUnderLoad(t *testing.T, bug string) []string {
 	fresh, split := startJoining(t, tc)
 	c := fresh.cfg
 	model := &loadModel{acked: map[string]int{}}
-	pause := func() { time.Sleep(400 * time.Millisecond) } // writes land on the old owner after the streaming
-	tc.nodes[1].node.changes.AfterStream = pause
-	tc.nodes[2].node.changes.AfterStream = pause
+	moved := membership.Range{Lo: old.cfg.Tokens[0], Hi: split}
+	// Between the streaming and the switch, writes to keys of the moving
+	// range land on the old owner, and only the mirror brings them to the
+	// new one: the hook makes them, through every coordinator, whatever
+	// the writers happen to do meanwhile.
+	var moving []string
+	for i := 0; len(moving) < 12; i++ {
+		if k := fmt.Sprintf("after-stream-%d", i); moved.Contains(fresh.node.token([]byte(k))) {
+			moving = append(moving, k)
+		}
+	}
+	coordinators := []*client{tc.client(0, "DC_QUORUM"), tc.client(1, "DC_QUORUM"), tc.client(2, "DC_QUORUM")}
+	var afterStream sync.Mutex
+	seq := 0
+	writeMoving := func() {
+		afterStream.Lock()
+		defer afterStream.Unlock()
+		for i, k := range moving {
+			seq++
+			v, err := coordinators[i%len(coordinators)].try("SET", k, strconv.Itoa(seq))
+			model.mu.Lock()
+			if err == nil && !v.IsError() {
+				model.acked[k] = seq
+			} else {
+				model.fails++
+			}
+			model.mu.Unlock()
+		}
+	}
+	tc.nodes[1].node.changes.AfterStream = writeMoving
+	tc.nodes[2].node.changes.AfterStream = writeMoving
 
 	// The add, under load.
 	changeUnderLoad(t, tc, model, 1, tc.nodes[1].cfg.StatsListen, "/cluster/add", url.Values{"addr": {c.DynListen}, "rack": {"rack1"}}, 4)
 	t.Logf("add: %d keys acknowledged, %d writes failed", len(model.acked), model.fails)
-	moved := membership.Range{Lo: old.cfg.Tokens[0], Hi: split}
+	afterStream.Lock()
+	if seq == 0 {
+		t.Fatal("the change never ran the hook between its streaming and its switch")
+	}
+	afterStream.Unlock()
 	problems := checkHandoff(t, fresh.node, model, moved, fresh.redis.Addr, old.redis.Addr, true)
 	problems = append(problems, checkReadBack(t, []string{tc.nodes[0].cfg.Listen, tc.nodes[1].cfg.Listen, tc.nodes[2].cfg.Listen, c.Listen}, model)...)
 	if len(problems) > 0 || bug != "" {
