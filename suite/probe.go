@@ -174,20 +174,19 @@ func RunProbe(ctx context.Context, nodes []client.Node, p Probe, prefix string, 
 }
 
 // RunProbes runs every probe for the cluster at level, one after another,
-// and returns their histories, each on its key; with the reason when
-// probes cannot run on it (ProbeNodes).
-func RunProbes(ctx context.Context, nodes []client.Node, level, prefix string, dial client.Dial, timeout time.Duration) ([]check.Op, string, error) {
+// and returns their histories, each on its key, and their names; or the
+// reason probes cannot run on the cluster (ProbeNodes).
+func RunProbes(ctx context.Context, nodes []client.Node, level, prefix string, dial client.Dial, timeout time.Duration) (history []check.Op, names []string, why string, err error) {
 	pn, why := ProbeNodes(nodes)
 	if pn == nil {
-		return nil, why, nil
+		return nil, nil, why, nil
 	}
-	var history []check.Op
 	for _, p := range Probes(pn, level) {
 		h, err := RunProbe(ctx, pn, p, prefix, dial, timeout)
 		if err != nil {
-			return nil, "", err
+			return nil, nil, "", err
 		}
-		history = append(history, h...)
+		history, names = append(history, h...), append(names, p.Name)
 	}
-	return history, "", nil
+	return history, names, "", nil
 }

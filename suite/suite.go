@@ -23,6 +23,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/troop-lab/troop/bench"
@@ -329,10 +330,14 @@ func (rep *Report) runPhases(ctx context.Context, cfg Config, cl *cluster, step 
 			// Then the probes, which make the interleavings that a random
 			// workload meets only by luck (probe.go).
 			var probes []check.Op
+			var names []string
 			var why string
-			probes, why, err = RunProbes(ctx, coordinators, level, rc.Prefix+":probe", rc.Dial, rc.Timeout)
-			if why != "" {
+			probes, names, why, err = RunProbes(ctx, coordinators, level, rc.Prefix+":probe", rc.Dial, rc.Timeout)
+			switch {
+			case why != "":
 				step(4, "consistency: no probes at %s: %s", level, why)
+			case err == nil:
+				step(4, "consistency: probes at %s, histories made to order: %s", level, strings.Join(names, ", "))
 			}
 			hist = append(hist, probes...)
 		}
