@@ -152,8 +152,11 @@ func TestNetworkFaults(t *testing.T) {
 		}
 		after := rtt()
 		t.Logf("delay 50ms in a container: median round trip to a peer container %v before, %v during (+%v), %v after", before, during, during-before, after)
-		if added := during - before; added < 40*time.Millisecond || added > 60*time.Millisecond {
-			t.Errorf("delay 50ms added %v; want 50 ± 10 ms", added)
+		// A busy machine makes the delaying process wake late, which adds
+		// to the round trip: the bounds are what it cannot move (at least
+		// the delay, less than twice it: not applied both ways).
+		if added := during - before; added < 40*time.Millisecond || added >= 100*time.Millisecond {
+			t.Errorf("delay 50ms added %v; want at least 40 ms and less than 100", added)
 		}
 		if present(t, term, l) {
 			t.Error("the delay is in place after its revert")
