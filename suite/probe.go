@@ -44,6 +44,7 @@ type ProbeStep struct {
 	Scope string // TROOP FIT scope for the operation; "" for none
 	Level string
 	Write bool
+	Side  bool // on a key of its own beside the probe's (its history is its own)
 }
 
 // probeSkew is how far a probe sets a clock back: more than any probe
@@ -85,12 +86,17 @@ func ProbeNodes(nodes []client.Node) ([]client.Node, string) {
 //
 //   - stamped below: a quorum write through the first rack, held back from
 //     the racks past the first quorum (those its version query does not
-//     ask); then a write through the last rack, whose clock is behind and
-//     has never heard of the first; then a quorum read through the first
-//     rack. A store that stamps a write by its coordinator's clock alone,
-//     without asking a quorum for the newest version first, stamps the
-//     second write below the first: the replicas keep the first, and the
-//     read returns it after the second was acknowledged.
+//     ask), made twice; then a write through the last rack, whose clock is
+//     behind and has never heard of the first; then a quorum read through
+//     the first rack. A store that stamps a write by its coordinator's
+//     clock alone, without asking a quorum for the newest version first,
+//     stamps the second write below the first: the replicas keep the
+//     first, and the read returns it after the second was acknowledged.
+//     The clock behind makes that so while real time leads the nodes'
+//     hybrid clocks; a write through the last rack on a key beside, first,
+//     makes it so when they lead real time (a clock that ran ahead before):
+//     the first rack then hears the last rack's clock, and its two writes
+//     are stamped past it.
 //   - read without write-back: a write at DC_ONE through the first rack,
 //     held back from every other; a quorum read through the first rack;
 //     then a quorum read through the last rack that may not ask the first.
@@ -112,6 +118,8 @@ func Probes(nodes []client.Node, level string) []Probe {
 	}
 	return []Probe{
 		{Name: "stamped below", Behind: r - 1, Skew: -probeSkew, Steps: []ProbeStep{
+			{Node: r - 1, Level: level, Write: true, Side: true},
+			{Node: 0, Scope: holds(first, nodes[q:]), Level: level, Write: true},
 			{Node: 0, Scope: holds(first, nodes[q:]), Level: level, Write: true},
 			{Node: r - 1, Level: level, Write: true},
 			{Node: 0, Level: level},
@@ -156,6 +164,9 @@ func RunProbe(ctx context.Context, nodes []client.Node, p Probe, prefix string, 
 			}
 		}
 		op := check.Op{Client: i, Key: key, Write: s.Write, Value: i + 1, Call: int64(time.Since(start))}
+		if s.Side {
+			op.Key += ":side"
+		}
 		err = do(ctx, c, &op)
 		op.Return = int64(time.Since(start))
 		switch {

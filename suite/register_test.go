@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/troop-lab/troop/chaos/fault"
 	"github.com/troop-lab/troop/check"
 	"github.com/troop-lab/troop/client"
 	"github.com/troop-lab/troop/internal/testlab"
@@ -130,9 +132,14 @@ func TestContendedRegistersLinearizable(t *testing.T) {
 // Each probe finds the planted bug it aims at, on every run, on three and
 // on five racks, and the store without the bug passes every probe. Read
 // repair is off, so that only the mechanism a probe tests can close the
-// window it opens (Probes).
+// window it opens (Probes). The probes run three times on each lab: with
+// true clocks; with the last rack's hybrid clock an hour ahead of the
+// others' (a write through it while its clock read an hour ahead, held
+// back from the others); and with every clock an hour ahead of real time
+// (once that write is let go), as after a clock that ran ahead.
 func TestProbesFindPlantedBugs(t *testing.T) {
 	aims := map[string]string{"stamped below": topology.BugNoVersionQuery, "read without write-back": topology.BugNoReadWriteBack}
+	ctx := context.Background()
 	for _, racks := range []int{3, 5} {
 		for _, bug := range []string{"", topology.BugNoVersionQuery, topology.BugNoReadWriteBack} {
 			t.Run(fmt.Sprintf("%s on %d racks", cmp.Or(bug, "no bug"), racks), func(t *testing.T) {
@@ -144,24 +151,52 @@ func TestProbesFindPlantedBugs(t *testing.T) {
 				if len(probes) != len(aims) {
 					t.Fatalf("%d probes, and this test knows what %d aim at", len(probes), len(aims))
 				}
-				for _, p := range probes {
-					hist, err := RunProbe(context.Background(), nodes, p, "probe", client.Dial{}, 5*time.Second)
-					if err != nil {
-						t.Fatal(err)
-					}
-					v := check.CheckRegisters(hist, time.Minute)
-					t.Logf("probe %s: %v: %s", p.Name, hist, v.Result)
-					switch {
-					case aims[p.Name] == "":
-						t.Errorf("probe %s: the test does not know what it aims at", p.Name)
-					case aims[p.Name] == bug && v.Result != "Illegal":
-						t.Errorf("probe %s did not find %s: %s", p.Name, bug, v.Result)
-					case aims[p.Name] == bug && (v.Counterexample == nil || len(v.Counterexample.Ops) == 0):
-						t.Errorf("probe %s: not linearizable, but no counterexample", p.Name)
-					case aims[p.Name] != bug && v.Result != "Ok":
-						t.Errorf("probe %s on a store without the bug it aims at: %s", p.Name, v.Result)
+				run := func(clocks string) {
+					for _, p := range probes {
+						hist, err := RunProbe(ctx, nodes, p, "probe:"+clocks, client.Dial{}, 5*time.Second)
+						if err != nil {
+							t.Fatal(err)
+						}
+						v := check.CheckRegisters(hist, time.Minute)
+						t.Logf("%s, probe %s: %v: %s", clocks, p.Name, hist, v.Result)
+						switch {
+						case aims[p.Name] == "":
+							t.Errorf("probe %s: the test does not know what it aims at", p.Name)
+						case aims[p.Name] == bug && v.Result != "Illegal":
+							t.Errorf("%s, probe %s did not find %s: %s", clocks, p.Name, bug, v.Result)
+						case aims[p.Name] == bug && (v.Counterexample == nil || len(v.Counterexample.Ops) == 0):
+							t.Errorf("%s, probe %s: not linearizable, but no counterexample", clocks, p.Name)
+						case aims[p.Name] != bug && v.Result != "Ok":
+							t.Errorf("%s, probe %s on a store without the bug it aims at: %s", clocks, p.Name, v.Result)
+						}
 					}
 				}
+				run("true clocks")
+
+				last := nodes[len(nodes)-1]
+				ahead := fault.Node{ID: last.Name, Admin: last.Admin}
+				if err := fault.SetSkew(ctx, ahead, time.Hour, 0); err != nil {
+					t.Fatal(err)
+				}
+				c, err := client.NewPlain([]string{last.Addr}, client.PlainOptions{Timeout: 5 * time.Second, WriteLevel: "DC_ONE"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				var held []string
+				for _, n := range nodes[:len(nodes)-1] {
+					held = append(held, last.Name+"->"+n.Name+"=hold")
+				}
+				for _, args := range [][]string{{"TROOP", "FIT", strings.Join(held, ",")}, {"SET", "probe:ahead", "1"}} {
+					if raw, err := c.Do(ctx, []byte(args[0]), []byte(args[1]), []byte(args[2])); err != nil || string(raw) != "+OK\r\n" {
+						t.Fatalf("%v through %s: %q %v", args, last.Name, raw, err)
+					}
+				}
+				if err := fault.SetSkew(ctx, ahead, 0, 0); err != nil {
+					t.Fatal(err)
+				}
+				run("the last clock ahead")
+				c.Close() // lets the write go: every node hears of its version
+				run("every clock ahead")
 			})
 		}
 	}
