@@ -138,18 +138,18 @@ func TestProposerRefusedByAQuorum(t *testing.T) {
 }
 
 // A retry after an accept that went out finds the change's own value, or
-// one that is not (and may hold) it, or one below it.
+// one that is not (and may hold) it; an accept that every acceptor refused
+// is dead, and its retry applies the change afresh.
 func TestProposerRetryAfterItsAcceptWentOut(t *testing.T) {
 	for _, c := range []struct {
 		name   string
 		other  Acceptor // acceptor 2, which the retry's quorum meets
 		status Status
-		reply  int
 		value  string
 	}{
-		{"its own value, highest: proposed again, not applied twice", Acceptor{Promised: b(1, 1), Accepted: b(1, 1), Value: []byte("1")}, Waiting, 1, "1"},
-		{"another proposer's value above its try: unknown", Acceptor{Promised: b(2, 2), Accepted: b(2, 2), Value: []byte("2")}, Unknown, 1, ""},
-		{"only values below its try: applied afresh", Acceptor{}, Waiting, 1, "1"},
+		{"its own value, highest: proposed again, not applied twice", Acceptor{Promised: b(1, 1), Accepted: b(1, 1), Value: []byte("1")}, Waiting, "1"},
+		{"another proposer's value above its try: unknown", Acceptor{Promised: b(2, 2), Accepted: b(2, 2), Value: []byte("2")}, Unknown, ""},
+		{"only values below its try, which acceptor 0 holds: unknown", Acceptor{}, Unknown, ""},
 	} {
 		acc := make([]Acceptor, 3)
 		p := NewProposer(1, 3)
@@ -160,16 +160,36 @@ func TestProposerRetryAfterItsAcceptWentOut(t *testing.T) {
 		if !p.MayHaveApplied() {
 			t.Fatalf("%s: an accept went out, yet MayHaveApplied is false", c.name)
 		}
-		// The retry meets acceptor 0, which lost its acceptance, and 2.
-		acc[0], acc[2] = Acceptor{Promised: acc[0].Promised}, c.other
-		req, st := exchange(p, acc, p.Retry(), 0, 2)
-		if st != c.status || reply != c.reply {
-			t.Errorf("%s: %v reply %d, want %v reply %d", c.name, st, reply, c.status, c.reply)
+		// The retry meets acceptor 1, which did not answer, and 2.
+		acc[2] = c.other
+		req, st := exchange(p, acc, p.Retry(), 1, 2)
+		if st != c.status || reply != 1 {
+			t.Errorf("%s: %v reply %d, want %v reply 1", c.name, st, reply, c.status)
 			continue
 		}
 		if c.value != "" && string(req.(Accept).Value) != c.value {
 			t.Errorf("%s: proposes %q, want %q", c.name, req.(Accept).Value, c.value)
 		}
+	}
+
+	// Refused by all three, the try is dead.
+	acc := make([]Acceptor, 3)
+	p := NewProposer(1, 3)
+	var reply int
+	req, _ := exchange(p, acc, p.Propose(incr(&reply)), 0, 1)
+	for i := range acc {
+		acc[i].Promised = b(5, 2)
+	}
+	if _, st := exchange(p, acc, req, 0, 1); st != Refused || !p.MayHaveApplied() {
+		t.Fatalf("refused by two: %v, may have applied %v", st, p.MayHaveApplied())
+	}
+	if _, st := exchange(p, acc, req, 2); st != Refused || p.MayHaveApplied() {
+		t.Fatalf("refused by all three: %v, may have applied %v", st, p.MayHaveApplied())
+	}
+	acc[0] = Acceptor{Promised: b(5, 2), Accepted: b(5, 2), Value: []byte("7")}
+	req, _ = exchange(p, acc, p.Retry(), 0, 1)
+	if a, ok := req.(Accept); !ok || string(a.Value) != "8" || reply != 8 {
+		t.Fatalf("the retry of a dead try: %+v reply %d, want 8 applied afresh", req, reply)
 	}
 }
 

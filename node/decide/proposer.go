@@ -134,30 +134,46 @@ func (p *Proposer) Step(from int, r Reply) (Request, Status) {
 		// the highest value accepted among them is the only one that may
 		// have been. Build on it, unless this change may be in it.
 		switch {
-		case len(p.sent) == 0 || p.highest.Less(p.sent[0]):
-			// Every earlier try of this change is below what a quorum
-			// promised without having accepted it: none can be chosen.
-			p.sent = nil
+		case len(p.sent) == 0:
 			return p.propose(p.change(p.highestValue)), p.status
 		case slices.Contains(p.sent, p.highest):
 			// An earlier try may be chosen: propose it again, as it is.
 			return p.propose(p.highestValue), p.status
 		default:
+			// An earlier try, still accepted somewhere, may be in this
+			// value or may be adopted later: applying the change again
+			// could apply it twice.
 			p.end(Unknown)
 			return nil, p.status
 		}
 	case Accepted:
-		if p.phase != accepting || m.Ballot != p.ballot || p.answered[from] {
+		// Replies to a refused accept still count: refused by every
+		// acceptor, that try is dead, and a retry may apply the change
+		// afresh.
+		late := p.phase == idle && p.status == Refused
+		if m.Ballot != p.ballot || p.answered[from] || p.phase != accepting && !late {
 			return nil, p.status
 		}
 		p.answered[from] = true
-		if p.count(m.OK, m.Promised) && p.oks >= consistency.Quorum(p.n) {
+		if late {
+			p.refusals += btoi(!m.OK)
+		} else if p.count(m.OK, m.Promised) && p.oks >= consistency.Quorum(p.n) {
 			p.end(Decided)
 			// Each acceptor that accepted also promised the next ballot.
 			p.next, p.known = p.nextBallot(), p.value
 		}
+		if p.refusals == p.n {
+			p.sent = slices.DeleteFunc(p.sent, func(b Ballot) bool { return b == m.Ballot })
+		}
 	}
 	return nil, p.status
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // count tallies one answer and ends the round once a quorum of OKs is out
