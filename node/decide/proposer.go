@@ -64,6 +64,11 @@ type Proposer struct {
 	// may still be chosen; value is that value.
 	sent  []Ballot
 	value []byte
+	// clear[i]: acceptor i holds none of those tries and never will (it
+	// refused the only one, or promised above them all holding less). Once
+	// all are clear, the tries are dead and the change may be applied
+	// afresh.
+	clear []bool
 
 	// The one-round-trip form: a quorum promised next as it accepted known.
 	next  Ballot
@@ -124,6 +129,10 @@ func (p *Proposer) Step(from int, r Reply) (Request, Status) {
 		if !p.count(m.OK, m.Promised) {
 			return nil, p.status
 		}
+		if len(p.sent) > 0 && m.Accepted.Less(p.sent[0]) {
+			p.clear[from] = true
+			p.forgetDeadTries()
+		}
 		if p.highest.Less(m.Accepted) {
 			p.highest, p.highestValue = m.Accepted, m.Value
 		}
@@ -147,33 +156,30 @@ func (p *Proposer) Step(from int, r Reply) (Request, Status) {
 			return nil, p.status
 		}
 	case Accepted:
-		// Replies to a refused accept still count: refused by every
-		// acceptor, that try is dead, and a retry may apply the change
-		// afresh.
+		// Refusals of a refused accept still count after the round ended:
+		// they may show the try dead before the retry.
 		late := p.phase == idle && p.status == Refused
 		if m.Ballot != p.ballot || p.answered[from] || p.phase != accepting && !late {
 			return nil, p.status
 		}
 		p.answered[from] = true
-		if late {
-			p.refusals += btoi(!m.OK)
-		} else if p.count(m.OK, m.Promised) && p.oks >= consistency.Quorum(p.n) {
+		if !m.OK && len(p.sent) == 1 {
+			p.clear[from] = true
+			p.forgetDeadTries()
+		}
+		if !late && p.count(m.OK, m.Promised) && p.oks >= consistency.Quorum(p.n) {
 			p.end(Decided)
 			// Each acceptor that accepted also promised the next ballot.
 			p.next, p.known = p.nextBallot(), p.value
-		}
-		if p.refusals == p.n {
-			p.sent = slices.DeleteFunc(p.sent, func(b Ballot) bool { return b == m.Ballot })
 		}
 	}
 	return nil, p.status
 }
 
-func btoi(b bool) int {
-	if b {
-		return 1
+func (p *Proposer) forgetDeadTries() {
+	if !slices.Contains(p.clear, false) {
+		p.sent = nil
 	}
-	return 0
 }
 
 // count tallies one answer and ends the round once a quorum of OKs is out
@@ -202,6 +208,7 @@ func (p *Proposer) prepare() Request {
 // ballot for the acceptors to promise.
 func (p *Proposer) propose(value []byte) Request {
 	p.value, p.sent = value, append(p.sent, p.ballot)
+	p.clear = make([]bool, p.n)
 	p.start(p.ballot, accepting)
 	next := p.nextBallot()
 	p.counter = max(p.counter, next.Counter)

@@ -150,6 +150,7 @@ type sim struct {
 	acceptors []map[string]Acceptor
 	nodes     []*simNode
 	history   []simOp
+	requests  int // proposers' requests sent to every acceptor: round trips
 }
 
 func (s *sim) at(t int64, f func()) {
@@ -192,6 +193,7 @@ func (s *sim) deliver(node, a int, toAcceptor bool) bool {
 // broadcast sends a proposer's request for key to every acceptor, and
 // their replies back to whichever proposer then runs the key on that node.
 func (s *sim) broadcast(node int, key string, req Request) {
+	s.requests++
 	for a := range s.acceptors {
 		if !s.deliver(node, a, true) {
 			continue
@@ -503,7 +505,9 @@ func (s *sim) run() {
 	}
 }
 
-func simulate(cfg simConfig, seed uint64) []simOp {
+// simulate runs cfg and returns its history and the number of round trips
+// its proposers made.
+func simulate(cfg simConfig, seed uint64) ([]simOp, int) {
 	s := &sim{cfg: cfg, rng: rand.New(rand.NewPCG(seed, 0))}
 	for range cfg.acceptors {
 		s.acceptors = append(s.acceptors, map[string]Acceptor{})
@@ -530,7 +534,7 @@ func simulate(cfg simConfig, seed uint64) []simOp {
 		s.submit(0, simOp{client: lastReader, key: "k", cmd: cmd, call: s.now}, func() {})
 		s.run()
 	}
-	return s.history
+	return s.history, s.requests
 }
 
 // models are the workloads' single-key Redis semantics, for porcupine.
@@ -676,7 +680,7 @@ func TestProtocolIsLinearizable(t *testing.T) {
 	for seed := uint64(1); seed <= 300; seed++ {
 		cfg := randomSimConfig(r, workload(seed%3), "")
 		seen[fmt.Sprint(cfg.acceptors, cfg.partition, cfg.work, cfg.crash > 0)] = true
-		h := simulate(cfg, seed)
+		h, _ := simulate(cfg, seed)
 		if p := problem(cfg.work, h); p != "" {
 			t.Errorf("seed %d, %s: %s", seed, cfg, p)
 			for _, o := range h {
@@ -699,7 +703,8 @@ func TestSimulationFindsPlantedBugs(t *testing.T) {
 			found := 0
 			for seed := uint64(1); seed <= 20; seed++ {
 				cfg := simConfig{acceptors: 3, nodes: 3, clients: 6, ops: 25, loss: 0.02, slow: 0.02, partition: bridge, work: work, bug: bug}
-				if p := problem(work, simulate(cfg, seed)); p != "" {
+				h, _ := simulate(cfg, seed)
+				if p := problem(work, h); p != "" {
 					found++
 					if bug == "" {
 						t.Errorf("%s, seed %d, correct protocol: %s", work, seed, p)
@@ -710,6 +715,32 @@ func TestSimulationFindsPlantedBugs(t *testing.T) {
 			if bug != "" && found == 0 {
 				t.Errorf("%s: the simulation never found %s", work, bug)
 			}
+		}
+	}
+}
+
+// A lone coordinator's changes of a key take one round trip each, but the
+// first: the accept of each carries the prepare of the next. Coordinators
+// that contend for a key take more, and some of their changes fail.
+func TestRoundTrips(t *testing.T) {
+	for _, c := range []struct{ nodes, clients int }{{1, 1}, {1, 6}, {3, 6}} {
+		commands, trips, answered, unknown := 0, 0, 0, 0
+		for seed := uint64(1); seed <= 20; seed++ {
+			cfg := simConfig{acceptors: 3, nodes: c.nodes, clients: c.clients, ops: 25, work: ids}
+			h, n := simulate(cfg, seed)
+			trips, answered = trips+n, answered+len(h)
+			commands += cfg.clients*cfg.ops + 1
+			for _, o := range h {
+				if !o.known {
+					unknown++
+				}
+			}
+		}
+		perCommand := float64(trips) / float64(commands)
+		t.Logf("%d coordinators, %d clients: %.2f round trips per command; of %d commands, %d of unknown outcome, %d failed with no effect",
+			c.nodes, c.clients, perCommand, commands, unknown, commands-answered)
+		if c.nodes == 1 && perCommand > 1.05 {
+			t.Errorf("a lone coordinator takes %.2f round trips per command, want 1 (and 2 for the first)", perCommand)
 		}
 	}
 }
