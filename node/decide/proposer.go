@@ -75,8 +75,9 @@ type Proposer struct {
 	known []byte
 }
 
-// NewProposer returns a proposer whose ballots carry id: each proposer (and
-// each proposer of one key) needs its own.
+// NewProposer returns a proposer of one key against that many acceptors,
+// whose ballots carry id: the coordinators that propose for a key need ids
+// of their own (a node's index will do).
 func NewProposer(id uint64, acceptors int) *Proposer {
 	return &Proposer{id: id, n: acceptors}
 }
