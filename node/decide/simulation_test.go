@@ -622,9 +622,36 @@ func twice(w workload, h []simOp) string {
 	return ""
 }
 
+// miscounted says when the last GET of the counter did not count every
+// INCR applied: at least those acknowledged, at most with those of unknown
+// outcome.
+func miscounted(h []simOp) string {
+	acknowledged, unknown := 0, 0
+	for _, o := range h {
+		switch {
+		case o.cmd != "INCR":
+		case o.known:
+			acknowledged++
+		default:
+			unknown++
+		}
+	}
+	for _, o := range h {
+		if o.client == lastReader {
+			if n := number([]byte(o.reply)); n < acknowledged || n > acknowledged+unknown {
+				return fmt.Sprintf("the last GET reads %d after %d acknowledged INCRs and %d of unknown outcome", n, acknowledged, unknown)
+			}
+		}
+	}
+	return ""
+}
+
 // problem is what is wrong with a history, or "".
 func problem(w workload, h []simOp) string {
 	if p := twice(w, h); p != "" {
+		return p
+	}
+	if p := miscounted(h); w == ids && p != "" {
 		return p
 	}
 	if r := linearizable(w, h); r != porcupine.Ok {
@@ -676,6 +703,9 @@ func TestProtocolIsLinearizable(t *testing.T) {
 // Each planted variant breaks every workload in some runs of three
 // coordinators of which two each reach a different majority of three
 // acceptors now and then, and the correct protocol passes the same runs.
+// (Measured, of 20 runs for ids, lock and list: an acceptor that ignores
+// its promise 19, 10 and 19; a proposer that builds on its own last value
+// 20 of each; the decider by local view 20, 8 and 20.)
 func TestSimulationFindsPlantedBugs(t *testing.T) {
 	for _, work := range []workload{ids, lock, list} {
 		for _, bug := range []string{"", bugNoPromiseCheck, bugOwnValue, bugLocalView} {
