@@ -2,6 +2,7 @@ package decide
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"sort"
@@ -29,8 +30,10 @@ import (
 //   - list: RPUSH and LRANGE of one list: every LRANGE is a prefix of one
 //     order, and RPUSH answers the length of that prefix.
 //
-// The planted variants break the protocol in the three ways the brief
-// names; the simulation must find each of them.
+// The planted variants each break one part of the protocol: the acceptor's
+// fence, the proposer's choice of value, and the ballots themselves (troop's
+// deciding replica before this package: the first replica the coordinator
+// holds up). The simulation must find each of them.
 
 const (
 	bugNoPromiseCheck = "acceptor-ignores-promise" // accepts whatever its promise
@@ -81,8 +84,10 @@ const (
 	simRestart   = 3000 // a crashed coordinator is back after this
 	simPartition = 5000 // partitions are on and off by turns this long
 	simRetries   = 4    // tries of a change before the coordinator gives up
-	lastReader   = -1   // the client of the last read
 )
+
+// lastReader is the client of the read after everything else.
+const lastReader = -1
 
 type simEvent struct {
 	at int64
@@ -114,6 +119,10 @@ type command struct {
 	reply  string // the change writes its reply here
 	done   func(outcome)
 	tries  int
+	// inRound: a round of it is under way. Replies after the round ended
+	// still go to the proposer (a refusal may show a try dead), but they
+	// do not end the command again.
+	inRound bool
 }
 
 type simNode struct {
@@ -123,8 +132,8 @@ type simNode struct {
 	proposers map[string]*Proposer
 	running   map[string]*command // the command each key's proposer runs
 	waiting   map[string][]*command
-	gen       map[string]int // the key's rounds started: older rounds' timers do nothing
-	last      map[string]Acceptor
+	gen       map[string]int      // the key's rounds started: older rounds' timers do nothing
+	last      map[string]Acceptor // the value it last decided: bugOwnValue builds on it
 }
 
 type sim struct {
@@ -191,8 +200,12 @@ func (s *sim) broadcast(node int, key string, req Request) {
 			}
 			s.at(s.now+s.delay(), func() {
 				n := s.nodes[node]
-				if p := n.proposers[key]; !n.down && p != nil {
-					next, st := p.Step(a, reply)
+				p := n.proposers[key]
+				if n.down || p == nil {
+					return
+				}
+				next, st := p.Step(a, reply)
+				if c := n.running[key]; c != nil && c.inRound && (next != nil || st != Waiting) {
 					s.progress(node, key, next, st)
 				}
 			})
@@ -237,6 +250,7 @@ func (s *sim) progress(node int, key string, next Request, st Status) {
 		s.broadcast(node, key, next)
 		return
 	}
+	c.inRound = false
 	switch st {
 	case Decided:
 		n.last[key] = Acceptor{Accepted: p.Ballot(), Value: p.Value()}
@@ -265,6 +279,7 @@ func (s *sim) round(node int, key string, req Request) {
 	n := s.nodes[node]
 	n.gen[key]++
 	gen := n.gen[key]
+	n.running[key].inRound = true
 	s.at(s.now+int64(simTimeout/n.rate), func() {
 		if p := n.proposers[key]; n.gen[key] == gen && p != nil {
 			p.GiveUp()
@@ -316,15 +331,17 @@ func (s *sim) crashNode(node int) {
 	}
 	n.down = true
 	clear(n.proposers)
-	for key, c := range n.running {
+	// In key order: the runs are deterministic.
+	for _, key := range slices.Sorted(maps.Keys(n.running)) {
+		c := n.running[key]
 		delete(n.running, key)
 		n.gen[key]++
 		c.done(unknown)
 	}
 	s.at(s.now+simRestart, func() {
 		n.down = false
-		for key, w := range n.waiting {
-			if len(w) > 0 && n.running[key] == nil {
+		for _, key := range slices.Sorted(maps.Keys(n.waiting)) {
+			if w := n.waiting[key]; len(w) > 0 && n.running[key] == nil {
 				n.waiting[key] = w[1:]
 				s.start(node, key, w[0])
 			}
