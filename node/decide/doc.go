@@ -96,8 +96,8 @@
 // preparing over one another can starve each other (no consensus protocol
 // is live in every asynchronous run); random backoff between tries breaks
 // most duels, and routing a key's commands through one coordinator (any
-// rule, even a local view of who is up) avoids them and keeps the one-round-
-// trip form: such a rule can only cost time, never safety.
+// rule, even a local view of who is up) avoids them and keeps the form with
+// one round trip: such a rule can only cost time, never safety.
 //
 // # Clocks
 //
@@ -120,8 +120,9 @@
 //     the command, DUMP the result; list order then converges with the
 //     value, since replicas hold the decided bytes.
 //   - A replica that missed decisions catches up when it gets an Accept of
-//     the highest accepted value at its ballot (repair may send one); it
-//     checks it as any accept.
+//     the highest accepted value at its ballot, with no Next (repair may
+//     send one: it is a copy of the accept that value's proposer sent, and
+//     the replica checks it as any accept).
 //   - Commands on several keys of one owner need those keys to be one
 //     register here (one acceptor state for the group); that is not here.
 package decide
