@@ -209,3 +209,35 @@ func TestProposerIgnoresStaleAndRepeatedReplies(t *testing.T) {
 		t.Fatalf("an acceptance while preparing: %+v", req)
 	}
 }
+
+// A coordinator's one-round-trip accept, after another coordinator changed
+// the key, is refused by every acceptor: the try is dead, and the retry
+// builds on the other's value, applying the change once.
+func TestProposerFastAcceptAfterAnotherProposer(t *testing.T) {
+	acc := make([]Acceptor, 3)
+	p, q := NewProposer(1, 3), NewProposer(2, 3)
+	var reply int
+	req, _ := exchange(p, acc, p.Propose(incr(&reply)), 0, 1, 2)
+	if _, st := exchange(p, acc, req, 0, 1, 2); st != Decided || reply != 1 {
+		t.Fatalf("p's first change: %v reply %d", st, reply)
+	}
+	// q's first prepare is refused: the acceptors promised p's next ballot.
+	if _, st := exchange(q, acc, q.Propose(incr(&reply)), 0, 1, 2); st != Refused {
+		t.Fatalf("q's first prepare: %v", st)
+	}
+	req, _ = exchange(q, acc, q.Retry(), 0, 1, 2)
+	if _, st := exchange(q, acc, req, 0, 1, 2); st != Decided || reply != 2 {
+		t.Fatalf("q's change: %v reply %d", st, reply)
+	}
+	fast := p.Propose(incr(&reply))
+	if _, ok := fast.(Accept); !ok {
+		t.Fatalf("p's second change starts with %+v, want its one-round-trip accept", fast)
+	}
+	if _, st := exchange(p, acc, fast, 0, 1, 2); st != Refused || p.MayHaveApplied() {
+		t.Fatalf("the stale accept: %v, may have applied %v; want refused by all, not applied", st, p.MayHaveApplied())
+	}
+	req, _ = exchange(p, acc, p.Retry(), 0, 1)
+	if _, st := exchange(p, acc, req, 1, 2); st != Decided || reply != 3 || string(p.Value()) != "3" {
+		t.Fatalf("the retry: %v reply %d value %q, want 3", st, reply, p.Value())
+	}
+}
