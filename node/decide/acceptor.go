@@ -43,9 +43,9 @@ type Accept struct {
 	Next   Ballot
 }
 
-// Promise answers a Prepare. When OK, the acceptor promised Ballot and
-// Accepted and Value are what it held then; when not, Promised is the
-// promise that outranks Ballot.
+// Promise answers a Prepare. Promised and Accepted are the acceptor's once
+// it handled the Prepare (when not OK, Promised outranks Ballot); when OK,
+// Value is the value it accepted.
 type Promise struct {
 	Ballot   Ballot
 	OK       bool
@@ -54,12 +54,13 @@ type Promise struct {
 	Value    []byte
 }
 
-// Accepted answers an Accept. When not OK, Promised is the promise that
-// outranks Ballot.
+// Accepted answers an Accept. Promised and Accepted are the acceptor's once
+// it handled the Accept (when not OK, Promised outranks Ballot).
 type Accepted struct {
 	Ballot   Ballot
 	OK       bool
 	Promised Ballot
+	Accepted Ballot
 }
 
 func (Prepare) request() {}
@@ -79,19 +80,19 @@ func (a Acceptor) Handle(r Request) (Acceptor, Reply) {
 	switch m := r.(type) {
 	case Prepare:
 		if !a.Promised.Less(m.Ballot) {
-			return a, Promise{Ballot: m.Ballot, Promised: a.Promised}
+			return a, Promise{Ballot: m.Ballot, Promised: a.Promised, Accepted: a.Accepted}
 		}
 		a.Promised = m.Ballot
-		return a, Promise{Ballot: m.Ballot, OK: true, Accepted: a.Accepted, Value: a.Value}
+		return a, Promise{Ballot: m.Ballot, OK: true, Promised: a.Promised, Accepted: a.Accepted, Value: a.Value}
 	case Accept:
 		if m.Ballot.Less(a.Promised) {
-			return a, Accepted{Ballot: m.Ballot, Promised: a.Promised}
+			return a, Accepted{Ballot: m.Ballot, Promised: a.Promised, Accepted: a.Accepted}
 		}
 		a.Promised, a.Accepted, a.Value = m.Ballot, m.Ballot, m.Value
 		if m.Ballot.Less(m.Next) {
 			a.Promised = m.Next
 		}
-		return a, Accepted{Ballot: m.Ballot, OK: true}
+		return a, Accepted{Ballot: m.Ballot, OK: true, Promised: a.Promised, Accepted: a.Accepted}
 	}
 	panic(fmt.Sprintf("decide: unknown request %T", r))
 }

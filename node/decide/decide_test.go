@@ -36,21 +36,21 @@ func TestAcceptorTransitions(t *testing.T) {
 		reply Reply
 	}{
 		{"a prepare above the promise is promised and told what was accepted", held, Prepare{b(3, 2)},
-			Acceptor{Promised: b(3, 2), Accepted: b(2, 1), Value: v}, Promise{Ballot: b(3, 2), OK: true, Accepted: b(2, 1), Value: v}},
+			Acceptor{Promised: b(3, 2), Accepted: b(2, 1), Value: v}, Promise{Ballot: b(3, 2), OK: true, Promised: b(3, 2), Accepted: b(2, 1), Value: v}},
 		{"a prepare of the promised ballot is refused", held, Prepare{b(3, 1)},
-			held, Promise{Ballot: b(3, 1), Promised: b(3, 1)}},
+			held, Promise{Ballot: b(3, 1), Promised: b(3, 1), Accepted: b(2, 1)}},
 		{"a prepare below the promise is refused and told the promise", held, Prepare{b(2, 9)},
-			held, Promise{Ballot: b(2, 9), Promised: b(3, 1)}},
+			held, Promise{Ballot: b(2, 9), Promised: b(3, 1), Accepted: b(2, 1)}},
 		{"a first prepare is promised, with nothing accepted", Acceptor{}, Prepare{b(1, 1)},
-			Acceptor{Promised: b(1, 1)}, Promise{Ballot: b(1, 1), OK: true}},
+			Acceptor{Promised: b(1, 1)}, Promise{Ballot: b(1, 1), OK: true, Promised: b(1, 1)}},
 		{"an accept of the promised ballot is accepted and its next promised", held, Accept{Ballot: b(3, 1), Value: w, Next: b(4, 1)},
-			Acceptor{Promised: b(4, 1), Accepted: b(3, 1), Value: w}, Accepted{Ballot: b(3, 1), OK: true}},
+			Acceptor{Promised: b(4, 1), Accepted: b(3, 1), Value: w}, Accepted{Ballot: b(3, 1), OK: true, Promised: b(4, 1), Accepted: b(3, 1)}},
 		{"an accept above the promise is accepted", held, Accept{Ballot: b(5, 2), Value: w},
-			Acceptor{Promised: b(5, 2), Accepted: b(5, 2), Value: w}, Accepted{Ballot: b(5, 2), OK: true}},
+			Acceptor{Promised: b(5, 2), Accepted: b(5, 2), Value: w}, Accepted{Ballot: b(5, 2), OK: true, Promised: b(5, 2), Accepted: b(5, 2)}},
 		{"an accept below the promise is refused: the fence", held, Accept{Ballot: b(2, 9), Value: w, Next: b(3, 9)},
-			held, Accepted{Ballot: b(2, 9), Promised: b(3, 1)}},
+			held, Accepted{Ballot: b(2, 9), Promised: b(3, 1), Accepted: b(2, 1)}},
 		{"an accept of the nil value deletes", held, Accept{Ballot: b(3, 1)},
-			Acceptor{Promised: b(3, 1), Accepted: b(3, 1)}, Accepted{Ballot: b(3, 1), OK: true}},
+			Acceptor{Promised: b(3, 1), Accepted: b(3, 1)}, Accepted{Ballot: b(3, 1), OK: true, Promised: b(3, 1), Accepted: b(3, 1)}},
 	} {
 		out, reply := c.in.Handle(c.req)
 		if !reflect.DeepEqual(out, c.out) || !reflect.DeepEqual(reply, c.reply) {
@@ -210,34 +210,47 @@ func TestProposerIgnoresStaleAndRepeatedReplies(t *testing.T) {
 	}
 }
 
-// A coordinator's one-round-trip accept, after another coordinator changed
-// the key, is refused by every acceptor: the try is dead, and the retry
-// builds on the other's value, applying the change once.
+// A coordinator's one-round-trip accept after another coordinator prepared
+// is refused. When the other only prepared, every refusal shows the try
+// dead (nothing accepted at or above it), and the retry applies the change
+// afresh; when the other also changed the key, its value may hold the try
+// (the acceptor cannot tell), and the retry ends Unknown.
 func TestProposerFastAcceptAfterAnotherProposer(t *testing.T) {
-	acc := make([]Acceptor, 3)
-	p, q := NewProposer(1, 3), NewProposer(2, 3)
-	var reply int
-	req, _ := exchange(p, acc, p.Propose(incr(&reply)), 0, 1, 2)
-	if _, st := exchange(p, acc, req, 0, 1, 2); st != Decided || reply != 1 {
-		t.Fatalf("p's first change: %v reply %d", st, reply)
-	}
-	// q's first prepare is refused: the acceptors promised p's next ballot.
-	if _, st := exchange(q, acc, q.Propose(incr(&reply)), 0, 1, 2); st != Refused {
-		t.Fatalf("q's first prepare: %v", st)
-	}
-	req, _ = exchange(q, acc, q.Retry(), 0, 1, 2)
-	if _, st := exchange(q, acc, req, 0, 1, 2); st != Decided || reply != 2 {
-		t.Fatalf("q's change: %v reply %d", st, reply)
-	}
-	fast := p.Propose(incr(&reply))
-	if _, ok := fast.(Accept); !ok {
-		t.Fatalf("p's second change starts with %+v, want its one-round-trip accept", fast)
-	}
-	if _, st := exchange(p, acc, fast, 0, 1, 2); st != Refused || p.MayHaveApplied() {
-		t.Fatalf("the stale accept: %v, may have applied %v; want refused by all, not applied", st, p.MayHaveApplied())
-	}
-	req, _ = exchange(p, acc, p.Retry(), 0, 1)
-	if _, st := exchange(p, acc, req, 1, 2); st != Decided || reply != 3 || string(p.Value()) != "3" {
-		t.Fatalf("the retry: %v reply %d value %q, want 3", st, reply, p.Value())
+	for _, otherChanged := range []bool{false, true} {
+		acc := make([]Acceptor, 3)
+		p, q := NewProposer(1, 3), NewProposer(2, 3)
+		var reply int
+		req, _ := exchange(p, acc, p.Propose(incr(&reply)), 0, 1, 2)
+		if _, st := exchange(p, acc, req, 0, 1, 2); st != Decided || reply != 1 {
+			t.Fatalf("p's first change: %v reply %d", st, reply)
+		}
+		// q's first prepare is refused: the acceptors promised p's next
+		// ballot; its retry is promised.
+		if _, st := exchange(q, acc, q.Propose(incr(&reply)), 0, 1, 2); st != Refused {
+			t.Fatalf("q's first prepare: %v", st)
+		}
+		req, _ = exchange(q, acc, q.Retry(), 0, 1, 2)
+		if otherChanged {
+			if _, st := exchange(q, acc, req, 0, 1, 2); st != Decided || reply != 2 {
+				t.Fatalf("q's change: %v reply %d", st, reply)
+			}
+		}
+		fast := p.Propose(incr(&reply))
+		if _, ok := fast.(Accept); !ok {
+			t.Fatalf("p's second change starts with %+v, want its one-round-trip accept", fast)
+		}
+		if _, st := exchange(p, acc, fast, 0, 1, 2); st != Refused || p.MayHaveApplied() != otherChanged {
+			t.Fatalf("q changed the key %v; p's stale accept: %v, may have applied %v", otherChanged, st, p.MayHaveApplied())
+		}
+		req, st := exchange(p, acc, p.Retry(), 0, 1)
+		if otherChanged {
+			if st != Unknown {
+				t.Errorf("the retry after q's change: %v, want unknown", st)
+			}
+			continue
+		}
+		if _, st = exchange(p, acc, req, 1, 2); st != Decided || reply != 2 || string(p.Value()) != "2" {
+			t.Errorf("the retry of the dead try: %v reply %d value %q, want 2", st, reply, p.Value())
+		}
 	}
 }

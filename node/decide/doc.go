@@ -56,11 +56,15 @@
 // Retries. A round refused by a quorum, or given up, may have left its
 // value accepted on some acceptors, where a later round may adopt it: the
 // change may yet be applied. So a retry applies the change afresh only when
-// every earlier try of it is dead (every acceptor refused it, or promised
-// above it holding less). When the retry's promises show one of its own
-// tries as the highest, it proposes that value again, as it is; when they
-// show another proposer's value that may hold the change, it stops with
-// Unknown. A change is thus applied once or not at all.
+// every earlier try of it is dead: every acceptor answered (a promise or a
+// refusal) that it had accepted less than the first try and promised more
+// than the last, so none ever held one (an acceptor's accepted ballot only
+// grows) and none ever will. A refusal alone would not do: a request
+// delivered twice may be accepted, then refused. When the retry's promises
+// show one of its own tries as the highest, it proposes that value again,
+// as it is; when they show another proposer's value, which may hold the
+// change, it stops with Unknown. A change is thus applied once or not at
+// all. A read that ends Unknown may simply be sent again.
 //
 // A coordinator that restarts may reuse its id with its counter back at
 // zero: a prepare must be strictly above a promise, so it cannot gather a
@@ -79,16 +83,18 @@
 // at the same acceptor). A quorum of acceptances is then a quorum of
 // promises of Next, all holding the decided value, which is what a prepare
 // would have found; so the next change starts with its accept. When
-// another proposer prepared in between, that accept is refused by every
-// acceptor that promised higher, the try is dead once all refused, and the
-// retry takes the two round trips. Reads cost the same as writes. In the
-// simulation (TestRoundTrips, `go test -run RoundTrips -v ./node/decide`,
-// 20 runs of 25 commands per client on 3 acceptors): a lone coordinator
-// takes 1.04 round trips per command with 1 client and 1.01 with 6 (the
-// first command of a run takes 2); 3 coordinators with 6 clients contending
-// for one key take 1.35 per command, 48 of 3,020 commands end with an
-// unknown outcome and 163 fail without effect (duelling proposers, each
-// giving up after 5 tries with a random backoff).
+// another proposer prepared in between, that accept is refused, and the
+// retry takes the two round trips; when the other also changed the key,
+// the acceptors cannot tell whether its value holds the refused try, and
+// the change ends Unknown (routing a key's commands through one
+// coordinator avoids this, see Liveness). Reads cost the same as writes.
+// In the simulation (TestRoundTrips, `go test -run RoundTrips -v
+// ./node/decide`, 20 runs of 25 commands per client on 3 acceptors): a lone
+// coordinator takes 1.04 round trips per command with 1 client and 1.01
+// with 6 (the first command of a run takes 2); 3 coordinators with 6
+// clients contending for one key take 1.35 per command, 64 of 3,020
+// commands end with an unknown outcome and 153 fail without effect
+// (duelling proposers, each giving up after 5 tries with a random backoff).
 //
 // # Liveness
 //

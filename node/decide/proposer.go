@@ -64,10 +64,10 @@ type Proposer struct {
 	// may still be chosen; value is that value.
 	sent  []Ballot
 	value []byte
-	// clear[i]: acceptor i holds none of those tries and never will (it
-	// refused the only one, or promised above them all holding less). Once
-	// all are clear, the tries are dead and the change may be applied
-	// afresh.
+	// clear[i]: acceptor i holds none of those tries and never will: it
+	// answered, once, that it had accepted less than the first and promised
+	// more than the last. Once all are clear, the tries are dead and the
+	// change may be applied afresh.
 	clear []bool
 
 	// The one-round-trip form: a quorum promised next as it accepted known.
@@ -127,12 +127,9 @@ func (p *Proposer) Step(from int, r Reply) (Request, Status) {
 			return nil, p.status
 		}
 		p.answered[from] = true
+		p.noteClear(from, m.Promised, m.Accepted)
 		if !p.count(m.OK, m.Promised) {
 			return nil, p.status
-		}
-		if len(p.sent) > 0 && m.Accepted.Less(p.sent[0]) {
-			p.clear[from] = true
-			p.forgetDeadTries()
 		}
 		if p.highest.Less(m.Accepted) {
 			p.highest, p.highestValue = m.Accepted, m.Value
@@ -157,18 +154,13 @@ func (p *Proposer) Step(from int, r Reply) (Request, Status) {
 			return nil, p.status
 		}
 	case Accepted:
-		// Refusals of a refused accept still count after the round ended:
-		// they may show the try dead before the retry.
-		late := p.phase == idle && p.status == Refused
-		if m.Ballot != p.ballot || p.answered[from] || p.phase != accepting && !late {
+		// Even after its round ended, a refusal may show a try dead.
+		p.noteClear(from, m.Promised, m.Accepted)
+		if p.phase != accepting || m.Ballot != p.ballot || p.answered[from] {
 			return nil, p.status
 		}
 		p.answered[from] = true
-		if !m.OK && len(p.sent) == 1 {
-			p.clear[from] = true
-			p.forgetDeadTries()
-		}
-		if !late && p.count(m.OK, m.Promised) && p.oks >= consistency.Quorum(p.n) {
+		if p.count(m.OK, m.Promised) && p.oks >= consistency.Quorum(p.n) {
 			p.end(Decided)
 			// Each acceptor that accepted also promised the next ballot.
 			p.next, p.known = p.nextBallot(), p.value
@@ -177,8 +169,14 @@ func (p *Proposer) Step(from int, r Reply) (Request, Status) {
 	return nil, p.status
 }
 
-func (p *Proposer) forgetDeadTries() {
-	if !slices.Contains(p.clear, false) {
+// noteClear takes an acceptor's promise and accepted ballot, as it
+// answered: accepted below the first try, it never held one (an acceptor's
+// accepted ballot only grows), and promised above the last, it never will.
+func (p *Proposer) noteClear(from int, promised, accepted Ballot) {
+	if len(p.sent) == 0 || !accepted.Less(p.sent[0]) || !p.sent[len(p.sent)-1].Less(promised) {
+		return
+	}
+	if p.clear[from] = true; !slices.Contains(p.clear, false) {
 		p.sent = nil
 	}
 }

@@ -17,8 +17,8 @@ import (
 
 // A simulation of this package's protocol: clients run Redis commands,
 // back to back, through several coordinator nodes (each with a proposer
-// per key) against 3 or 5 acceptors, over a network that delays, reorders
-// and loses messages and is partitioned now and then, while coordinators
+// per key) against 3 or 5 acceptors, over a network that delays, reorders,
+// loses and duplicates messages and is partitioned now and then, while coordinators
 // crash and restart, and their timers run at different rates. Every
 // interleaving is drawn from a seed, and each history is checked with
 // porcupine against the model of its workload:
@@ -66,7 +66,7 @@ func (p partition) String() string {
 
 type simConfig struct {
 	acceptors, nodes, clients, ops int
-	loss, slow                     float64 // of messages
+	loss, slow, duplicate          float64 // of messages
 	crash                          float64 // a coordinator crashes after sending a request
 	partition                      partition
 	work                           workload
@@ -74,8 +74,8 @@ type simConfig struct {
 }
 
 func (c simConfig) String() string {
-	return fmt.Sprintf("acceptors=%d nodes=%d clients=%d ops=%d loss=%.2f slow=%.2f crash=%.3f partition=%s work=%s bug=%q",
-		c.acceptors, c.nodes, c.clients, c.ops, c.loss, c.slow, c.crash, c.partition, c.work, c.bug)
+	return fmt.Sprintf("acceptors=%d nodes=%d clients=%d ops=%d loss=%.2f slow=%.2f duplicate=%.2f crash=%.3f partition=%s work=%s bug=%q",
+		c.acceptors, c.nodes, c.clients, c.ops, c.loss, c.slow, c.duplicate, c.crash, c.partition, c.work, c.bug)
 }
 
 // Times are in µs.
@@ -185,35 +185,34 @@ func (s *sim) deliver(node, a int, toAcceptor bool) bool {
 	return !s.cut(node, a, toAcceptor) && s.rng.Float64() >= s.cfg.loss
 }
 
-// broadcast sends a proposer's request for key to every acceptor, and
-// their replies back to whichever proposer then runs the key on that node.
+// broadcast sends a proposer's request for key to every acceptor (some
+// twice), and their replies back to whichever proposer then runs the key on
+// that node.
 func (s *sim) broadcast(node int, key string, req Request) {
 	s.requests++
 	for a := range s.acceptors {
-		if !s.deliver(node, a, true) {
-			continue
+		if s.cfg.duplicate > 0 && s.rng.Float64() < s.cfg.duplicate {
+			s.deliverRequest(node, a, key, req)
 		}
-		s.at(s.now+s.delay(), func() {
-			reply := s.handle(node, a, key, req)
-			if !s.deliver(node, a, false) {
-				return
-			}
-			s.at(s.now+s.delay(), func() {
-				n := s.nodes[node]
-				p := n.proposers[key]
-				if n.down || p == nil {
-					return
-				}
-				next, st := p.Step(a, reply)
-				if c := n.running[key]; c != nil && c.inRound && (next != nil || st != Waiting) {
-					s.progress(node, key, next, st)
-				}
-			})
-		})
+		s.deliverRequest(node, a, key, req)
 	}
 	if s.rng.Float64() < s.cfg.crash {
 		s.crashNode(node)
 	}
+}
+
+func (s *sim) deliverRequest(node, a int, key string, req Request) {
+	s.send(node, a, func() any { return s.handle(node, a, key, req) }, func(reply any) {
+		n := s.nodes[node]
+		p := n.proposers[key]
+		if p == nil {
+			return
+		}
+		next, st := p.Step(a, reply.(Reply))
+		if c := n.running[key]; c != nil && c.inRound && (next != nil || st != Waiting) {
+			s.progress(node, key, next, st)
+		}
+	})
 }
 
 // handle is acceptor a's rule, or a planted variant of it.
@@ -526,12 +525,18 @@ func simulate(cfg simConfig, seed uint64) ([]simOp, int) {
 		s.client(c, c%cfg.nodes, 1)
 	}
 	s.run()
-	// A last read once everything settled, over a quiet network.
+	// A last read once everything settled, over a quiet network. A read
+	// whose outcome is unknown (a stale one-round-trip accept whose
+	// refusals came late, say) is sent again: reading twice does no harm.
 	if cfg.work != lock {
 		s.cfg.loss, s.cfg.crash, s.cfg.partition = 0, 0, noPartition
 		cmd := map[workload]string{ids: "GET", list: "LRANGE"}[cfg.work]
-		s.submit(0, simOp{client: lastReader, key: "k", cmd: cmd, call: s.now}, func() {})
-		s.run()
+		for range 10 {
+			s.submit(0, simOp{client: lastReader, key: "k", cmd: cmd, call: s.now}, func() {})
+			if s.run(); s.history[len(s.history)-1].client == lastReader {
+				break
+			}
+		}
 	}
 	return s.history, s.requests
 }
@@ -688,8 +693,10 @@ func randomSimConfig(r *rand.Rand, work workload, bug string) simConfig {
 		work:      work,
 		bug:       bug,
 	}
-	// Half the runs lose messages, half crash coordinators.
+	// Half the runs lose messages, half duplicate them, half crash
+	// coordinators.
 	cfg.loss = float64(r.IntN(2)) * 0.1 * r.Float64()
+	cfg.duplicate = float64(r.IntN(2)) * 0.05 * r.Float64()
 	cfg.crash = float64(r.IntN(2)) * 0.02 * r.Float64()
 	return cfg
 }
