@@ -147,8 +147,8 @@ func (p *Proposer) Step(from int, r Reply) (Request, Status) {
 			// An earlier try may be chosen: propose it again, as it is.
 			return p.propose(p.highestValue), p.status
 		default:
-			// An earlier try, still accepted somewhere, may be in this
-			// value or may be adopted later: applying the change again
+			// An earlier try, which some acceptor may hold, may be in
+			// this value or be adopted later: applying the change again
 			// could apply it twice.
 			p.end(Unknown)
 			return nil, p.status
