@@ -233,11 +233,17 @@ func TestKubernetesManifests(t *testing.T) {
 					t.Errorf("%s: Service %s has no port %s %d", pw, headless.Name, name, ports[name])
 				}
 			}
-			for probe, p := range map[string]*corev1.Probe{"readiness": c.ReadinessProbe, "liveness": c.LivenessProbe} {
-				if p == nil || p.HTTPGet == nil {
-					t.Errorf("%s: no HTTP %s probe: want GET /ping on the admin port", pw, probe)
-				} else if g := p.HTTPGet; g.Path != "/ping" || (g.Port.String() != "admin" && g.Port.String() != portOf(cfg.StatsListen)) {
-					t.Errorf("%s: %s probe GET %s on port %s: want GET /ping on the admin port %s", pw, probe, g.Path, g.Port.String(), portOf(cfg.StatsListen))
+			// Ready means the node can serve (/ready); alive only that it
+			// answers (/ping): a node waiting for its redis-server or its
+			// peers is not restarted.
+			for _, pr := range []struct {
+				probe, path string
+				p           *corev1.Probe
+			}{{"readiness", "/ready", c.ReadinessProbe}, {"liveness", "/ping", c.LivenessProbe}} {
+				if pr.p == nil || pr.p.HTTPGet == nil {
+					t.Errorf("%s: no HTTP %s probe: want GET %s on the admin port", pw, pr.probe, pr.path)
+				} else if g := pr.p.HTTPGet; g.Path != pr.path || (g.Port.String() != "admin" && g.Port.String() != portOf(cfg.StatsListen)) {
+					t.Errorf("%s: %s probe GET %s on port %s: want GET %s on the admin port %s", pw, pr.probe, g.Path, g.Port.String(), pr.path, portOf(cfg.StatsListen))
 				}
 			}
 			if !strings.HasPrefix(cfg.DataDir, DataDir+"/") {
