@@ -37,20 +37,30 @@ func ParseShard(s string) (Shard, error) {
 		return Shard{}, fmt.Errorf("%q is not I/N, such as 2/3 for the second of three shards", s)
 	}
 	sh := Shard{i, n}
-	return sh, sh.validate()
+	return sh, sh.check()
 }
 
+// validate accepts the zero Shard (a whole run) and every shard check does.
 func (s Shard) validate() error {
 	if s == (Shard{}) {
 		return nil
 	}
+	return s.check()
+}
+
+func (s Shard) check() error {
 	if s.Count < 1 || s.Index < 1 || s.Index > s.Count {
-		return fmt.Errorf("--shard %s: I must lie between 1 and N, and N be at least 1", s)
+		return fmt.Errorf("--shard %d/%d: I must lie between 1 and N, and N be at least 1", s.Index, s.Count)
 	}
 	return nil
 }
 
-func (s Shard) String() string { return fmt.Sprintf("%d/%d", s.Index, s.Count) }
+func (s Shard) String() string {
+	if s == (Shard{}) {
+		return "none" // a whole run, as bench compare shows it
+	}
+	return fmt.Sprintf("%d/%d", s.Index, s.Count)
+}
 
 // of is the number of shards, 1 for a whole run.
 func (s Shard) of() int { return max(s.Count, 1) }

@@ -18,7 +18,7 @@ func TestParseShard(t *testing.T) {
 	if s, err := ParseShard("2/3"); err != nil || s != (Shard{2, 3}) {
 		t.Errorf("2/3: %v, %v", s, err)
 	}
-	for _, bad := range []string{"", "2", "0/3", "4/3", "1/0", "a/b", "-1/3", "1/3/4"} {
+	for _, bad := range []string{"", "2", "0/0", "0/3", "4/3", "1/0", "a/b", "-1/3", "1/3/4"} {
 		if _, err := ParseShard(bad); err == nil {
 			t.Errorf("%q: no error", bad)
 		}
@@ -342,4 +342,24 @@ func TestShardsRunAndMerge(t *testing.T) {
 	if _, err := Run(context.Background(), cfg, respTarget(t, srv.Addr, 1), nil); err == nil || !strings.Contains(err.Error(), "passed") {
 		t.Errorf("a past --start-at: %v", err)
 	}
+}
+
+// ParseShard takes any text without panicking, and what it accepts is a
+// valid shard that prints back as it was read.
+func FuzzParseShard(f *testing.F) {
+	for _, s := range []string{"1/1", "2/3", "0/0", "3/2", "-1/2", "1/", "/", "9999999999999999999/1"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		sh, err := ParseShard(s)
+		if err != nil {
+			return
+		}
+		if sh.Index < 1 || sh.Index > sh.Count {
+			t.Fatalf("%q accepted as %+v", s, sh)
+		}
+		if again, err := ParseShard(sh.String()); err != nil || again != sh {
+			t.Fatalf("%q read as %v, which reads back as %v, %v", s, sh, again, err)
+		}
+	})
 }

@@ -50,22 +50,7 @@ func TestReady(t *testing.T) {
 	n := nodes[0]
 	waitReady(t, n, http.StatusOK, "ready", 10*time.Second)
 
-	st, err := l.Status().Node(n.Name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pid := st.RedisPID
-	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	resumed := false
-	resume := func() {
-		if !resumed {
-			resumed = true
-			syscall.Kill(pid, syscall.SIGCONT)
-		}
-	}
-	t.Cleanup(resume)
+	resume := pause(t, l, n.Name, lab.RedisProc)
 	waitReady(t, n, http.StatusServiceUnavailable, "redis-server "+n.Redis+" has not answered a PING for", 10*time.Second)
 	resume()
 	waitReady(t, n, http.StatusOK, "ready", 10*time.Second)
@@ -95,4 +80,30 @@ func TestReady(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitReady(t, n, http.StatusOK, "ready", 10*time.Second)
+}
+
+// pause stops (SIGSTOP) a process of a lab node and returns the function
+// that resumes it (SIGCONT), which also runs when the test ends.
+func pause(t *testing.T, l *lab.Lab, node string, kind lab.Proc) (resume func()) {
+	t.Helper()
+	st, err := l.Status().Node(node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := st.NodePID
+	if kind == lab.RedisProc {
+		pid = st.RedisPID
+	}
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	resumed := false
+	resume = func() {
+		if !resumed {
+			resumed = true
+			syscall.Kill(pid, syscall.SIGCONT)
+		}
+	}
+	t.Cleanup(resume)
+	return resume
 }
