@@ -179,7 +179,8 @@ const datastoreSilence = 4
 
 // unready says why the node should get no requests now, "" when it is
 // ready (GET /ready). A node is ready when
-//   - it is a member that serves clients (not joining, not removed);
+//   - it is a member that serves clients (not joining, not removed, not
+//     in standby);
 //   - its redis-server answered the heartbeat's PING within the last
 //     datastoreSilence heartbeat periods; and
 //   - a quorum of its datacenter's racks (R/2+1 of R, as DC_QUORUM counts
@@ -193,6 +194,9 @@ func (n *Node) unready(now time.Time) string {
 	v := n.view()
 	if v.refuse != nil {
 		return strings.TrimPrefix(strings.TrimSpace(string(v.refuse)), "-")
+	}
+	if n.state.Load() == stateStandby {
+		return "the node is in standby (POST /state/normal serves clients again)"
 	}
 	silence := time.Duration(datastoreSilence) * n.cfg.Heartbeat
 	last := n.datastorePong.Load()

@@ -64,6 +64,27 @@ func TestReady(t *testing.T) {
 	}
 	waitReady(t, n, http.StatusOK, "ready", 10*time.Second)
 
+	// A node in standby serves no clients.
+	post := func(path string) {
+		t.Helper()
+		res, err := http.Post("http://"+n.StatsListen+path, "", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != http.StatusOK {
+			t.Fatalf("POST %s: %s", path, res.Status)
+		}
+	}
+	post("/state/standby")
+	if code, body := ready(n); code != http.StatusServiceUnavailable || !strings.Contains(body, "standby") {
+		t.Errorf("in standby: %d %q, want 503", code, body)
+	}
+	post("/state/normal")
+	if code, body := ready(n); code != http.StatusOK {
+		t.Errorf("back to normal: %d %q, want 200", code, body)
+	}
+
 	// One rack of three down leaves a quorum; two do not.
 	if err := l.StopNode(nodes[1].Name, lab.NodeProc); err != nil {
 		t.Fatal(err)

@@ -224,7 +224,7 @@ func TestBenchShardsMerge(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	// Time enough for both processes to start on a busy machine.
-	start := time.Now().Add(2 * time.Second).UTC().Format(time.RFC3339Nano)
+	start := time.Now().Add(5 * time.Second).UTC().Format(time.RFC3339Nano)
 	files := []string{filepath.Join(dir, "s1.json"), filepath.Join(dir, "s2.json")}
 	var cmds []*exec.Cmd
 	var stdouts []*bytes.Buffer
