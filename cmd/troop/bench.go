@@ -33,6 +33,8 @@ and print what ran, then a VTest-style table of throughput, latency
 percentiles, Errors (no proper answer) and Fails (a wrong answer). The same
 --seed gives the same operations. Keys are named --key-prefix (default
 troop:bench:) and a number; --cleanup deletes the keys the run wrote.
+To drive more load than one machine can, run N processes with --shard I/N
+and one --start-at, and add their results up with troop bench merge.
 See docs/bench.md.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
