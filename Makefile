@@ -53,6 +53,7 @@ fuzz:
 	scripts/fuzz ./suite FuzzParseConfig $(FUZZTIME)
 	scripts/fuzz ./client FuzzParseDescribed $(FUZZTIME)
 	scripts/fuzz ./internal/filekind FuzzSniff $(FUZZTIME)
+	scripts/fuzz ./bench FuzzParseShard $(FUZZTIME)
 
 demo: build
 	@scripts/need redis-server

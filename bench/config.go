@@ -45,6 +45,12 @@ type Config struct {
 	Timeout      time.Duration `json:"timeout"`      // --timeout per request (and connect)
 	Conns        int           `json:"conns"`        // --conns: links per target address
 
+	// A run that several processes drive together: this one's part of it
+	// (--shard I/N) and when the measured load begins (--start-at), the
+	// same wall-clock time for every shard.
+	Shard   Shard     `json:"shard,omitzero"`
+	StartAt time.Time `json:"start-at,omitzero"`
+
 	// How a plain RESP target is reached (--target; the credentials for
 	// --cluster too).
 	Access  Access `json:"access"`
@@ -168,6 +174,12 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("--timeout must be positive")
 	case c.Conns < 1:
 		return fmt.Errorf("--conns must be at least 1")
+	}
+	if err := c.Shard.validate(); err != nil {
+		return err
+	}
+	if c.Keys < uint64(c.Shard.of()) {
+		return fmt.Errorf("--keys %d is fewer than the %d shards: each shard needs keys of its own", c.Keys, c.Shard.Count)
 	}
 	if err := c.Access.Check(); err != nil {
 		return err

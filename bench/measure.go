@@ -125,18 +125,29 @@ type Point struct {
 	P99    float64 `json:"p99_ms"`
 	Errors int64   `json:"errors"`
 	Fails  int64   `json:"fails"`
+	// Hist is the second's response-time histogram, encoded as the rows'
+	// are, in a shard's result only: merging shards adds them up.
+	Hist string `json:"hist,omitempty"`
 }
 
-func (s *series) points(task int) []Point {
+// points is a task's series; withHist keeps each second's histogram too.
+func (s *series) points(task int, withHist bool) []Point {
 	pts := make([]Point, len(s.tasks[task]))
 	for i, a := range s.tasks[task] {
 		pts[i] = Point{T: i, Ops: a.n, Errors: a.errors, Fails: a.fails}
 		if a.h != nil {
-			pts[i].P50 = ms(a.h.ValueAtQuantile(50))
-			pts[i].P99 = ms(a.h.ValueAtQuantile(99))
+			pts[i].P50, pts[i].P99 = secondPercentiles(a.h)
+			if withHist {
+				pts[i].Hist = encodeHist(a.h)
+			}
 		}
 	}
 	return pts
+}
+
+// secondPercentiles is the p50 and p99 of a second's histogram, in ms.
+func secondPercentiles(h *hdr.Histogram) (p50, p99 float64) {
+	return ms(h.ValueAtQuantile(50)), ms(h.ValueAtQuantile(99))
 }
 
 // phaseStats is what one phase run measured: each task's figures and the

@@ -32,6 +32,9 @@ type Result struct {
 	Stopped string `json:"stopped,omitempty"`
 	// Cleanup is what --cleanup deleted after the run.
 	Cleanup *CleanupResult `json:"cleanup,omitempty"`
+	// Shards is how many shards' results were merged into this one (troop
+	// bench merge); 0 for a result one process measured.
+	Shards int `json:"shards,omitempty"`
 }
 
 // Row is one task's figures: one iteration of it, or all of them (Total).
@@ -183,6 +186,9 @@ func (r *Result) WriteTable(w io.Writer) {
 	if r.Stopped != "" {
 		fmt.Fprintf(w, "==== PARTIAL: %s ====\n\n", r.Stopped)
 	}
+	if r.Shards > 0 {
+		fmt.Fprintf(w, "==== MERGED FROM %d SHARDS ====\n\n", r.Shards)
+	}
 	fmt.Fprintln(w, "==== DETAIL STATUS ====")
 	for _, tot := range r.Totals {
 		fmt.Fprintln(w)
@@ -247,7 +253,11 @@ func Compare(w io.Writer, a, b *Result) {
 		name string
 		r    *Result
 	}{{"A", a}, {"B", b}} {
-		fmt.Fprintf(w, "%s: %s, seed %d, %s, started %s\n", s.name, s.r.Config.Job, s.r.Seed, s.r.Target, s.r.Started.Format("2006-01-02 15:04:05"))
+		merged := ""
+		if s.r.Shards > 0 {
+			merged = fmt.Sprintf(", merged from %d shards", s.r.Shards)
+		}
+		fmt.Fprintf(w, "%s: %s, seed %d, %s, started %s%s\n", s.name, s.r.Config.Job, s.r.Seed, s.r.Target, s.r.Started.Format("2006-01-02 15:04:05"), merged)
 		if s.r.Stopped != "" {
 			fmt.Fprintf(w, "   PARTIAL: %s\n", s.r.Stopped)
 		}

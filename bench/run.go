@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/troop-lab/troop/client"
+	"github.com/troop-lab/troop/internal/ctxtime"
 	"github.com/troop-lab/troop/internal/filekind"
 	"github.com/troop-lab/troop/resp"
 )
@@ -58,6 +59,12 @@ func RunModel(ctx context.Context, cfg Config, target Target, out io.Writer, mod
 	if out != nil {
 		res.Setup.WriteHeader(out)
 	}
+	if !cfg.StartAt.IsZero() {
+		if err := waitUntil(ctx, cfg.StartAt); err != nil {
+			return nil, err
+		}
+		res.Started = time.Now()
+	}
 	var hlog *hdrLog
 	if cfg.HdrLog != nil {
 		hlog = newHdrLog(cfg.HdrLog, res.Started, &cfg)
@@ -101,7 +108,7 @@ func RunModel(ctx context.Context, cfg Config, target Target, out io.Writer, mod
 			}
 			secs := pr.elapsed.Seconds()
 			for ti, task := range ph.Tasks {
-				res.Rows = append(res.Rows, newRow(ph.Name, task, it, secs, pr.stats[ti], pr.series.points(ti)))
+				res.Rows = append(res.Rows, newRow(ph.Name, task, it, secs, pr.stats[ti], pr.series.points(ti, cfg.Shard.Count > 0)))
 				k := key{ph.Name, task}
 				t := totals[k]
 				switch {
@@ -150,6 +157,17 @@ func RunModel(ctx context.Context, cfg Config, target Target, out io.Writer, mod
 		res.WriteTable(out)
 	}
 	return res, ctx.Err()
+}
+
+// waitUntil waits for the agreed start of the load. A start already past
+// is an error: this shard would run behind the others.
+func waitUntil(ctx context.Context, at time.Time) error {
+	d := time.Until(at)
+	if d < 0 {
+		return fmt.Errorf("--start-at %s passed %s ago: this shard would start after the others; give every shard a later time",
+			at.Format(time.RFC3339), (-d).Round(time.Millisecond))
+	}
+	return ctxtime.Sleep(ctx, d)
 }
 
 type runner struct {
@@ -234,7 +252,7 @@ func (r *runner) runPhase(ctx context.Context, ph *phasePlan, it, pi int, dur ti
 	if piper != nil {
 		total := 0
 		for _, g := range ph.groups {
-			total += g.workers
+			total += r.cfg.Shard.workers(g.workers)
 		}
 		if total > piper.Pipes() {
 			piper = nil
@@ -244,6 +262,9 @@ func (r *runner) runPhase(ctx context.Context, ph *phasePlan, it, pi int, dur ti
 	for gi := range ph.groups {
 		g := &ph.groups[gi]
 		for w := range g.workers {
+			if !r.cfg.Shard.owns(w) {
+				continue
+			}
 			b := r.newBatcher(piper, nth)
 			nth++
 			wg.Add(1)
@@ -593,7 +614,7 @@ func (r *runner) rateCheck(ph *phasePlan, pr phaseResult) []string {
 		if g.rate <= 0 || pr.elapsed <= 0 {
 			continue
 		}
-		got, want := float64(pr.issued[gi])/pr.elapsed.Seconds(), g.rate
+		got, want := float64(pr.issued[gi])/pr.elapsed.Seconds(), g.rate*float64(r.cfg.Shard.workers(g.workers))/float64(g.workers)
 		if got < 0.9*want {
 			warn = append(warn, fmt.Sprintf(
 				"%s: the generator issued %.0f ops/s of the %.0f requested: the response times include its own backlog; add workers or lower --rate",

@@ -31,6 +31,7 @@ type Setup struct {
 	Seed          uint64  `json:"seed"`
 	Loop          string  `json:"loop"`
 	Length        string  `json:"length"`
+	Shard         string  `json:"shard,omitempty"` // which part of a sharded run, in words
 }
 
 // Connector is implemented by targets that know how many connections a
@@ -40,8 +41,12 @@ type Connector interface {
 }
 
 func newSetup(cfg *Config, p plan, target Target, nodes int) Setup {
+	first, keys := cfg.Shard.keyRange(cfg.Keys)
 	s := Setup{Job: cfg.Job, Nodes: nodes, Pipeline: cfg.Pipeline.String(), ValueSize: cfg.ValueSize.String() + " B",
-		Keys: cfg.Keys, FirstKey: string(cfg.Key(nil, 0)), DB: cfg.Access.DB, Seed: cfg.Seed}
+		Keys: keys, FirstKey: string(cfg.Key(nil, first)), DB: cfg.Access.DB, Seed: cfg.Seed}
+	if cfg.Shard.Count > 0 {
+		s.Shard = fmt.Sprintf("%s of a run over %d keys in all: the workers, keys and rate above are this shard's", cfg.Shard, cfg.Keys)
+	}
 	if d, ok := target.(Describer); ok {
 		s.Target = d.Describe()
 	}
@@ -49,7 +54,7 @@ func newSetup(cfg *Config, p plan, target Target, nodes int) Setup {
 		s.Tasks = append(s.Tasks, ph.Tasks...)
 		n := 0
 		for _, g := range ph.groups {
-			n += g.workers
+			n += cfg.Shard.workers(g.workers)
 		}
 		s.Workers = max(s.Workers, n)
 	}
@@ -70,7 +75,7 @@ func newSetup(cfg *Config, p plan, target Target, nodes int) Setup {
 	s.InFlight = int(math.Ceil(max(s.PerConnection, 1))) * cfg.Pipeline.Max
 	switch {
 	case cfg.Rate > 0:
-		s.Loop = fmt.Sprintf("open loop at %g ops/s", cfg.Rate)
+		s.Loop = fmt.Sprintf("open loop at %g ops/s", shardRate(cfg, p))
 	default:
 		s.Loop = "closed loop"
 	}
@@ -97,5 +102,19 @@ func (s Setup) WriteHeader(w io.Writer) {
 	if s.DB != 0 {
 		fmt.Fprintf(w, ", database %d", s.DB)
 	}
-	fmt.Fprintf(w, "\nseed       %d; %s, %s\n\n", s.Seed, s.Loop, s.Length)
+	fmt.Fprintf(w, "\nseed       %d; %s, %s\n", s.Seed, s.Loop, s.Length)
+	if s.Shard != "" {
+		fmt.Fprintf(w, "shard      %s\n", s.Shard)
+	}
+	fmt.Fprintln(w)
+}
+
+// shardRate is the rate this shard issues: its workers' share of each
+// group's, in the first phase (every phase has the same).
+func shardRate(cfg *Config, p plan) float64 {
+	var rate float64
+	for _, g := range p.phases[0].groups {
+		rate += g.rate * float64(cfg.Shard.workers(g.workers)) / float64(g.workers)
+	}
+	return rate
 }

@@ -137,7 +137,8 @@ func makePlan(cfg *Config, nodes int) (plan, error) {
 		if d, ok := dists[name]; ok {
 			return d, nil
 		}
-		d, err := NewKeyDist(name, cfg.Keys, cfg.Hotspot)
+		_, n := cfg.Shard.keyRange(cfg.Keys)
+		d, err := NewKeyDist(name, n, cfg.Hotspot)
 		dists[name] = d
 		return d, err
 	}
@@ -166,6 +167,10 @@ func makePlan(cfg *Config, nodes int) (plan, error) {
 					g.workers = cfg.Readers * nodes
 				}
 			}
+			if g.workers < cfg.Shard.of() {
+				return plan{}, fmt.Errorf("--shard %s: the %s phase has %d %s in all, fewer than the %d shards: give each shard at least one",
+					cfg.Shard, ph.Name, g.workers, workerFlag(cfg, r), cfg.Shard.Count)
+			}
 			g.requests = cfg.Requests * int64(r.weight) / int64(total)
 			g.rate = cfg.Rate * float64(r.weight) / float64(total)
 			if !r.seq {
@@ -180,18 +185,30 @@ func makePlan(cfg *Config, nodes int) (plan, error) {
 	return p, nil
 }
 
+// workerFlag names the workers of a role as the flag that sets them.
+func workerFlag(cfg *Config, r role) string {
+	switch {
+	case cfg.Job != JobMixed:
+		return "workers (--workers)"
+	case r.readers:
+		return "readers (--readers)"
+	}
+	return "writers (--writers)"
+}
+
 // Gen produces one worker's operations. Its output is a function of the seed
 // and the worker's place (iteration, phase, group, index) alone.
 type Gen struct {
 	r          *rand.Rand
 	g          *group
+	first      uint64 // the shard's first key; keys from it on are its own
 	keys       uint64
 	valueSize  Range
 	pipeline   Range
-	w, workers uint64 // this worker's index within its group, and the group's size
+	w, workers uint64 // this worker's index among its group's workers of the shard, and how many they are
 	left       int64  // requests still to issue; -1 = unbounded
-	next       uint64 // sequential key cursor (crud) and insert cursor
-	newest     uint64 // the last key this worker inserted (latest distribution)
+	next       uint64 // sequential key cursor (crud) and insert cursor, from first
+	newest     uint64 // the last key this worker inserted (latest distribution), from first
 }
 
 // streamID names a worker's random stream; it must differ for every worker
@@ -200,12 +217,15 @@ func streamID(iteration, phase, group, worker int) uint64 {
 	return uint64(iteration)<<48 | uint64(phase)<<40 | uint64(group)<<32 | uint64(worker)
 }
 
+// newGen makes the generator of worker w of group g (w counts all the
+// group's workers, of every shard).
 func newGen(cfg *Config, g *group, iteration, phase, gi, w int) *Gen {
+	first, keys := cfg.Shard.keyRange(cfg.Keys)
 	gen := &Gen{
 		r: rand.New(rand.NewPCG(cfg.Seed, streamID(iteration, phase, gi, w))),
-		g: g, keys: cfg.Keys, valueSize: cfg.ValueSize, pipeline: cfg.Pipeline,
-		w: uint64(w), workers: uint64(g.workers), left: -1,
-		newest: cfg.Keys - 1,
+		g: g, first: first, keys: keys, valueSize: cfg.ValueSize, pipeline: cfg.Pipeline,
+		w: uint64(w / cfg.Shard.of()), workers: uint64(cfg.Shard.workers(g.workers)), left: -1,
+		newest: keys - 1,
 	}
 	if g.requests > 0 {
 		gen.left = g.requests / int64(g.workers)
@@ -253,6 +273,7 @@ func (gen *Gen) op() Op {
 	default:
 		op.Key = gen.g.dist.Next(gen.r, gen.newest)
 	}
+	op.Key += gen.first
 	if op.Kind == Set || op.Kind == RMW {
 		op.Size = gen.valueSize.Draw(gen.r)
 	}

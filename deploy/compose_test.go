@@ -21,6 +21,7 @@ import (
 // composeFile is what the test reads of the Compose file.
 type composeFile struct {
 	Services map[string]struct {
+		Profiles    []string `yaml:"profiles"`
 		Hostname    string   `yaml:"hostname"`
 		Restart     string   `yaml:"restart"`
 		Command     []string `yaml:"command"`
@@ -31,8 +32,9 @@ type composeFile struct {
 	} `yaml:"services"`
 }
 
-// composeMembers reads the Compose file's services: each with its command,
-// hostname, healthcheck and the files of its bind mounts.
+// composeMembers reads the Compose file's services that `docker compose
+// up` starts (those of no profile): each with its command, hostname,
+// healthcheck and the files of its bind mounts.
 func composeMembers(t *testing.T, path string) []member {
 	t.Helper()
 	data, err := os.ReadFile(path)
@@ -45,6 +47,9 @@ func composeMembers(t *testing.T, path string) []member {
 	}
 	var out []member
 	for name, s := range cf.Services {
+		if len(s.Profiles) > 0 {
+			continue
+		}
 		m := member{name: name, hostname: s.Hostname, cmd: s.Command, files: rootfs.New(), restart: container.RestartPolicyMode(s.Restart)}
 		for _, a := range s.Healthcheck.Test {
 			m.health = append(m.health, strings.ReplaceAll(a, "$$", "$")) // Compose reads $$ as a literal $

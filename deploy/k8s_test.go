@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -21,6 +22,7 @@ import (
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -233,11 +235,17 @@ func TestKubernetesManifests(t *testing.T) {
 					t.Errorf("%s: Service %s has no port %s %d", pw, headless.Name, name, ports[name])
 				}
 			}
-			for probe, p := range map[string]*corev1.Probe{"readiness": c.ReadinessProbe, "liveness": c.LivenessProbe} {
-				if p == nil || p.HTTPGet == nil {
-					t.Errorf("%s: no HTTP %s probe: want GET /ping on the admin port", pw, probe)
-				} else if g := p.HTTPGet; g.Path != "/ping" || (g.Port.String() != "admin" && g.Port.String() != portOf(cfg.StatsListen)) {
-					t.Errorf("%s: %s probe GET %s on port %s: want GET /ping on the admin port %s", pw, probe, g.Path, g.Port.String(), portOf(cfg.StatsListen))
+			// Ready means the node can serve (/ready); alive only that it
+			// answers (/ping): a node waiting for its redis-server or its
+			// peers is not restarted.
+			for _, pr := range []struct {
+				probe, path string
+				p           *corev1.Probe
+			}{{"readiness", "/ready", c.ReadinessProbe}, {"liveness", "/ping", c.LivenessProbe}} {
+				if pr.p == nil || pr.p.HTTPGet == nil {
+					t.Errorf("%s: no HTTP %s probe: want GET %s on the admin port", pw, pr.probe, pr.path)
+				} else if g := pr.p.HTTPGet; g.Path != pr.path || (g.Port.String() != "admin" && g.Port.String() != portOf(cfg.StatsListen)) {
+					t.Errorf("%s: %s probe GET %s on port %s: want GET %s on the admin port %s", pw, pr.probe, g.Path, g.Port.String(), pr.path, portOf(cfg.StatsListen))
 				}
 			}
 			if !strings.HasPrefix(cfg.DataDir, DataDir+"/") {
@@ -372,4 +380,81 @@ func TestKubernetesPodsServeQuorumInDocker(t *testing.T) {
 	t.Parallel() // the two clusters start at once: most of the time is the engine's
 	image := testImage(t)
 	checkQuorum(t, startCluster(t, image, podMembers(t, "k8s")))
+}
+
+// The bench Job (k8s/bench), decoded strictly: an Indexed Job of N pods
+// that run once, whose script, run by bash as the kubelet hands it over,
+// makes pod I shard I+1 of N, beginning at the ConfigMap's time, with its
+// result on standard output, against the cluster's admin API that the
+// NetworkPolicy opens to it.
+func TestKubernetesBenchJob(t *testing.T) {
+	objs := manifests(t, "k8s/bench")
+	if len(objs) != 1 {
+		t.Fatalf("%d objects, want one Job", len(objs))
+	}
+	job, ok := objs[0].(*batchv1.Job)
+	if !ok {
+		t.Fatalf("a %T, want a Job", objs[0])
+	}
+	s := job.Spec
+	if s.CompletionMode == nil || *s.CompletionMode != batchv1.IndexedCompletion {
+		t.Fatalf("completionMode %v: want Indexed, which gives each pod its index", s.CompletionMode)
+	}
+	if s.Completions == nil || s.Parallelism == nil || *s.Completions != *s.Parallelism {
+		t.Fatalf("completions %v, parallelism %v: want the same N, all shards at once", s.Completions, s.Parallelism)
+	}
+	if s.BackoffLimit == nil || *s.BackoffLimit != 0 || s.Template.Spec.RestartPolicy != corev1.RestartPolicyNever {
+		t.Errorf("backoffLimit %v, restartPolicy %s: want 0 and Never: a retried shard starts after the others", s.BackoffLimit, s.Template.Spec.RestartPolicy)
+	}
+	if job.Namespace != "troop" || s.Template.Labels["troop.dev/admin"] != "true" {
+		t.Errorf("namespace %q, labels %v: want troop, and troop.dev/admin for the admin port", job.Namespace, s.Template.Labels)
+	}
+	if len(s.Template.Spec.Containers) != 1 {
+		t.Fatalf("%d containers, want one", len(s.Template.Spec.Containers))
+	}
+	c := s.Template.Spec.Containers[0]
+	env := map[string]string{}
+	var startRef *corev1.ConfigMapKeySelector
+	for _, e := range c.Env {
+		env[e.Name] = e.Value
+		if e.ValueFrom != nil && e.ValueFrom.ConfigMapKeyRef != nil {
+			startRef = e.ValueFrom.ConfigMapKeyRef
+		}
+	}
+	if env["SHARDS"] != strconv.Itoa(int(*s.Completions)) {
+		t.Errorf("SHARDS %q, completions %d: want the same N", env["SHARDS"], *s.Completions)
+	}
+	if startRef == nil || startRef.Name != "troop-bench-start" || startRef.Key != "start-at" {
+		t.Errorf("START_AT from %+v: want the ConfigMap troop-bench-start's key start-at", startRef)
+	}
+	if len(c.Command) != 2 || c.Command[0] != "/usr/bin/bash" || c.Command[1] != "-c" || len(c.Args) != 1 {
+		t.Fatalf("command %q args %q: want bash -c SCRIPT", c.Command, c.Args)
+	}
+	// The script, as the kubelet expands it ($$ is $), with a troop that
+	// records its arguments: pod 1 of 3 is shard 2/3.
+	script := strings.ReplaceAll(c.Args[0], "$$", "$")
+	dir := t.TempDir()
+	argsFile := filepath.Join(dir, "args")
+	fake := "#!/usr/bin/bash\nprintf '%s\\n' \"$@\" > " + argsFile + "\n"
+	if err := os.WriteFile(filepath.Join(dir, "troop"), []byte(fake), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("bash", "-c", script)
+	cmd.Env = []string{"PATH=" + dir + ":/usr/bin:/bin", "JOB_COMPLETION_INDEX=1", "SHARDS=" + env["SHARDS"], "START_AT=2030-01-02T03:04:05Z"}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("the script: %v\n%s", err, out)
+	}
+	got, err := os.ReadFile(argsFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := strings.Split(strings.TrimSpace(string(got)), "\n")
+	for flag, want := range map[string]string{"--shard": "2/" + env["SHARDS"], "--start-at": "2030-01-02T03:04:05Z", "--out": "-", "--cluster": "troop-rack1-0.troop.troop.svc.cluster.local:22222"} {
+		if i := slices.Index(args, flag); i < 0 || i+1 == len(args) || args[i+1] != want {
+			t.Errorf("troop %q: want %s %s", args, flag, want)
+		}
+	}
+	if args[0] != "bench" {
+		t.Errorf("troop %q: want troop bench", args)
+	}
 }

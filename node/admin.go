@@ -35,6 +35,7 @@ import (
 //	POST /cluster/cancel, /cluster/resume   roll back or finish the change under way
 //	GET  /cluster/membership            the membership step this node holds and its moves
 //	GET  /ping                          always open
+//	GET  /ready                         200 when the node can serve, else 503 and why (health.go); always open
 //	GET  /debug/pprof/...               Go's profiler and execution tracer, with troop_pprof only
 //
 // State changes take POST or PUT only (Dynomite's GET setters would let a
@@ -108,6 +109,13 @@ func (n *Node) adminHandler() http.Handler {
 	})
 	change("/cluster/{op}", n.changes.ServeHTTP)
 	mux.HandleFunc("/ping", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "pong") })
+	mux.HandleFunc("/ready", func(w http.ResponseWriter, r *http.Request) {
+		if why := n.unready(time.Now()); why != "" {
+			http.Error(w, "not ready: "+why, http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ready")
+	})
 	if n.cfg.Pprof {
 		// Go's profiler, for finding where a node spends its time under
 		// load: it costs CPU and shows the node's insides, so it wants the

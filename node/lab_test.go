@@ -8,7 +8,6 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -91,22 +90,7 @@ func TestDetectsKilledAndPausedNodes(t *testing.T) {
 	}
 	waitState(t, others, victim, "up", 10*time.Second)
 
-	st, err := l.Status().Node(victim.Name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pid := st.NodePID
-	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	resumed := false
-	resume := func() {
-		if !resumed {
-			resumed = true
-			syscall.Kill(pid, syscall.SIGCONT)
-		}
-	}
-	t.Cleanup(resume)
+	resume := pause(t, l, victim.Name, lab.NodeProc)
 	if took := waitState(t, others, victim, "down", 10*time.Second); took > 3*time.Second {
 		t.Errorf("paused node marked down after %v, want within 3s", took)
 	} else {

@@ -92,6 +92,10 @@ type Node struct {
 	dataDir   string             // where hints live (troop_data_dir)
 	repair    *repairer          // read repair and anti-entropy
 
+	// When the redis-server last answered the heartbeat's PING, Unix ns:
+	// for /ready (health.go).
+	datastorePong atomic.Int64
+
 	// Planted bugs (troop_planted_bug), for testing the testers.
 	noReadFailover, localWritesOnly, noVersionQuery, noReadWriteBack, noHints, noMirror bool
 

@@ -8,6 +8,7 @@ import (
 	"os"
 	"runtime/pprof"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -21,7 +22,7 @@ func init() { subcommands = append(subcommands, newBenchCmd) }
 
 func newBenchCmd() *cobra.Command {
 	cfg := bench.DefaultConfig()
-	var targets, labDir, clusterAddr, valueSize, pipeline, ratio, hotspot, out, cpuProfile string
+	var targets, labDir, clusterAddr, valueSize, pipeline, ratio, hotspot, shard, startAt, out, cpuProfile string
 	var clientPort int
 	cmd := &cobra.Command{
 		Use:   "bench [JOB] (--target HOST:PORT[,...] | --lab DIR | --cluster FILE|ADMIN_ADDR)",
@@ -32,6 +33,8 @@ and print what ran, then a VTest-style table of throughput, latency
 percentiles, Errors (no proper answer) and Fails (a wrong answer). The same
 --seed gives the same operations. Keys are named --key-prefix (default
 troop:bench:) and a number; --cleanup deletes the keys the run wrote.
+To drive more load than one machine can, run N processes with --shard I/N
+and one --start-at, and add their results up with troop bench merge.
 See docs/bench.md.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -41,6 +44,9 @@ See docs/bench.md.`,
 			if err := parseBenchFlags(cmd, &cfg, valueSize, pipeline, ratio, hotspot); err != nil {
 				return err
 			}
+			if err := parseShardFlags(&cfg, shard, startAt); err != nil {
+				return fmt.Errorf("bench: %w", err)
+			}
 			if cfg.Access.Password == "" {
 				cfg.Access.Password = os.Getenv("REDISCLI_AUTH") // as redis-cli: out of the process list
 			}
@@ -48,7 +54,13 @@ See docs/bench.md.`,
 				return fmt.Errorf("bench: %w", err)
 			}
 			// Where the results go is checked before the run, not after it.
-			if err := checkOutputs("--out", out, "--csv", cfg.CSV, "--hdr-out", cfg.HdrOut, "--cpuprofile", cpuProfile); err != nil {
+			// With --out - the result is standard output's, and what is
+			// printed for a reader goes to standard error.
+			resultOut, tableOut := out, io.Writer(os.Stdout)
+			if out == "-" {
+				resultOut, tableOut = "", os.Stderr
+			}
+			if err := checkOutputs("--out", resultOut, "--csv", cfg.CSV, "--hdr-out", cfg.HdrOut, "--cpuprofile", cpuProfile); err != nil {
 				return fmt.Errorf("bench: %w", err)
 			}
 			ctx := cmd.Context()
@@ -84,7 +96,7 @@ See docs/bench.md.`,
 				cfg.HdrLog = f
 			}
 			model := bench.NewModel(cfg.Staleness)
-			res, err := bench.RunModel(ctx, cfg, t, os.Stdout, model)
+			res, err := bench.RunModel(ctx, cfg, t, tableOut, model)
 			if err != nil && (res == nil || ctx.Err() == nil) {
 				return fmt.Errorf("bench: %w", err)
 			}
@@ -99,7 +111,7 @@ See docs/bench.md.`,
 				if c.Deleted < c.Keys {
 					gone = " (the others were gone already: the run deleted them itself)"
 				}
-				fmt.Printf("\ncleanup: deleted %d of the %d keys the run wrote%s in %.1f s\n", c.Deleted, c.Keys, gone, c.Seconds)
+				fmt.Fprintf(tableOut, "\ncleanup: deleted %d of the %d keys the run wrote%s in %.1f s\n", c.Deleted, c.Keys, gone, c.Seconds)
 				if err == nil && c.Errors > 0 {
 					err = fmt.Errorf("%d DELs failed, first: %s", c.Errors, c.Sample)
 				}
@@ -114,17 +126,20 @@ See docs/bench.md.`,
 			for _, o := range []struct {
 				path, what string
 				write      func(io.Writer) error
-			}{{out, "result", res.WriteJSON}, {cfg.CSV, "CSV", res.WriteCSV}} {
+			}{{resultOut, "result", res.WriteJSON}, {cfg.CSV, "CSV", res.WriteCSV}} {
 				if o.path == "" {
 					continue
 				}
 				if err := outfile.Write(o.path, o.write); err != nil {
 					return fmt.Errorf("bench: %w", err)
 				}
-				fmt.Printf("%s%s written to %s\n", partial, o.what, o.path)
+				fmt.Fprintf(tableOut, "%s%s written to %s\n", partial, o.what, o.path)
 			}
 			if cfg.HdrOut != "" {
-				fmt.Printf("%sHDR log written to %s\n", partial, cfg.HdrOut)
+				fmt.Fprintf(tableOut, "%sHDR log written to %s\n", partial, cfg.HdrOut)
+			}
+			if out == "-" {
+				return res.WriteJSON(os.Stdout)
 			}
 			return nil
 		},
@@ -157,11 +172,13 @@ See docs/bench.md.`,
 	f.IntVar(&cfg.Conns, "conns", cfg.Conns, "connections per target address")
 	addAccessFlags(f, &cfg.Access)
 	f.BoolVar(&cfg.Cleanup, "cleanup", false, "at the end, delete the keys the run wrote (and no other), also after an interrupt")
-	f.StringVar(&out, "out", "", "write the JSON result to this file")
+	f.StringVar(&shard, "shard", "", "I/N: run shard I of N processes that share the run (their workers, rate and keys split N ways); merge their results with troop bench merge")
+	f.StringVar(&startAt, "start-at", "", "begin the load at this time (RFC 3339, such as 2026-01-02T15:04:05Z): the same for every shard")
+	f.StringVar(&out, "out", "", "write the JSON result to this file (- for standard output, after the table)")
 	f.StringVar(&cfg.CSV, "csv", "", "write the table's rows as CSV to this file")
 	f.StringVar(&cfg.HdrOut, "hdr-out", "", "write each task's response times per second to this file in HdrHistogram's log format (.hlog, nanoseconds)")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of troop bench itself to this file (go tool pprof)")
-	cmd.AddCommand(newBenchCompareCmd())
+	cmd.AddCommand(newBenchCompareCmd(), newBenchMergeCmd())
 	return cmd
 }
 
@@ -258,6 +275,93 @@ func parseBenchFlags(cmd *cobra.Command, cfg *bench.Config, valueSize, pipeline,
 	return nil
 }
 
+// parseShardFlags reads --shard and --start-at; a shard needs a start.
+func parseShardFlags(cfg *bench.Config, shard, startAt string) error {
+	if shard != "" {
+		var err error
+		if cfg.Shard, err = bench.ParseShard(shard); err != nil {
+			return fmt.Errorf("--shard: %w", err)
+		}
+		if startAt == "" {
+			return errors.New("--shard needs --start-at: the shards of a run begin their load together, at a time agreed beforehand")
+		}
+	}
+	if startAt != "" {
+		t, err := time.Parse(time.RFC3339Nano, startAt)
+		if err != nil {
+			return fmt.Errorf("--start-at %q is not a time such as 2026-01-02T15:04:05Z (RFC 3339)", startAt)
+		}
+		cfg.StartAt = t
+	}
+	return nil
+}
+
+func newBenchMergeCmd() *cobra.Command {
+	var out, csvOut string
+	cmd := &cobra.Command{
+		Use:   "merge SHARD.json... [--out FILE]",
+		Short: "Add up the results of the shards of one run (--shard I/N) into the whole run's",
+		Long: `Add up the results of every shard of one run into one result: counts,
+Errors and Fails summed, HDR histograms added bucket by bucket (every
+percentile is that of all the requests), per-second series added second by
+second. It refuses a set with a shard missing or given twice, and shards
+that ran different settings (workload, seed, --start-at). It prints the
+merged table; --out writes a result that troop bench compare reads.
+See docs/bench.md.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkOutputs("--out", out, "--csv", csvOut); err != nil {
+				return fmt.Errorf("bench merge: %w", err)
+			}
+			shards := make([]*bench.Result, len(args))
+			for i, path := range args {
+				r, err := readBenchResult(path)
+				if err != nil {
+					return fmt.Errorf("bench merge: %w", err)
+				}
+				shards[i] = r
+			}
+			m, err := bench.Merge(shards, args)
+			if err != nil {
+				return fmt.Errorf("bench merge: %w", err)
+			}
+			stdout := cmd.OutOrStdout()
+			m.Setup.WriteHeader(stdout)
+			m.WriteTable(stdout)
+			for _, o := range []struct {
+				path, what string
+				write      func(io.Writer) error
+			}{{out, "merged result", m.WriteJSON}, {csvOut, "CSV", m.WriteCSV}} {
+				if o.path == "" {
+					continue
+				}
+				if err := outfile.Write(o.path, o.write); err != nil {
+					return fmt.Errorf("bench merge: %w", err)
+				}
+				fmt.Fprintf(stdout, "%s written to %s\n", o.what, o.path)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&out, "out", "", "write the merged JSON result to this file")
+	cmd.Flags().StringVar(&csvOut, "csv", "", "write the merged table's rows as CSV to this file")
+	return cmd
+}
+
+// readBenchResult reads a result file; its errors name the file.
+func readBenchResult(path string) (*bench.Result, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	r, err := bench.ReadResult(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return r, nil
+}
+
 func newBenchCompareCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "compare A.json B.json",
@@ -266,15 +370,11 @@ func newBenchCompareCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var results [2]*bench.Result
 			for i, path := range args {
-				f, err := os.Open(path)
+				r, err := readBenchResult(path)
 				if err != nil {
 					return fmt.Errorf("bench compare: %w", err)
 				}
-				results[i], err = bench.ReadResult(f)
-				f.Close()
-				if err != nil {
-					return fmt.Errorf("bench compare: %s: %w", path, err)
-				}
+				results[i] = r
 			}
 			bench.Compare(os.Stdout, results[0], results[1])
 			return nil

@@ -2,15 +2,19 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/csv"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	hdr "github.com/HdrHistogram/hdrhistogram-go"
 	"github.com/troop-lab/troop/bench"
+	"github.com/troop-lab/troop/internal/testlab"
 	"github.com/troop-lab/troop/internal/testredis"
 )
 
@@ -207,4 +211,94 @@ func mustOpen(t *testing.T, path string) *os.File {
 	}
 	t.Cleanup(func() { f.Close() })
 	return f
+}
+
+// Two shards as processes of the troop binary, one with its result on
+// standard output, then merged: the merge counts every request of both,
+// compare reads the merged result, and a set with a shard missing or a
+// shard twice is refused in one sentence.
+func TestBenchShardsMerge(t *testing.T) {
+	srv := testredis.Start(t)
+	bin := testlab.Troop(t)
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	// Time enough for both processes to start on a busy machine.
+	start := time.Now().Add(5 * time.Second).UTC().Format(time.RFC3339Nano)
+	files := []string{filepath.Join(dir, "s1.json"), filepath.Join(dir, "s2.json")}
+	var cmds []*exec.Cmd
+	var stdouts []*bytes.Buffer
+	for i := range 2 {
+		args := []string{"bench", "mixed", "--target", srv.Addr, "--requests", "600", "--keys", "300",
+			"--readers", "2", "--writers", "2", "--shard", fmt.Sprintf("%d/2", i+1), "--start-at", start}
+		var stdout, stderr bytes.Buffer
+		if i == 0 {
+			args = append(args, "--out", files[0])
+		} else {
+			args = append(args, "--out", "-")
+		}
+		c := exec.CommandContext(ctx, bin, args...)
+		c.Stdout, c.Stderr = &stdout, &stderr
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		cmds, stdouts = append(cmds, c), append(stdouts, &stdout)
+		t.Cleanup(func() {
+			if c.ProcessState == nil {
+				c.Process.Kill()
+				c.Wait()
+			}
+		})
+	}
+	for i, c := range cmds {
+		if err := c.Wait(); err != nil {
+			t.Fatalf("shard %d: %v\n%s", i+1, err, c.Stderr)
+		}
+	}
+	if err := os.WriteFile(files[1], stdouts[1].Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	merged := filepath.Join(dir, "merged.json")
+	printed, err := runCLI(t, "merge", files[1], files[0], "--out", merged)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, printed)
+	}
+	var sum, shardSum int64
+	m, err := bench.ReadResult(mustOpen(t, merged))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tot := range m.Totals {
+		sum += tot.Count
+	}
+	for _, f := range files {
+		r, err := bench.ReadResult(mustOpen(t, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tot := range r.Totals {
+			shardSum += tot.Count
+		}
+	}
+	if sum != 600 || shardSum != 600 || m.Shards != 2 || !strings.Contains(printed, "MERGED FROM 2 SHARDS") {
+		t.Errorf("merged %d requests of %d shards, the shards %d, want 600:\n%s", sum, m.Shards, shardSum, printed)
+	}
+	if printed, err := runCLI(t, "compare", merged, files[0]); err != nil || !strings.Contains(printed, "merged from 2 shards") {
+		t.Errorf("compare of a merged result: %v\n%s", err, printed)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"merge", files[0]}, "the merge needs all 2 shards of the run, and shard 2/2 is missing"},
+		{[]string{"merge", files[0], files[1], files[0]}, "shard 1/2 is given twice"},
+		{[]string{"merge", merged}, "no shard's result"},
+		{[]string{"--target", srv.Addr, "--shard", "1/2"}, "--shard needs --start-at"},
+		{[]string{"--target", srv.Addr, "--shard", "3/2", "--start-at", start}, "I must lie between 1 and N"},
+		{[]string{"--target", srv.Addr, "--start-at", "noon"}, "RFC 3339"},
+	} {
+		if _, err := runCLI(t, tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: %v, want %q", tc.args, err, tc.want)
+		}
+	}
 }
