@@ -438,10 +438,11 @@ func Env(dir string) ([]string, error) {
 
 // BuildTroop builds the troop binary into outDir and returns its path, for
 // tests of other packages that need real nodes. It runs `go build`, so it
-// must be called from inside the module.
+// must be called from inside the module. The binary can run planted bugs
+// (the build tag planted), which tests plant to check their checkers.
 func BuildTroop(ctx context.Context, outDir string) (string, error) {
 	out := filepath.Join(outDir, "troop")
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "github.com/troop-lab/troop/cmd/troop")
+	cmd := exec.CommandContext(ctx, "go", "build", "-tags", "planted", "-o", out, "github.com/troop-lab/troop/cmd/troop")
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go build troop: %w\n%s", err, b)
 	}

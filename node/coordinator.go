@@ -122,7 +122,7 @@ func (n *Node) write(tr *trace, level consistency.Level, cmd *command, keys [][]
 	if !reps[0].self {
 		n.stats.forwarded.Add(1)
 	}
-	if n.localWritesOnly {
+	if planted && n.localWritesOnly {
 		// The planted bug: this rack's replica alone, acknowledged at any
 		// level, and nothing for the other racks and datacenters.
 		reps = reps[:1]
@@ -131,7 +131,7 @@ func (n *Node) write(tr *trace, level consistency.Level, cmd *command, keys [][]
 		n.writeAt(tr, v, level, cmd, keys, args, reps, []byte{}, nil, h, b, done)
 		return
 	}
-	if level == consistency.DCOne || !cmd.isLWW(args) || n.noVersionQuery {
+	if level == consistency.DCOne || !cmd.isLWW(args) || planted && n.noVersionQuery {
 		n.writeAt(tr, v, level, cmd, keys, args, reps, n.clock.next(), nil, h, b, done)
 		return
 	}
@@ -190,7 +190,7 @@ func (n *Node) writeAt(tr *trace, v *view, level consistency.Level, cmd *command
 		}
 		n.sendWrite(b, tr, m, remote, answer)
 	}
-	if !n.localWritesOnly {
+	if !(planted && n.localWritesOnly) {
 		n.forwardToRemoteDCs(tr, v, keys[0], version, args, h, b)
 	}
 }
@@ -631,7 +631,7 @@ func (q *readQuorum) answer(i int, version, reply []byte, err error) {
 	size, agreeing := consistency.LargestAgreement(answered)
 	q.tally.Agreeing = size
 	decision := consistency.DecideRead(q.level, q.tally)
-	if err != nil && q.n.noReadFailover {
+	if err != nil && planted && q.n.noReadFailover {
 		decision = consistency.Fail // the planted bug: no other replica is asked
 	}
 	var out []byte // the client's reply
@@ -690,7 +690,7 @@ func (q *readQuorum) answer(i int, version, reply []byte, err error) {
 // them must; need is 0 when none must. A value troop never versioned has
 // nothing to order it by, and is not written back.
 func (q *readQuorum) writeBackTargets(answered []consistency.Reply, idx []int, source int) (targets []*member, need int) {
-	if q.level != consistency.DCQuorum || len(q.keys) != 1 || len(answered[source].Version) == 0 || q.n.noReadWriteBack {
+	if q.level != consistency.DCQuorum || len(q.keys) != 1 || len(answered[source].Version) == 0 || planted && q.n.noReadWriteBack {
 		return nil, 0
 	}
 	comparable := q.comparable(answered)

@@ -253,7 +253,7 @@ func (n *Node) openHint(m *member) error {
 
 // hint keeps a write for m, which did not get it.
 func (n *Node) hint(m *member, req []byte) {
-	if m.hints == nil || n.noHints {
+	if m.hints == nil || planted && n.noHints {
 		return
 	}
 	if !m.hints.add(req) {

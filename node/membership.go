@@ -39,7 +39,7 @@ func (n *Node) applyWrite(b *batch, tr *trace, v *view, version []byte, cmd *com
 // that the write answers once it is mirrored (applyWrite); it returns done
 // itself when there is nothing to mirror.
 func (n *Node) mirrorAfter(v *view, version []byte, keys [][]byte, done func([]byte, error)) func([]byte, error) {
-	if v.other == nil || n.noMirror || len(version) == 0 {
+	if v.other == nil || planted && n.noMirror || len(version) == 0 {
 		return done
 	}
 	var mkeys [][]byte

@@ -96,7 +96,9 @@ type Node struct {
 	// for /ready (health.go).
 	datastorePong atomic.Int64
 
-	// Planted bugs (troop_planted_bug), for testing the testers.
+	// Planted bugs (troop_planted_bug), for testing the testers; every
+	// check of one is "planted && ...", compiled out of a build without
+	// them.
 	noReadFailover, localWritesOnly, noVersionQuery, noReadWriteBack, noHints, noMirror bool
 
 	readLevel, writeLevel atomic.Int32
@@ -124,6 +126,9 @@ type Node struct {
 	export    *lineageExport // troop_lineage_export, nil when off (export.go)
 }
 
+// planted says whether this build runs planted bugs (topology.PlantedBugsBuilt).
+const planted = topology.PlantedBugsBuilt
+
 // New builds a node from its config. It does not listen yet.
 func New(cfg *topology.Config, log *slog.Logger) (*Node, error) {
 	if len(cfg.Servers) != 1 {
@@ -139,6 +144,9 @@ func New(cfg *topology.Config, log *slog.Logger) (*Node, error) {
 			MaxBulk: cfg.MaxRequestBytes, MaxFrame: cfg.MaxRequestBytes,
 			MaxElems: resp.DefaultLimits.MaxElems, MaxInline: resp.DefaultLimits.MaxInline, MaxDepth: 1,
 		},
+	}
+	if cfg.PlantedBug != "" && !planted {
+		return nil, fmt.Errorf("node: troop_planted_bug %q: this troop is built without planted bugs", cfg.PlantedBug)
 	}
 	n.noReadFailover = cfg.PlantedBug == topology.BugNoReadFailover
 	n.localWritesOnly = cfg.PlantedBug == topology.BugLocalWritesOnly

@@ -347,8 +347,6 @@ func TestErrors(t *testing.T) {
 			`x.yml:6: troop_repair_keys_per_sec: 0 is out of range (1 to 2147483647)`},
 		{"lineage export without an endpoint", with("  troop_lineage_export: http://\n"),
 			`x.yml:6: troop_lineage_export: "http://": want a file or an OTLP/HTTP endpoint such as http://localhost:4318/v1/traces`},
-		{"unknown planted bug", with("  troop_planted_bug: lose-everything\n"),
-			`x.yml:6: troop_planted_bug: "lose-everything" is not a planted bug troop knows (want none, no-read-failover, local-writes-only, no-version-query, no-read-write-back, no-hinted-handoff or no-handoff-mirror)`},
 
 		// The file's shape.
 		{"empty", "", `x.yml: the config is empty; want one top-level key, the pool name (e.g. dyn_o_mite:), with the keys under it`},
@@ -471,9 +469,6 @@ func TestAccepted(t *testing.T) {
 			if c.LineageExport != "/tmp/spans.json" {
 				t.Errorf("LineageExport %q", c.LineageExport)
 			}
-		}},
-		{"planted bug", with("  troop_planted_bug: no-read-failover\n"), func(t *testing.T, c *Config) {
-			eq(t, "PlantedBug", c.PlantedBug, BugNoReadFailover)
 		}},
 		{"no planted bug", with("  troop_planted_bug: none\n"), func(t *testing.T, c *Config) {
 			eq(t, "PlantedBug", c.PlantedBug, "")

@@ -350,9 +350,15 @@ func checkLineageExport(s string) error {
 	return nil
 }
 
-// checkPlantedBug accepts "" (none) and the planted bugs troop knows.
+// checkPlantedBug accepts "" (none) and, in a build that has them, the
+// planted bugs troop knows.
 func checkPlantedBug(s string) error {
-	if s == "" || slices.Contains(PlantedBugs, s) {
+	switch {
+	case s == "":
+		return nil
+	case !PlantedBugsBuilt:
+		return fmt.Errorf("%q: this troop is built without planted bugs, deliberate defects for testing checkers (make test builds troop with them: go build -tags planted)", s)
+	case slices.Contains(PlantedBugs, s):
 		return nil
 	}
 	return fmt.Errorf("%q is not a planted bug troop knows (want none, %s or %s)", s,
