@@ -149,10 +149,7 @@ func TestPlacement(t *testing.T) {
 // its owner in rack1, so no node forwards anything.
 func TestNoForwardingSameRack(t *testing.T) {
 	l := startLab(t, 3, 1)
-	nodes, err := FromLab(l.Dir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	nodes := labNodes(l)
 	c, err := NewCluster(nodes, Options{DC: "dc1", Rack: "rack1", ReadLevel: "DC_ONE", WriteLevel: "DC_ONE"})
 	if err != nil {
 		t.Fatal(err)
@@ -185,10 +182,7 @@ func TestNoForwardingTwoNodesPerRack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fromLab, err := FromLab(l.Dir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	fromLab := labNodes(l)
 	if got, want := fmt.Sprint(nodes), fmt.Sprint(fromLab); got != want {
 		t.Errorf("cluster_describe gave\n%s\nthe lab\n%s", got, want)
 	}
@@ -224,10 +218,7 @@ func TestNoForwardingTwoNodesPerRack(t *testing.T) {
 // the node.
 func TestFailover(t *testing.T) {
 	l := startLab(t, 3, 1)
-	nodes, err := FromLab(l.Dir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	nodes := labNodes(l)
 	opts := Options{Rack: "rack1", Timeout: 2 * time.Second}
 	bare, err := NewCluster(nodes, opts)
 	if err != nil {
@@ -300,10 +291,7 @@ func TestFailover(t *testing.T) {
 // after the node came back.
 func TestConsistencyHandshake(t *testing.T) {
 	l := startLab(t, 3, 1)
-	nodes, err := FromLab(l.Dir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	nodes := labNodes(l)
 	c, err := NewCluster(nodes, Options{Rack: "rack1", ReadLevel: "dc_quorum", WriteLevel: "DC_SAFE_QUORUM"})
 	if err != nil {
 		t.Fatal(err)

@@ -31,10 +31,7 @@ func TestLabTLS(t *testing.T) {
 			}
 		}
 	}
-	nodes, err := FromLab(l.Dir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	nodes := labNodes(l)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	for i, rack := range []string{"rack1", "rack2"} {

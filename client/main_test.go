@@ -43,3 +43,13 @@ func info(t *testing.T, statsAddr string) nodeInfo {
 	}
 	return ni
 }
+
+// labNodes is the lab's nodes as a client sees them (troop run's
+// suite.LabNodes, which this package's tests cannot import).
+func labNodes(l *lab.Lab) []Node {
+	var nodes []Node
+	for _, n := range l.Nodes() {
+		nodes = append(nodes, Node{Name: n.Name, DC: n.DC, Rack: n.Rack, Tokens: []uint32{n.Token}, Addr: n.Listen, Admin: n.StatsListen})
+	}
+	return nodes
+}

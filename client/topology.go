@@ -14,8 +14,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/troop-lab/troop/lab"
 )
 
 // Node is one troop node as the client sees it: where it sits, which tokens
@@ -264,22 +262,6 @@ func reachable(listen, host string) string {
 		return net.JoinHostPort(host, port)
 	}
 	return listen
-}
-
-// FromLab reads the topology of the lab running in dir (DIR/lab.json).
-func FromLab(dir string) ([]Node, error) {
-	st, err := lab.Load(dir)
-	if err != nil {
-		return nil, err
-	}
-	if len(st.Nodes) == 0 {
-		return nil, fmt.Errorf("lab %s: no nodes", dir)
-	}
-	nodes := make([]Node, len(st.Nodes))
-	for i, n := range st.Nodes {
-		nodes[i] = Node{Name: n.Name, DC: n.DC, Rack: n.Rack, Tokens: []uint32{n.Token}, Addr: n.Listen, Admin: n.StatsListen}
-	}
-	return nodes, nil
 }
 
 // place resolves the client's datacenter and rack from the options: the

@@ -12,7 +12,6 @@ import (
 	"github.com/troop-lab/troop/bench"
 	"github.com/troop-lab/troop/chaos/labchaos"
 	"github.com/troop-lab/troop/check"
-	"github.com/troop-lab/troop/client"
 	"github.com/troop-lab/troop/internal/testlab"
 	"github.com/troop-lab/troop/lab"
 )
@@ -26,7 +25,7 @@ func nemesisLab(t *testing.T, bug string) *cluster {
 		spec.NodeCommand = plantBug(t, bug)
 	}
 	l := testlab.Start(t, spec)
-	nodes, err := client.FromLab(spec.Dir)
+	nodes, err := LabNodes(spec.Dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +106,7 @@ func TestJudgeNemesis(t *testing.T) {
 func TestNemesisOnLoopbackRunsClockFaultsOnly(t *testing.T) {
 	spec := lab.Spec{Dir: t.TempDir(), ServeSocket: true}
 	l := testlab.Start(t, spec)
-	nodes, err := client.FromLab(spec.Dir)
+	nodes, err := LabNodes(spec.Dir)
 	if err != nil {
 		t.Fatal(err)
 	}

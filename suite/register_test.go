@@ -35,7 +35,7 @@ func startLabWith(t *testing.T, racks int, lines string) []client.Node {
 		spec.NodeCommand = configured(t, lines)
 	}
 	testlab.Start(t, spec)
-	nodes, err := client.FromLab(dir)
+	nodes, err := LabNodes(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

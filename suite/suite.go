@@ -430,7 +430,7 @@ func openCluster(ctx context.Context, cfg Config, step func(int, string, ...any)
 		return c, err
 	}
 	if cfg.Lab != "" {
-		nodes, err := client.FromLab(cfg.Lab)
+		nodes, err := LabNodes(cfg.Lab)
 		if err != nil {
 			return nil, err
 		}
@@ -455,7 +455,7 @@ func openCluster(ctx context.Context, cfg Config, step func(int, string, ...any)
 		l.Stop()
 		return nil, err
 	}
-	nodes, err := client.FromLab(cfg.Dir)
+	nodes, err := LabNodes(cfg.Dir)
 	if err != nil {
 		l.Stop()
 		return nil, err

@@ -12,10 +12,12 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"golang.org/x/sys/unix"
+
 	"github.com/troop-lab/troop/bench"
 	"github.com/troop-lab/troop/client"
 	"github.com/troop-lab/troop/internal/outfile"
-	"golang.org/x/sys/unix"
+	"github.com/troop-lab/troop/suite"
 )
 
 func init() { subcommands = append(subcommands, newBenchCmd) }
@@ -211,7 +213,7 @@ func benchTarget(ctx context.Context, targets, labDir, clusterAddr string, clien
 	var nodes []client.Node
 	var err error
 	if labDir != "" {
-		nodes, err = client.FromLab(labDir)
+		nodes, err = suite.LabNodes(labDir)
 	} else {
 		nodes, err = client.FromCluster(ctx, clusterAddr)
 	}

@@ -58,7 +58,7 @@ func labAddRemoveNode(t *testing.T, l *lab.Lab) {
 		}
 		return out
 	}
-	nodes, err := client.FromLab(l.Dir())
+	nodes, err := suite.LabNodes(l.Dir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +217,7 @@ func TestRegistersLinearizableThroughRackAdd(t *testing.T) {
 // changes its membership, and checks the history.
 func registersThrough(t *testing.T, change func(dir string) error) {
 	l := startLab(t)
-	nodes, err := client.FromLab(l.Dir())
+	nodes, err := suite.LabNodes(l.Dir())
 	if err != nil {
 		t.Fatal(err)
 	}
