@@ -351,17 +351,21 @@ See docs/bench.md.`,
 }
 
 // readBenchResult reads a result file; its errors name the file.
-func readBenchResult(path string) (*bench.Result, error) {
+func readBenchResult(path string) (*bench.Result, error) { return readFile(path, bench.ReadResult) }
+
+// readFile reads the file at path with read; its errors name the file.
+func readFile[T any](path string, read func(io.Reader) (T, error)) (T, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, err
+		var zero T
+		return zero, err
 	}
 	defer f.Close()
-	r, err := bench.ReadResult(f)
+	v, err := read(f)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return v, fmt.Errorf("%s: %w", path, err)
 	}
-	return r, nil
+	return v, nil
 }
 
 func newBenchCompareCmd() *cobra.Command {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/troop-lab/troop/bench"
 	"io"
 	"io/fs"
 	"os"
@@ -15,7 +14,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/troop-lab/troop/bench"
+
 	"github.com/spf13/cobra"
+
 	"github.com/troop-lab/troop/chaos"
 	"github.com/troop-lab/troop/internal/outfile"
 	"github.com/troop-lab/troop/report"
@@ -297,18 +299,7 @@ func history(out, dir string, cfg suite.Config, n int) []suite.RunSummary {
 }
 
 // readRunReport reads a troop run report.json.
-func readRunReport(path string) (*suite.Report, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	rep, err := suite.ReadReport(f)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return rep, nil
-}
+func readRunReport(path string) (*suite.Report, error) { return readFile(path, suite.ReadReport) }
 
 func writeReport(rep *suite.Report, htmlPath, jsonPath string) error {
 	if err := outfile.Write(htmlPath, func(w io.Writer) error { return report.WriteHTML(w, rep) }); err != nil {
