@@ -9,7 +9,7 @@
 // swings from run to run. The harness therefore interleaves the targets
 // (direct, nutcracker, node, direct, ...), reports ratios within one run,
 // and reports the CPU time each process spent per operation, from
-// /proc/PID/stat. See docs/performance.md.
+// /proc/PID/stat. See docs/performance.md and perf/NOTES.md.
 //
 //	go run ./perf/store                 # the full run, about 4 minutes
 //	go run ./perf/store --quick         # a smoke run, about 20 seconds

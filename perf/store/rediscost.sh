@@ -2,7 +2,7 @@
 # rediscost.sh [ROUNDS]: what each way of writing a versioned 1 KB value costs
 # one redis-server, in CPU microseconds per command (from /proc/PID/stat),
 # measured with redis-benchmark over 100,000 random keys, 10 connections,
-# depth 10, the variants interleaved. docs/performance.md#repair-issue-6.
+# depth 10, the variants interleaved. docs/performance.md#repair.
 #
 #   SET      the plain command (troop_versions: false)
 #   MSET     value and version key in one command (a SET the version cache vouches for)

@@ -4,7 +4,7 @@
 # a CPU, time runnable but waiting for one, and how many times the thread
 # was scheduled in (/proc/PID/task/*/schedstat). Threads with under 1 ms on
 # a CPU are left out. In a Go program the thread started right after the
-# main one runs the runtime's monitor (sysmon). docs/performance.md, "The
+# main one runs the runtime's monitor (sysmon). perf/NOTES.md, "The
 # runtime's monitor thread".
 set -euo pipefail
 pid=${1:?usage: threads.sh PID [SECONDS]}
