@@ -145,7 +145,7 @@ return n
 // which never replaces a newer version), a bounded number of copies in
 // flight, at most troop_handoff_keys_per_sec a second: unbounded, the
 // stream took the clients' share of redis-server and the CPU
-// (docs/performance.md). It returns how many keys it copied.
+// (perf/NOTES.md). It returns how many keys it copied.
 func (n *Node) streamRange(ctx context.Context, r membership.Range, addr string) (int64, error) {
 	to := n.memberByAddr(addr)
 	if to == nil {

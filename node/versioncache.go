@@ -70,7 +70,7 @@ type keyHash [2]uint64
 // A shard is an open-addressing table with linear probing, of 40-byte
 // slots: a decision mostly reads and writes one slot in place, where a Go
 // map read a group's control word and then the slot, and did it again to
-// store (docs/performance.md). Entries are never removed, so probing needs
+// store (perf/NOTES.md). Entries are never removed, so probing needs
 // no deleted marks.
 type cacheShard struct {
 	mu    sync.Mutex
@@ -146,7 +146,7 @@ func (s *cacheShard) insert(h keyHash, perShard int) *cacheSlot {
 // write that will record a version for key shortly. With 100,000 keys the
 // table is megabytes, beyond the CPU's caches once redis-server and the
 // load have run on the same core, and the lookup in record stalled on that
-// miss: about a tenth of the node's CPU at pipeline 10 (docs/performance.md).
+// miss: about a tenth of the node's CPU at pipeline 10 (perf/NOTES.md).
 // Started early, the miss overlaps the work before the lookup. A table that
 // grows meanwhile makes the prefetch useless, not wrong.
 func (c *versionCache) prefetch(key []byte) {
