@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"sort"
 	"strconv"
@@ -96,21 +95,12 @@ func FromClusterDescribe(ctx context.Context, adminAddr string) ([]Node, error) 
 
 // describeOnce asks once. missing lists the nodes without a client address.
 func describeOnce(ctx context.Context, adminAddr string) (nodes []Node, missing []string, err error) {
-	url := "http://" + adminAddr + "/cluster_describe"
-	req, err := NewAdminRequest(ctx, http.MethodGet, url)
+	body, err := adminGet(ctx, adminAddr, "/cluster_describe")
 	if err != nil {
 		return nil, nil, fmt.Errorf("cluster_describe at %s: %w", adminAddr, err)
-	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, nil, fmt.Errorf("cluster_describe at %s: %w", adminAddr, err)
-	}
-	defer res.Body.Close()
-	if res.StatusCode != http.StatusOK {
-		return nil, nil, fmt.Errorf("cluster_describe at %s: %s", adminAddr, res.Status)
 	}
 	adminHost, _, _ := net.SplitHostPort(adminAddr)
-	return parseDescribed(res.Body, "cluster_describe at "+adminAddr, adminHost)
+	return parseDescribed(bytes.NewReader(body), "cluster_describe at "+adminAddr, adminHost)
 }
 
 // dynomiteDescribe is a Dynomite node's /cluster_describe answer (its
