@@ -181,13 +181,15 @@ func parseDynomite(data []byte, source, host string) ([]Node, []string, error) {
 // /cluster_describe answer, when fileOrAddr names one, or else from the
 // node whose admin API is at that address; troop's answer or Dynomite's.
 func FromCluster(ctx context.Context, fileOrAddr string) ([]Node, error) {
-	if isFile(fileOrAddr) {
+	if IsFile(fileOrAddr) {
 		return FromClusterFile(fileOrAddr)
 	}
 	return FromClusterDescribe(ctx, fileOrAddr)
 }
 
-func isFile(path string) bool {
+// IsFile says whether path names a regular file (FromCluster reads it)
+// rather than an admin address.
+func IsFile(path string) bool {
 	st, err := os.Stat(path)
 	return err == nil && st.Mode().IsRegular()
 }
@@ -201,7 +203,7 @@ func FollowDescribe(adminAddr string) func(context.Context) ([]Node, error) {
 // FollowCluster is the Follow of a cluster named as FromCluster takes it:
 // FollowDescribe of an admin address, nil for a file, which stays as it is.
 func FollowCluster(fileOrAddr string) func(context.Context) ([]Node, error) {
-	if isFile(fileOrAddr) {
+	if IsFile(fileOrAddr) {
 		return nil
 	}
 	return FollowDescribe(fileOrAddr)
@@ -256,7 +258,9 @@ func reachable(listen, host string) string {
 	return listen
 }
 
-// FromLab reads the topology of the lab running in dir (DIR/lab.json).
+// FromLab reads the topology of the lab running in dir (DIR/lab.json): its
+// troop nodes, or its Dynomite nodes (lab up --engine dynomite), whose
+// admin API is their stats_listen too.
 func FromLab(dir string) ([]Node, error) {
 	st, err := lab.Load(dir)
 	if err != nil {
@@ -267,7 +271,8 @@ func FromLab(dir string) ([]Node, error) {
 	}
 	nodes := make([]Node, len(st.Nodes))
 	for i, n := range st.Nodes {
-		nodes[i] = Node{Name: n.Name, DC: n.DC, Rack: n.Rack, Tokens: []uint32{n.Token}, Addr: n.Listen, Admin: n.StatsListen}
+		nodes[i] = Node{Name: n.Name, DC: n.DC, Rack: n.Rack, Tokens: []uint32{n.Token}, Addr: n.Listen, Admin: n.StatsListen,
+			Dynomite: n.Engine == lab.EngineDynomite}
 	}
 	return nodes, nil
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/troop-lab/troop/bench"
+	"github.com/troop-lab/troop/client"
 	"github.com/troop-lab/troop/internal/jsondur"
 	"github.com/troop-lab/troop/internal/suggest"
 	"gopkg.in/yaml.v3"
@@ -198,6 +199,14 @@ func (c *Config) Validate() error {
 	}
 	if c.Chaos != nil && len(c.Target) == 0 && c.Cluster == "" {
 		return errors.New("--chaos-config is for a cluster troop did not start (--target, --cluster): a lab's faults come from the lab")
+	}
+	if c.Level != "" {
+		if len(c.Target) == 0 && c.Cluster == "" {
+			return errors.New("--level is for a cluster troop did not start (--target, --cluster): a lab's levels are the run's own (levels: in --config)")
+		}
+		if _, err := client.ParseLevel(c.Level); err != nil {
+			return fmt.Errorf("--level: %w", err)
+		}
 	}
 	if c.Cluster != "" && c.Access.DB != 0 {
 		return errors.New("--db is for --target endpoints: a troop or Dynomite cluster (--cluster) has database 0 only")

@@ -222,8 +222,8 @@ func (c *cluster) nemesis(ctx context.Context, cfg Config, step func(string, ...
 // nemesisLevels are the levels each fault runs at: the cluster's own where
 // the client cannot choose one.
 func (c *cluster) nemesisLevels(cfg Config) []string {
-	if c.kind != kindLab && c.kind != kindTroop {
-		return []string{OwnLevel}
+	if !c.troopNodes() {
+		return []string{c.ownLevel()}
 	}
 	if len(cfg.Nemesis.Levels) > 0 {
 		return cfg.Nemesis.Levels

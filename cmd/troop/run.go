@@ -32,6 +32,7 @@ func newRunCmd() *cobra.Command {
 		targets       string
 		access        bench.Access
 		clusterAddr   string
+		level         string
 		clientPort    int
 		configFile    string
 		seed          uint64
@@ -81,7 +82,7 @@ end, and at once on Ctrl-C. See docs/run.md.`,
 				cfg.Seed = seed
 			}
 			cfg.Lab, cfg.Version, cfg.Loopback = labDir, version, loopback
-			cfg.Cluster, cfg.ClientPort, cfg.Access = clusterAddr, clientPort, access
+			cfg.Cluster, cfg.ClientPort, cfg.Access, cfg.Level = clusterAddr, clientPort, access, level
 			if cfg.Access.Password == "" && (targets != "" || clusterAddr != "") {
 				cfg.Access.Password = os.Getenv("REDISCLI_AUTH") // as redis-cli: out of the process list
 			}
@@ -132,6 +133,7 @@ end, and at once on Ctrl-C. See docs/run.md.`,
 	f.StringVar(&chaosGroup, "chaos-group", "", "the group of --chaos-config that holds the cluster's nodes (required when it has several)")
 	f.StringVar(&backends.DockerHost, "docker-host", "", "with --chaos-config: the Docker Engine of a docker group (default: $DOCKER_HOST, else the local socket)")
 	f.StringVar(&backends.Kubeconfig, "kubeconfig", "", "with --chaos-config: the kubeconfig of a kubernetes group (default: $KUBECONFIG, then ~/.kube/config, then in-cluster)")
+	f.StringVar(&level, "level", "", "with --target or --cluster: the level the cluster runs at, for endpoints that do not say (a Dynomite's admin API says; DC_ONE, DC_QUORUM, DC_SAFE_QUORUM ...): at a quorum level a register history that is not linearizable breaks the verdict")
 	f.IntVar(&clientPort, "client-port", 0, "with --cluster of Dynomite nodes: their client port (default: each server's peer port plus one)")
 	f.Uint64Var(&seed, "seed", 1, "seed of the workloads and of the chaos monkey's choice")
 	f.BoolVar(&strict, "strict", false, "exit with status 1 when the verdict says something broke")
@@ -324,6 +326,9 @@ func writeReport(rep *suite.Report, htmlPath, jsonPath string) error {
 func printVerdict(w io.Writer, rep *suite.Report) {
 	if rep.Stopped != "" {
 		fmt.Fprintf(w, "\nPARTIAL: %s\n", rep.Stopped)
+	}
+	if rep.Store.Name != "" {
+		fmt.Fprintf(w, "\nstore: %s\n", rep.Store)
 	}
 	if rep.Verdict.OK {
 		fmt.Fprintln(w, "\nverdict: everything troop checked held")
