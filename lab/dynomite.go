@@ -85,12 +85,12 @@ func dynomiteCommand(bin string, n Node) []string {
 // it reaches every replica.
 func meshProbe(n Node) string { return "troop:lab:meshed:" + n.Name }
 
-// dynomiteMeshed says what keeps a Dynomite lab from serving quorum
+// DynomiteMeshed says what keeps a Dynomite lab from serving quorum
 // requests, "" when nothing: Dynomite's /cluster_describe does not say
 // whether a peer is connected, so a write through each node must reach
 // every redis-server of the lab (Dynomite replicates every write to every
 // rack, whatever its level); the probe is deleted through the node after.
-func dynomiteMeshed(ctx context.Context, nodes []Node) string {
+func DynomiteMeshed(ctx context.Context, nodes []Node) string {
 	for _, n := range nodes {
 		key := meshProbe(n)
 		if reply, err := command(ctx, n.Listen, "SET", key, "1"); err != nil || reply != "+OK" {
@@ -115,13 +115,13 @@ func replyOrErr(reply string, err error) string {
 	return "it answered " + reply
 }
 
-// waitDynomiteMeshed waits until dynomiteMeshed says nothing, for at most
+// waitDynomiteMeshed waits until DynomiteMeshed says nothing, for at most
 // within.
 func waitDynomiteMeshed(ctx context.Context, nodes []Node, within time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, within)
 	defer cancel()
 	for {
-		missing := dynomiteMeshed(ctx, nodes)
+		missing := DynomiteMeshed(ctx, nodes)
 		if missing == "" {
 			return nil
 		}

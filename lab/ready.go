@@ -81,7 +81,7 @@ func waitPing(ctx context.Context, addr string, deadline time.Time, stop <-chan 
 // the nodes answer PING.
 //
 // Dynomite's nodes say nothing of their peers' connections: a write
-// through each must reach every replica instead (dynomiteMeshed).
+// through each must reach every replica instead (DynomiteMeshed).
 func WaitMeshed(ctx context.Context, nodes []Node, within time.Duration) error {
 	if len(nodes) > 0 && nodes[0].Engine == EngineDynomite {
 		return waitDynomiteMeshed(ctx, nodes, within)

@@ -15,6 +15,7 @@ import (
 	"github.com/troop-lab/troop/client"
 	"github.com/troop-lab/troop/internal/jsondur"
 	"github.com/troop-lab/troop/internal/suggest"
+	"github.com/troop-lab/troop/lab"
 	"gopkg.in/yaml.v3"
 )
 
@@ -200,9 +201,16 @@ func (c *Config) Validate() error {
 	if c.Chaos != nil && len(c.Target) == 0 && c.Cluster == "" {
 		return errors.New("--chaos-config is for a cluster troop did not start (--target, --cluster): a lab's faults come from the lab")
 	}
+	engine, err := lab.ParseEngine(c.Engine)
+	if err != nil {
+		return fmt.Errorf("--engine: %w", err)
+	}
+	if engine == lab.EngineDynomite && (c.Lab != "" || len(c.Target) > 0 || c.Cluster != "") {
+		return errors.New("--engine is the engine of the lab the run starts: a --lab, --target or --cluster runs what it runs")
+	}
 	if c.Level != "" {
-		if len(c.Target) == 0 && c.Cluster == "" {
-			return errors.New("--level is for a cluster troop did not start (--target, --cluster): a lab's levels are the run's own (levels: in --config)")
+		if len(c.Target) == 0 && c.Cluster == "" && engine != lab.EngineDynomite {
+			return errors.New("--level is for a cluster troop did not start (--target, --cluster) or a Dynomite lab (--engine dynomite): troop's levels are set per request (levels: in --config)")
 		}
 		if _, err := client.ParseLevel(c.Level); err != nil {
 			return fmt.Errorf("--level: %w", err)

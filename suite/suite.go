@@ -17,6 +17,7 @@
 package suite
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -55,7 +56,8 @@ type Config struct {
 	// Level, with Target or Cluster, is the level the cluster runs at, for
 	// endpoints that do not say (a redis-server, a proxy, a Dynomite
 	// described by a file): a history that is not linearizable at a quorum
-	// level is then a finding that broke.
+	// level is then a finding that broke. With Engine dynomite it is the
+	// level the lab's Dynomite runs at.
 	Level string `json:"level,omitempty" yaml:"-"`
 	// Chaos, with Target or Cluster, is the backend whose faults the
 	// failure phase and the nemesis inject (--chaos-config): nil leaves
@@ -70,6 +72,9 @@ type Config struct {
 	// each node its own network namespace; the nemesis then runs only the
 	// clock faults.
 	Loopback bool `json:"loopback" yaml:"-"`
+	// Engine is what the nodes of a lab the run starts run: troop ("")
+	// or Dynomite (lab.EngineDynomite), at Level (default DC_QUORUM).
+	Engine string `json:"engine,omitempty" yaml:"-"`
 	// NodeCommand, if set, is the command line of each node of a lab the
 	// run starts (lab.Spec.NodeCommand): tests plant bugs with it.
 	NodeCommand func(n lab.Node) []string `json:"-" yaml:"-"`
@@ -436,13 +441,20 @@ func openCluster(ctx context.Context, cfg Config, step func(int, string, ...any)
 	if netns {
 		mode = "each node in its own network namespace"
 	}
-	step(0, "starting a lab cluster: 1 datacenter x 3 racks x 1 node, %s, in %s", mode, cfg.Dir)
+	spec := lab.Spec{Dir: cfg.Dir, Troop: cfg.Troop, ReplaceAfter: cfg.ReplaceAfter,
+		NodeCommand: cfg.NodeCommand, Netns: netns, ServeSocket: true} // the socket lets the nemesis's watchdogs reach the lab
+	what := "troop nodes"
+	if cfg.Engine == lab.EngineDynomite {
+		// Dynomite's level is a setting of its nodes, not of the client.
+		spec.Engine, spec.ReadConsistency = lab.EngineDynomite, cmp.Or(cfg.Level, "DC_QUORUM")
+		spec.WriteConsistency = spec.ReadConsistency
+		what = "Dynomite nodes at " + spec.ReadConsistency
+	}
+	step(0, "starting a lab cluster: 1 datacenter x 3 racks x 1 node, %s, %s, in %s", what, mode, cfg.Dir)
 	if err := os.RemoveAll(cfg.Dir); err != nil {
 		return nil, err
 	}
-	// The socket lets the watchdogs of the nemesis's faults reach the lab.
-	l, err := lab.Start(ctx, lab.Spec{Dir: cfg.Dir, Troop: cfg.Troop, ReplaceAfter: cfg.ReplaceAfter,
-		NodeCommand: cfg.NodeCommand, Netns: netns, ServeSocket: true})
+	l, err := lab.Start(ctx, spec)
 	if err != nil {
 		return nil, err
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/troop-lab/troop/chaos"
 	"github.com/troop-lab/troop/internal/outfile"
+	"github.com/troop-lab/troop/lab"
 	"github.com/troop-lab/troop/report"
 	"github.com/troop-lab/troop/suite"
 )
@@ -32,7 +33,7 @@ func newRunCmd() *cobra.Command {
 		targets       string
 		access        bench.Access
 		clusterAddr   string
-		level         string
+		level, engine string
 		clientPort    int
 		configFile    string
 		seed          uint64
@@ -81,7 +82,7 @@ end, and at once on Ctrl-C. See docs/run.md.`,
 			if cmd.Flags().Changed("seed") || configFile == "" {
 				cfg.Seed = seed
 			}
-			cfg.Lab, cfg.Version, cfg.Loopback = labDir, version, loopback
+			cfg.Lab, cfg.Version, cfg.Loopback, cfg.Engine = labDir, version, loopback, engine
 			cfg.Cluster, cfg.ClientPort, cfg.Access, cfg.Level = clusterAddr, clientPort, access, level
 			if cfg.Access.Password == "" && (targets != "" || clusterAddr != "") {
 				cfg.Access.Password = os.Getenv("REDISCLI_AUTH") // as redis-cli: out of the process list
@@ -137,6 +138,7 @@ end, and at once on Ctrl-C. See docs/run.md.`,
 	f.IntVar(&clientPort, "client-port", 0, "with --cluster of Dynomite nodes: their client port (default: each server's peer port plus one)")
 	f.Uint64Var(&seed, "seed", 1, "seed of the workloads and of the chaos monkey's choice")
 	f.BoolVar(&strict, "strict", false, "exit with status 1 when the verdict says something broke")
+	f.StringVar(&engine, "engine", lab.EngineTroop, "what the nodes of the lab the run starts run: troop, or dynomite (Dynomite's own binary at --level, default DC_QUORUM; see troop lab up --engine)")
 	f.BoolVar(&loopback, "loopback", false, "start the lab on loopback even as root (the nemesis then runs only its clock faults)")
 	cmd.AddCommand(newRunCompareCmd())
 	return cmd
