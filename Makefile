@@ -45,6 +45,7 @@ fuzz:
 	scripts/fuzz ./resp FuzzFrameScanner $(FUZZTIME)
 	scripts/fuzz ./node FuzzParseTxRequest $(FUZZTIME)
 	scripts/fuzz ./topology FuzzParse $(FUZZTIME)
+	scripts/fuzz ./topology FuzzParseSeedList $(FUZZTIME)
 	scripts/fuzz ./chaos FuzzParseConfig $(FUZZTIME)
 	scripts/fuzz ./fit FuzzParseScope $(FUZZTIME)
 	scripts/fuzz ./fit FuzzReadSpans $(FUZZTIME)
