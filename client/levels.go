@@ -122,6 +122,13 @@ func adminGet(ctx context.Context, adminAddr, path string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	return Fetch(req)
+}
+
+// Fetch sends req and returns the body of its answer, 16 MB at most,
+// which must be 200 OK: any other status is an error with the body's
+// start.
+func Fetch(req *http.Request) ([]byte, error) {
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return nil, err

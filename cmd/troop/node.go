@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -14,6 +12,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/troop-lab/troop/client"
 	"github.com/troop-lab/troop/internal/logflag"
 	"github.com/troop-lab/troop/node"
 	"github.com/troop-lab/troop/topology"
@@ -87,29 +86,18 @@ func provideSeeds(ctx context.Context, cfg *topology.Config) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
+	get := func(ctx context.Context, url string) ([]byte, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return nil, err
+		}
+		return client.Fetch(req)
+	}
 	seeds, err := topology.ProvidedSeeds(ctx, cfg, topology.SeedLookup{
-		Getenv: os.Getenv, LookupTXT: net.DefaultResolver.LookupTXT, Get: httpGet})
+		Getenv: os.Getenv, LookupTXT: net.DefaultResolver.LookupTXT, Get: get})
 	if err != nil {
 		return err
 	}
 	cfg.Seeds = seeds
 	return cfg.Validate()
-}
-
-// httpGet is the body of a GET of url, which must answer 200 OK.
-func httpGet(ctx context.Context, url string) ([]byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return nil, err
-	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer res.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(res.Body, 1<<20))
-	if err == nil && res.StatusCode != http.StatusOK {
-		err = errors.New(res.Status)
-	}
-	return body, err
 }
