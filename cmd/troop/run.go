@@ -59,6 +59,13 @@ OUT/report.json point at the latest, whose report draws the trend of the
 earlier runs with the same settings. --quick takes about a minute; the
 default about four. Compare two runs with troop run compare.
 
+--engine dynomite starts a lab of Netflix Dynomite's own nodes instead (at
+--level, default DC_QUORUM). Any cluster is held to the level it runs at,
+which a troop node's or a Dynomite's admin API gives (or --level, for
+endpoints that say nothing): at a quorum level a register history that is
+not linearizable breaks the verdict. The report names the store and its
+version.
+
 On a cluster troop did not start, the faults come from a chaos backend:
 --chaos-config names a troop chaos config whose group (--chaos-group when
 it has several) lists the cluster's nodes as Docker containers or
