@@ -51,8 +51,11 @@ func (s Store) String() string {
 
 // troopNodes says whether the cluster's nodes are troop's: they take the
 // level per connection (TROOP CONSISTENCY), delays between nodes (TROOP
-// FIT), a clock skew and lineage through their admin API.
-func (c *cluster) troopNodes() bool { return c.store.Name == storeTroop }
+// FIT), a clock skew and lineage through their admin API. A lab's or a
+// --cluster's nodes are, unless they are Dynomite's.
+func (c *cluster) troopNodes() bool {
+	return (c.kind == kindLab || c.kind == kindTroop) && len(c.nodes) > 0 && !c.nodes[0].Dynomite
+}
 
 // ownLevel is the level the cluster runs its clients' requests at where
 // the client cannot choose one: its nodes' own, or OwnLevel when nothing
