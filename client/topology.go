@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"sort"
 	"strconv"
@@ -94,21 +93,12 @@ func FromClusterDescribe(ctx context.Context, adminAddr string) ([]Node, error) 
 
 // describeOnce asks once. missing lists the nodes without a client address.
 func describeOnce(ctx context.Context, adminAddr string) (nodes []Node, missing []string, err error) {
-	url := "http://" + adminAddr + "/cluster_describe"
-	req, err := NewAdminRequest(ctx, http.MethodGet, url)
+	body, err := adminGet(ctx, adminAddr, "/cluster_describe")
 	if err != nil {
 		return nil, nil, fmt.Errorf("cluster_describe at %s: %w", adminAddr, err)
-	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, nil, fmt.Errorf("cluster_describe at %s: %w", adminAddr, err)
-	}
-	defer res.Body.Close()
-	if res.StatusCode != http.StatusOK {
-		return nil, nil, fmt.Errorf("cluster_describe at %s: %s", adminAddr, res.Status)
 	}
 	adminHost, _, _ := net.SplitHostPort(adminAddr)
-	return parseDescribed(res.Body, "cluster_describe at "+adminAddr, adminHost)
+	return parseDescribed(bytes.NewReader(body), "cluster_describe at "+adminAddr, adminHost)
 }
 
 // dynomiteDescribe is a Dynomite node's /cluster_describe answer (its
@@ -189,13 +179,15 @@ func parseDynomite(data []byte, source, host string) ([]Node, []string, error) {
 // /cluster_describe answer, when fileOrAddr names one, or else from the
 // node whose admin API is at that address; troop's answer or Dynomite's.
 func FromCluster(ctx context.Context, fileOrAddr string) ([]Node, error) {
-	if isFile(fileOrAddr) {
+	if IsFile(fileOrAddr) {
 		return FromClusterFile(fileOrAddr)
 	}
 	return FromClusterDescribe(ctx, fileOrAddr)
 }
 
-func isFile(path string) bool {
+// IsFile says whether path names a regular file (FromCluster reads it)
+// rather than an admin address.
+func IsFile(path string) bool {
 	st, err := os.Stat(path)
 	return err == nil && st.Mode().IsRegular()
 }
@@ -209,7 +201,7 @@ func FollowDescribe(adminAddr string) func(context.Context) ([]Node, error) {
 // FollowCluster is the Follow of a cluster named as FromCluster takes it:
 // FollowDescribe of an admin address, nil for a file, which stays as it is.
 func FollowCluster(fileOrAddr string) func(context.Context) ([]Node, error) {
-	if isFile(fileOrAddr) {
+	if IsFile(fileOrAddr) {
 		return nil
 	}
 	return FollowDescribe(fileOrAddr)

@@ -38,6 +38,10 @@ func (l *Lab) AddNode(ctx context.Context, dc, rack string, token uint32) (Node,
 		l.mu.Unlock()
 		return Node{}, errors.New("lab is stopped")
 	}
+	if l.spec.Engine == EngineDynomite {
+		l.mu.Unlock()
+		return Node{}, errors.New("a Dynomite lab takes no new node: Dynomite changes its membership by a token of its own in every node's config, not by a membership change troop can send")
+	}
 	knownDC := false
 	index := 1
 	for _, n := range l.nodes {

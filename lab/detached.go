@@ -28,6 +28,8 @@ type specJSON struct {
 	WriteConsistency string `json:"write_consistency"`
 	Netns            bool   `json:"netns,omitempty"`
 	TLS              bool   `json:"tls,omitempty"`
+	Engine           string `json:"engine,omitempty"`
+	Dynomite         string `json:"dynomite,omitempty"`
 	Troop            string `json:"troop"`
 	RedisServer      string `json:"redis_server"`
 	ReadyTimeout     string `json:"ready_timeout"`
@@ -70,6 +72,10 @@ func Up(ctx context.Context, spec Spec) (st *Status, already bool, err error) {
 				return nil, false, fmt.Errorf("a lab of shape %s already runs in %s, asked for %s: run troop lab down --dir %s first",
 					old.Shape, dir, spec.Shape, dir)
 			}
+			if engine, _ := ParseEngine(old.Engine); engine != spec.Engine {
+				return nil, false, fmt.Errorf("a lab of %s nodes already runs in %s, asked for %s: run troop lab down --dir %s first",
+					engine, dir, spec.Engine, dir)
+			}
 			if addressed := old.Network != nil; addressed != spec.Netns {
 				return nil, false, fmt.Errorf("a lab %s already runs in %s, asked for one %s: run troop lab down --dir %s first",
 					modeName(addressed), dir, modeName(spec.Netns), dir)
@@ -85,7 +91,7 @@ func Up(ctx context.Context, spec Spec) (st *Status, already bool, err error) {
 	sj := specJSON{
 		Shape: spec.Shape, ReplaceAfter: spec.ReplaceAfter.String(),
 		ReadConsistency: spec.ReadConsistency, WriteConsistency: spec.WriteConsistency, Netns: spec.Netns, TLS: spec.TLS,
-		Troop: spec.Troop, RedisServer: spec.RedisServer,
+		Engine: spec.Engine, Dynomite: spec.Dynomite, Troop: spec.Troop, RedisServer: spec.RedisServer,
 		ReadyTimeout: spec.ReadyTimeout.String(), StopGrace: spec.StopGrace.String(), LogFormat: spec.LogFormat,
 	}
 	if err := writeJSON(specFile(dir), sj); err != nil {
@@ -213,7 +219,7 @@ func readSpec(dir string) (Spec, error) {
 		return Spec{}, fmt.Errorf("lab spec %s: %w", specFile(dir), err)
 	}
 	spec := Spec{Dir: dir, Shape: sj.Shape, ReadConsistency: sj.ReadConsistency, WriteConsistency: sj.WriteConsistency, Netns: sj.Netns, TLS: sj.TLS,
-		Troop: sj.Troop, RedisServer: sj.RedisServer, LogFormat: sj.LogFormat, ServeSocket: true}
+		Engine: sj.Engine, Dynomite: sj.Dynomite, Troop: sj.Troop, RedisServer: sj.RedisServer, LogFormat: sj.LogFormat, ServeSocket: true}
 	for _, d := range []struct {
 		s   string
 		out *time.Duration

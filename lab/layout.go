@@ -76,6 +76,9 @@ type Node struct {
 	Redis       string `json:"redis"`        // the node's redis-server
 	Dir         string `json:"dir"`          // DIR/<name>
 	Config      string `json:"config"`       // DIR/<name>/node.yml
+	// Engine is what the node runs: "" for troop's node, or
+	// EngineDynomite.
+	Engine string `json:"engine,omitempty"`
 
 	// In address mode: the position's own address, and its network
 	// namespace as other processes open it while the supervisor runs
@@ -130,15 +133,20 @@ func Layout(s Shape, dir string) []Node {
 }
 
 // assignPorts gives every position four free loopback ports (see package
-// freeport for why not port 0).
+// freeport for why not port 0), its client port right after its peer port
+// as in Dynomite's configurations, which is where a client of a Dynomite's
+// /cluster_describe looks for it.
 func assignPorts(nodes []Node) error {
 	for i := range nodes {
-		for _, addr := range []*string{&nodes[i].Listen, &nodes[i].DynListen, &nodes[i].StatsListen, &nodes[i].Redis} {
-			a, err := freeport.Pick()
-			if err != nil {
+		n := &nodes[i]
+		var err error
+		if n.DynListen, n.Listen, err = freeport.PickPair(); err != nil {
+			return err
+		}
+		for _, addr := range []*string{&n.StatsListen, &n.Redis} {
+			if *addr, err = freeport.Pick(); err != nil {
 				return err
 			}
-			*addr = a
 		}
 	}
 	return nil
@@ -151,26 +159,7 @@ func assignPorts(nodes []Node) error {
 // certificate in its directory (makeCerts).
 func NodeConfig(n Node, all []Node, readConsistency, writeConsistency, caFile string) []byte {
 	var b strings.Builder
-	fmt.Fprintf(&b, "dyn_o_mite:\n")
-	fmt.Fprintf(&b, "  datacenter: %s\n", n.DC)
-	fmt.Fprintf(&b, "  rack: %s\n", n.Rack)
-	fmt.Fprintf(&b, "  listen: %s\n", n.Listen)
-	fmt.Fprintf(&b, "  dyn_listen: %s\n", n.DynListen)
-	fmt.Fprintf(&b, "  stats_listen: %s\n", n.StatsListen)
-	fmt.Fprintf(&b, "  dyn_seeds:\n")
-	for _, p := range all {
-		if p.Name == n.Name {
-			continue
-		}
-		fmt.Fprintf(&b, "  - %s:%s:%s:%d\n", p.DynListen, p.Rack, p.DC, p.Token)
-	}
-	fmt.Fprintf(&b, "  tokens: '%d'\n", n.Token)
-	fmt.Fprintf(&b, "  servers:\n")
-	fmt.Fprintf(&b, "  - %s:1\n", n.Redis)
-	fmt.Fprintf(&b, "  data_store: 0\n")
-	fmt.Fprintf(&b, "  read_consistency: %s\n", readConsistency)
-	fmt.Fprintf(&b, "  write_consistency: %s\n", writeConsistency)
-	fmt.Fprintf(&b, "  timeout: %d\n", NodeTimeout.Milliseconds())
+	writeDynomiteKeys(&b, n, all, readConsistency, writeConsistency)
 	fmt.Fprintf(&b, "  troop_node_name: %s\n", n.Name)
 	fmt.Fprintf(&b, "  troop_pprof: true\n") // a lab is for measuring: its nodes serve Go's profiler
 	if caFile != "" {
@@ -180,6 +169,32 @@ func NodeConfig(n Node, all []Node, readConsistency, writeConsistency, caFile st
 		fmt.Fprintf(&b, "  troop_tls_ca: %s\n", caFile)
 	}
 	return []byte(b.String())
+}
+
+// writeDynomiteKeys writes the keys of a position's config that troop and
+// Dynomite share: where it sits and listens, its seeds, token, datastore,
+// levels and timeout.
+func writeDynomiteKeys(b *strings.Builder, n Node, all []Node, readConsistency, writeConsistency string) {
+	fmt.Fprintf(b, "dyn_o_mite:\n")
+	fmt.Fprintf(b, "  datacenter: %s\n", n.DC)
+	fmt.Fprintf(b, "  rack: %s\n", n.Rack)
+	fmt.Fprintf(b, "  listen: %s\n", n.Listen)
+	fmt.Fprintf(b, "  dyn_listen: %s\n", n.DynListen)
+	fmt.Fprintf(b, "  stats_listen: %s\n", n.StatsListen)
+	fmt.Fprintf(b, "  dyn_seeds:\n")
+	for _, p := range all {
+		if p.Name == n.Name {
+			continue
+		}
+		fmt.Fprintf(b, "  - %s:%s:%s:%d\n", p.DynListen, p.Rack, p.DC, p.Token)
+	}
+	fmt.Fprintf(b, "  tokens: '%d'\n", n.Token)
+	fmt.Fprintf(b, "  servers:\n")
+	fmt.Fprintf(b, "  - %s:1\n", n.Redis)
+	fmt.Fprintf(b, "  data_store: 0\n")
+	fmt.Fprintf(b, "  read_consistency: %s\n", readConsistency)
+	fmt.Fprintf(b, "  write_consistency: %s\n", writeConsistency)
+	fmt.Fprintf(b, "  timeout: %d\n", NodeTimeout.Milliseconds())
 }
 
 // consistencyLevels are the levels a node accepts, as Dynomite spells them.

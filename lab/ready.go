@@ -11,35 +11,47 @@ import (
 	"time"
 )
 
-// pingRequest is PING as a RESP array: every RESP server answers it,
-// whether it is a redis-server or a troop node.
-const pingRequest = "*1\r\n$4\r\nPING\r\n"
-
-// Ping sends a RESP PING to addr and succeeds if the reply is +PONG. Each
-// attempt is bounded by one second and by ctx.
+// Ping sends a RESP PING to addr and succeeds if the reply is +PONG:
+// every RESP server answers it, whether it is a redis-server, a troop node
+// or a Dynomite. Each attempt is bounded by one second and by ctx.
 func Ping(ctx context.Context, addr string) error {
+	reply, err := command(ctx, addr, "PING")
+	if err != nil {
+		return err
+	}
+	if reply != "+PONG" {
+		return fmt.Errorf("PING %s: got %q, want +PONG", addr, reply)
+	}
+	return nil
+}
+
+// command sends one command to the RESP server at addr over a connection
+// of its own and returns the first line of the reply (+OK, :1, -ERR ...),
+// within one second and ctx.
+func command(ctx context.Context, addr string, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	var d net.Dialer
 	c, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
-		return err
+		return "", err
 	}
 	defer c.Close()
 	if dl, ok := ctx.Deadline(); ok {
 		c.SetDeadline(dl)
 	}
-	if _, err := c.Write([]byte(pingRequest)); err != nil {
-		return err
+	req := fmt.Sprintf("*%d\r\n", len(args))
+	for _, a := range args {
+		req += fmt.Sprintf("$%d\r\n%s\r\n", len(a), a)
+	}
+	if _, err := c.Write([]byte(req)); err != nil {
+		return "", err
 	}
 	line, err := bufio.NewReader(c).ReadString('\n')
 	if err != nil {
-		return err
+		return "", err
 	}
-	if got := strings.TrimRight(line, "\r\n"); got != "+PONG" {
-		return fmt.Errorf("PING %s: got %q, want +PONG", addr, got)
-	}
-	return nil
+	return strings.TrimRight(line, "\r\n"), nil
 }
 
 // waitPing retries Ping until it succeeds, stop is closed (the process
@@ -67,7 +79,13 @@ func waitPing(ctx context.Context, addr string, deadline time.Time, stop <-chan 
 // requests: nodes that start together refuse each other's first dials and
 // retry after a short backoff. troop lab up, the demo and tests call it after
 // the nodes answer PING.
+//
+// Dynomite's nodes say nothing of their peers' connections: a write
+// through each must reach every replica instead (DynomiteMeshed).
 func WaitMeshed(ctx context.Context, nodes []Node, within time.Duration) error {
+	if len(nodes) > 0 && nodes[0].Engine == EngineDynomite {
+		return waitDynomiteMeshed(ctx, nodes, within)
+	}
 	deadline := time.Now().Add(within)
 	for {
 		missing := ""

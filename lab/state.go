@@ -94,6 +94,8 @@ type Status struct {
 	SupervisorTicks   uint64         `json:"supervisor_start_ticks,omitempty"`
 	SupervisorRunning bool           `json:"supervisor_running"`
 	Socket            string         `json:"socket,omitempty"`
+	Engine            string         `json:"engine,omitempty"`   // what the nodes run: troop ("" in older labs) or dynomite
+	Dynomite          string         `json:"dynomite,omitempty"` // Dynomite's binary, with engine dynomite
 	Troop             string         `json:"troop"`
 	RedisServer       string         `json:"redis_server"`
 	TLS               bool           `json:"tls,omitempty"`     // peer links over mutual TLS, with the CA in DIR/tls/ca.crt
@@ -201,6 +203,9 @@ func (s *Status) WriteTable(w io.Writer) error {
 	}
 	fmt.Fprintf(w, "lab %s: %s, replace after %s, read %s, write %s, supervisor %s\n",
 		s.Dir, s.Shape, s.ReplaceAfter, s.ReadConsistency, s.WriteConsistency, sup)
+	if s.Engine == EngineDynomite {
+		fmt.Fprintf(w, "the nodes are Dynomite's (%s), with configs in its format\n", s.Dynomite)
+	}
 	if s.TLS {
 		fmt.Fprintf(w, "peer links over mutual TLS, certificates of %s\n", filepath.Join(s.Dir, "tls", "ca.crt"))
 	}

@@ -35,6 +35,12 @@ type Spec struct {
 	// a certificate per node (DIR/<node>/tls.crt), and its nodes run with
 	// secure_server_option: all, verifying each other against the CA.
 	TLS bool
+	// Engine is what the nodes run: EngineTroop (the default), or
+	// EngineDynomite, Dynomite's own binary (Dynomite, default
+	// FindDynomite's) with config files in Dynomite's format, on the same
+	// redis-servers under the same supervisor.
+	Engine   string
+	Dynomite string
 
 	// Troop is the troop binary nodes run as `Troop node --config FILE`.
 	// Default os.Executable(), which is wrong inside a test binary: tests of
@@ -111,6 +117,17 @@ func (s Spec) withDefaults() (Spec, error) {
 	}
 	if s.RedisServer, err = FindRedisServer(s.RedisServer); err != nil {
 		return s, err
+	}
+	if s.Engine, err = ParseEngine(s.Engine); err != nil {
+		return s, err
+	}
+	if s.Engine == EngineDynomite {
+		if s.TLS {
+			return s, errors.New("lab --engine dynomite --tls: the lab's TLS is troop's (troop_tls_*); Dynomite encrypts its peer links its own way, which the lab does not set up")
+		}
+		if s.Dynomite, err = FindDynomite(s.Dynomite); err != nil {
+			return s, err
+		}
 	}
 	if s.NodeCommand == nil {
 		if s.Troop == "" {
@@ -262,7 +279,8 @@ func Start(ctx context.Context, spec Spec) (*Lab, error) {
 		return nil, err
 	}
 	l.log.Info("lab starting", "dir", spec.Dir, "shape", spec.Shape.String(), "replace_after", spec.ReplaceAfter.String(),
-		"read", spec.ReadConsistency, "write", spec.WriteConsistency, "troop", spec.Troop, "redis_server", spec.RedisServer)
+		"read", spec.ReadConsistency, "write", spec.WriteConsistency, "engine", spec.Engine, "troop", spec.Troop, "dynomite", spec.Dynomite,
+		"redis_server", spec.RedisServer)
 	if err := l.startAll(ctx); err != nil {
 		l.log.Error("lab did not start", "err", err)
 		l.Stop()
@@ -317,10 +335,15 @@ func (l *Lab) layout() error {
 	for i := range l.nodes {
 		n := &l.nodes[i]
 		cfg := NodeConfig(*n, l.nodes, l.spec.ReadConsistency, l.spec.WriteConsistency, l.caFile)
+		nodeArgv := []string{l.spec.Troop, "node", "--config", n.Config, "--log-format", l.spec.LogFormat}
+		if l.spec.Engine == EngineDynomite {
+			n.Engine = EngineDynomite
+			cfg = DynomiteConfig(*n, l.nodes, l.spec.ReadConsistency, l.spec.WriteConsistency)
+			nodeArgv = dynomiteCommand(l.spec.Dynomite, *n)
+		}
 		if err := os.WriteFile(n.Config, cfg, 0o644); err != nil {
 			return fmt.Errorf("write %s: %w", n.Config, err)
 		}
-		nodeArgv := []string{l.spec.Troop, "node", "--config", n.Config, "--log-format", l.spec.LogFormat}
 		if l.spec.NodeCommand != nil {
 			nodeArgv = l.spec.NodeCommand(*n)
 		}
@@ -733,7 +756,7 @@ func (l *Lab) status() *Status {
 	s := &Status{
 		Dir: l.spec.Dir, Shape: l.spec.Shape, ReplaceAfter: l.spec.ReplaceAfter.String(),
 		ReadConsistency: l.spec.ReadConsistency, WriteConsistency: l.spec.WriteConsistency, TLS: l.spec.TLS,
-		Troop: l.spec.Troop, RedisServer: l.spec.RedisServer, Started: l.started, Updated: time.Now(),
+		Engine: l.spec.Engine, Dynomite: l.spec.Dynomite, Troop: l.spec.Troop, RedisServer: l.spec.RedisServer, Started: l.started, Updated: time.Now(),
 	}
 	if l.net != nil {
 		nw := l.net.NetworkStatus

@@ -319,8 +319,8 @@ func (c *cluster) awaitPing(ctx context.Context, inst chaos.Instance) error {
 // quorumLevel is the level of the failure phase and the audits: DC_QUORUM
 // where the client sets the level, else the cluster's own.
 func (c *cluster) quorumLevel() string {
-	if c.kind == kindLab || c.kind == kindTroop {
+	if c.troopNodes() {
 		return "DC_QUORUM"
 	}
-	return OwnLevel
+	return c.ownLevel()
 }

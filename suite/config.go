@@ -12,8 +12,10 @@ import (
 	"time"
 
 	"github.com/troop-lab/troop/bench"
+	"github.com/troop-lab/troop/client"
 	"github.com/troop-lab/troop/internal/jsondur"
 	"github.com/troop-lab/troop/internal/suggest"
+	"github.com/troop-lab/troop/lab"
 	"gopkg.in/yaml.v3"
 )
 
@@ -198,6 +200,21 @@ func (c *Config) Validate() error {
 	}
 	if c.Chaos != nil && len(c.Target) == 0 && c.Cluster == "" {
 		return errors.New("--chaos-config is for a cluster troop did not start (--target, --cluster): a lab's faults come from the lab")
+	}
+	engine, err := lab.ParseEngine(c.Engine)
+	if err != nil {
+		return fmt.Errorf("--engine: %w", err)
+	}
+	if engine == lab.EngineDynomite && (c.Lab != "" || len(c.Target) > 0 || c.Cluster != "") {
+		return errors.New("--engine is the engine of the lab the run starts: a --lab, --target or --cluster runs what it runs")
+	}
+	if c.Level != "" {
+		if len(c.Target) == 0 && c.Cluster == "" && engine != lab.EngineDynomite {
+			return errors.New("--level is for a cluster troop did not start (--target, --cluster) or a Dynomite lab (--engine dynomite): troop's levels are set per request (levels: in --config)")
+		}
+		if _, err := client.ParseLevel(c.Level); err != nil {
+			return fmt.Errorf("--level: %w", err)
+		}
 	}
 	if c.Cluster != "" && c.Access.DB != 0 {
 		return errors.New("--db is for --target endpoints: a troop or Dynomite cluster (--cluster) has database 0 only")

@@ -19,8 +19,9 @@ const (
 	kindRESP     = "resp"     // any Redis-protocol endpoints (--target)
 )
 
-// OwnLevel is the level of a cluster whose client cannot choose one: plain
-// endpoints, and Dynomite, whose levels are a setting of its own.
+// OwnLevel is the level of a cluster whose client cannot choose one
+// (plain endpoints, and Dynomite, whose levels are a setting of its own)
+// when nothing says which it is: neither its admin API nor --level.
 const OwnLevel = "its own level"
 
 // openExisting opens the cluster troop did not start that cfg names, and
@@ -54,6 +55,13 @@ func openExisting(ctx context.Context, cfg Config) (*cluster, error) {
 		if err := c.ping(ctx, n.Addr); err != nil {
 			return nil, fmt.Errorf("%s: %w", n.Addr, err)
 		}
+	}
+	admin := ""
+	if cfg.Cluster != "" && !client.IsFile(cfg.Cluster) {
+		admin = cfg.Cluster // the admin address the topology came from
+	}
+	if err := c.readStore(ctx, cfg, admin); err != nil {
+		return nil, err
 	}
 	if cfg.Chaos != nil {
 		if err := c.attachChaos(ctx, cfg.Chaos); err != nil {
@@ -93,17 +101,22 @@ func (c *cluster) addrs() []string {
 // the configured ones on troop nodes, which a client sets per connection;
 // elsewhere the cluster's own.
 func (c *cluster) levels(cfg Config) []string {
-	if c.kind == kindLab || c.kind == kindTroop {
+	if c.troopNodes() {
 		return cfg.Levels
 	}
-	return []string{OwnLevel}
+	return []string{c.ownLevel()}
 }
 
-// benchConfig is benchConfig for this cluster: reads from Dynomite, whose
-// level may be DC_ONE, may be a write behind, as troop's at DC_ONE.
+// benchConfig is benchConfig for this cluster: a client of nodes that are
+// not troop's sets no level (the level is only the phase's name), and
+// reads from Dynomite, which may run at DC_ONE, may be a write behind, as
+// troop's at DC_ONE.
 func (c *cluster) benchConfig(cfg Config, level string, d time.Duration, rate float64, contended bool) bench.Config {
 	bc := benchConfig(cfg, level, d, rate, contended)
-	if c.kind == kindDynomite {
+	if !c.troopNodes() {
+		bc.Consistency = ""
+	}
+	if c.store.Name == storeDynomite {
 		bc.Staleness = 1
 	}
 	return bc
@@ -125,20 +138,15 @@ func (c *cluster) registers(cfg Config, level string, i int) (RegisterConfig, []
 // credentials, and the nodes its clients go through.
 func (c *cluster) registerNodes(rc RegisterConfig) (RegisterConfig, []client.Node) {
 	rc.Dial = c.dial
-	if rc.Level == OwnLevel {
-		rc.Level = ""
-	}
 	nodes := c.nodes
-	switch c.kind {
-	case kindRESP, kindDynomite:
+	switch {
+	case !c.troopNodes():
 		rc.Level, rc.Delay, rc.Skew = "", 0, 0
 		if c.kind == kindRESP {
 			nodes = nodes[:1]
 		}
-	case kindTroop:
-		if nodes[0].Admin == "" {
-			rc.Skew = 0 // no admin address to set the clock through
-		}
+	case nodes[0].Admin == "":
+		rc.Skew = 0 // no admin address to set the clock through
 	}
 	return rc, nodes
 }

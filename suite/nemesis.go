@@ -140,10 +140,18 @@ func nemesisAction(kind string, d time.Duration, r *rand.Rand) (chaos.Action, er
 // nemesisFaults are the faults of kinds the cluster's chaos backend can put
 // in place, and a line for the report's Skipped for each it cannot: the
 // lab's and the Docker backend's lease them all; the Kubernetes backend
-// only deletes pods.
+// only deletes pods. A clock is skewed through a troop node's admin API,
+// which other stores' nodes have not.
 func (c *cluster) nemesisFaults(kinds []string) (can, skipped []string) {
 	if _, ok := c.terminator.(chaos.Leaser); ok {
-		return kinds, nil
+		for _, k := range kinds {
+			if chaos.Kind(k) == chaos.ClockSkew && !c.troopNodes() {
+				skipped = append(skipped, fmt.Sprintf("nemesis, %s: troop skews a node's clock through a troop node's admin API, which %s's nodes have not", k, c.store.Name))
+				continue
+			}
+			can = append(can, k)
+		}
+		return can, skipped
 	}
 	for _, k := range kinds {
 		skipped = append(skipped, fmt.Sprintf("nemesis, %s: the %s backend of chaos group %s cannot put it in place: its only faults are pod deletions (network and clock faults need the lab's or the Docker backend, which enter the nodes' network namespaces)",
@@ -222,8 +230,8 @@ func (c *cluster) nemesis(ctx context.Context, cfg Config, step func(string, ...
 // nemesisLevels are the levels each fault runs at: the cluster's own where
 // the client cannot choose one.
 func (c *cluster) nemesisLevels(cfg Config) []string {
-	if c.kind != kindLab && c.kind != kindTroop {
-		return []string{OwnLevel}
+	if !c.troopNodes() {
+		return []string{c.ownLevel()}
 	}
 	if len(cfg.Nemesis.Levels) > 0 {
 		return cfg.Nemesis.Levels

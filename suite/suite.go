@@ -17,6 +17,7 @@
 package suite
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -53,6 +54,12 @@ type Config struct {
 	Target     []string `json:"target,omitempty" yaml:"-"`
 	Cluster    string   `json:"cluster,omitempty" yaml:"-"`
 	ClientPort int      `json:"client_port,omitempty" yaml:"-"`
+	// Level, with Target or Cluster, is the level the cluster runs at, for
+	// endpoints that do not say (a redis-server, a proxy, a Dynomite
+	// described by a file): a history that is not linearizable at a quorum
+	// level is then a finding that broke. With Engine dynomite it is the
+	// level the lab's Dynomite runs at.
+	Level string `json:"level,omitempty" yaml:"-"`
 	// Chaos, with Target or Cluster, is the backend whose faults the
 	// failure phase and the nemesis inject (--chaos-config): nil leaves
 	// those phases out.
@@ -66,6 +73,9 @@ type Config struct {
 	// each node its own network namespace; the nemesis then runs only the
 	// clock faults.
 	Loopback bool `json:"loopback" yaml:"-"`
+	// Engine is what the nodes of a lab the run starts run: troop ("")
+	// or Dynomite (lab.EngineDynomite), at Level (default DC_QUORUM).
+	Engine string `json:"engine,omitempty" yaml:"-"`
 	// NodeCommand, if set, is the command line of each node of a lab the
 	// run starts (lab.Spec.NodeCommand): tests plant bugs with it.
 	NodeCommand func(n lab.Node) []string `json:"-" yaml:"-"`
@@ -132,6 +142,7 @@ type Report struct {
 	Seed        uint64             `json:"seed"`
 	Config      Config             `json:"config"`
 	Cluster     string             `json:"cluster"`
+	Store       Store              `json:"store"`
 	Started     time.Time          `json:"started"`
 	Finished    time.Time          `json:"finished"`
 	Verdict     Verdict            `json:"verdict"`
@@ -254,7 +265,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Report, error) {
 		return nil, err
 	}
 	defer cl.close()
-	rep.Cluster = cl.describe()
+	rep.Cluster, rep.Store = cl.describe(), cl.store
 
 	err = rep.runPhases(ctx, cfg, cl, step)
 	if cl.own() {
@@ -372,8 +383,8 @@ func (rep *Report) runPhases(ctx context.Context, cfg Config, cl *cluster, step 
 	}
 
 	switch {
-	case cfg.LDFIMaxFaults > 0 && (cl.kind == kindRESP || cl.kind == kindDynomite):
-		rep.Skipped = append(rep.Skipped, "lineage-driven fault injection: it needs troop nodes, whose requests carry failure scopes and report their lineage")
+	case cfg.LDFIMaxFaults > 0 && !cl.troopNodes():
+		rep.Skipped = append(rep.Skipped, fmt.Sprintf("lineage-driven fault injection: it needs troop nodes, whose requests carry failure scopes and report their lineage, and %s's do neither", cl.store.Name))
 	case cfg.LDFIMaxFaults > 0:
 		ld, err := cl.ldfiPhase(ctx, cfg, func(format string, args ...any) { step(6, format, args...) })
 		if err != nil {
@@ -405,6 +416,7 @@ func Throughput(phases []BenchPhase, level string) float64 {
 // cluster is the store under test, and what can act on it.
 type cluster struct {
 	kind       string // kindLab, kindTroop, kindDynomite or kindRESP
+	store      Store  // what its nodes are, and their own levels
 	source     string // where its topology came from, for the report
 	nodes      []client.Node
 	dial       client.Dial // how its clients connect: credentials, TLS
@@ -434,20 +446,31 @@ func openCluster(ctx context.Context, cfg Config, step func(int, string, ...any)
 		if err != nil {
 			return nil, err
 		}
-		return labCluster(nodes, nil, cfg.Lab, labchaos.New(cfg.Lab))
+		c, err := labCluster(nodes, nil, cfg.Lab, labchaos.New(cfg.Lab))
+		if err != nil {
+			return nil, err
+		}
+		return c, c.readStore(ctx, cfg, "")
 	}
 	netns := !cfg.Loopback && os.Geteuid() == 0
 	mode := "on loopback"
 	if netns {
 		mode = "each node in its own network namespace"
 	}
-	step(0, "starting a lab cluster: 1 datacenter x 3 racks x 1 node, %s, in %s", mode, cfg.Dir)
+	spec := lab.Spec{Dir: cfg.Dir, Troop: cfg.Troop, ReplaceAfter: cfg.ReplaceAfter,
+		NodeCommand: cfg.NodeCommand, Netns: netns, ServeSocket: true} // the socket lets the nemesis's watchdogs reach the lab
+	what := "troop nodes"
+	if cfg.Engine == lab.EngineDynomite {
+		// Dynomite's level is a setting of its nodes, not of the client.
+		spec.Engine, spec.ReadConsistency = lab.EngineDynomite, cmp.Or(cfg.Level, "DC_QUORUM")
+		spec.WriteConsistency = spec.ReadConsistency
+		what = "Dynomite nodes at " + spec.ReadConsistency
+	}
+	step(0, "starting a lab cluster: 1 datacenter x 3 racks x 1 node, %s, %s, in %s", what, mode, cfg.Dir)
 	if err := os.RemoveAll(cfg.Dir); err != nil {
 		return nil, err
 	}
-	// The socket lets the watchdogs of the nemesis's faults reach the lab.
-	l, err := lab.Start(ctx, lab.Spec{Dir: cfg.Dir, Troop: cfg.Troop, ReplaceAfter: cfg.ReplaceAfter,
-		NodeCommand: cfg.NodeCommand, Netns: netns, ServeSocket: true})
+	l, err := lab.Start(ctx, spec)
 	if err != nil {
 		return nil, err
 	}
@@ -461,10 +484,14 @@ func openCluster(ctx context.Context, cfg Config, step func(int, string, ...any)
 		return nil, err
 	}
 	c, err := labCluster(nodes, l, cfg.Dir, labchaos.NewWith(labchaos.FromLab(l)))
+	if err == nil {
+		err = c.readStore(ctx, cfg, "")
+	}
 	if err != nil {
 		l.Stop()
+		return nil, err
 	}
-	return c, err
+	return c, nil
 }
 
 // labCluster is the lab in dir, l when this run started it, whose nodes
@@ -504,12 +531,13 @@ const requestTimeout = 2*lab.NodeTimeout + time.Second
 // each answer and then failing over across racks once, as a Dyno client
 // configured for availability does.
 // Plain endpoints get two connections each, the client's keys sharded
-// over them by hash, as troop bench --target does. OwnLevel sets no level.
+// over them by hash, as troop bench --target does. Only troop nodes take
+// a level from the client.
 func (c *cluster) target(level string, timeout time.Duration) (bench.Target, error) {
 	if c.kind == kindRESP {
 		return bench.NewRESPTarget(c.addrs(), 2, timeout, c.dial)
 	}
-	if level == OwnLevel {
+	if !c.troopNodes() || level == OwnLevel {
 		level = ""
 	}
 	return bench.NewClusterTarget(c.nodes, "", client.Options{ConnsPerNode: 2, Timeout: timeout,

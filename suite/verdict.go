@@ -3,6 +3,8 @@ package suite
 import (
 	"fmt"
 	"strings"
+
+	"github.com/troop-lab/troop/check"
 )
 
 // judge reads a report's findings and says what held and what broke. It
@@ -55,16 +57,17 @@ func judge(rep *Report) Verdict {
 	}
 	for _, c := range rep.Consistency {
 		cv := c.Verdict
-		promised := c.Level == "DC_QUORUM" || c.Level == "DC_SAFE_QUORUM"
+		promised := promisesLinearizable(c.Level)
 		switch {
 		case promised && cv.Result == "Illegal":
-			broke("consistency at %s: not linearizable (%d operations; counterexample on %s)", c.Level, cv.Ops, cv.Counterexample.Key)
+			broke("consistency at %s: not linearizable (%d operations; %s)", c.Level, cv.Ops, counterexample(cv))
 		case promised && cv.Result == "Unknown":
 			note("consistency at %s: the linearizability check ran out of time", c.Level)
 		case promised:
 			held("consistency at %s: %d operations of %d clients through every node, linearizable", c.Level, cv.Ops, c.Config.Clients)
-		case c.Level == OwnLevel:
-			// What a cluster troop did not start promises is its own.
+		case c.Level != "DC_ONE":
+			// A level no node said, or mixed levels (read DC_ONE, write
+			// DC_QUORUM), promise nothing troop can hold them to.
 			note("consistency at %s: %s, %d stale reads in %d reads (%d operations of %d clients)", c.Level, Linearizability(cv.Result), cv.StaleReads, cv.Reads, cv.Ops, c.Config.Clients)
 		default:
 			note("consistency at DC_ONE: %s, %d stale reads in %d reads (the level allows both)", Linearizability(cv.Result), cv.StaleReads, cv.Reads)
@@ -95,6 +98,25 @@ func judge(rep *Report) Verdict {
 	}
 	v.OK = len(v.Broke) == 0
 	return v
+}
+
+// counterexample names the counterexample of a verdict that is not
+// linearizable: its operations are in the report.
+func counterexample(v check.Verdict) string {
+	if v.Counterexample == nil {
+		return "no counterexample kept"
+	}
+	return fmt.Sprintf("counterexample of %d operations on %s", len(v.Counterexample.Ops), v.Counterexample.Key)
+}
+
+// promisesLinearizable says whether a level promises linearizable
+// registers: the quorum levels, whichever store runs them.
+func promisesLinearizable(level string) bool {
+	switch level {
+	case "DC_QUORUM", "DC_SAFE_QUORUM", "DC_EACH_SAFE_QUORUM":
+		return true
+	}
+	return false
 }
 
 func totals(b BenchPhase) (ops, errs, fails int64) {
@@ -148,7 +170,7 @@ func judgeNemesis(n *NemesisPhase, held, broke, note func(string, ...any)) {
 		var bad []string
 		switch v.Result {
 		case "Illegal":
-			bad = append(bad, fmt.Sprintf("not linearizable (counterexample on %s)", v.Counterexample.Key))
+			bad = append(bad, fmt.Sprintf("not linearizable (%s)", counterexample(v)))
 		case "Unknown":
 			note("nemesis, %s: the linearizability check ran out of time", name)
 		}

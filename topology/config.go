@@ -38,9 +38,13 @@ type Config struct {
 	DynListen   string // host:port of the peer listener; required with dyn_seeds, else "<listen host>:8101"
 	StatsListen string // host:port of the admin HTTP listener; default "127.0.0.1:22222"
 
-	Seeds   []Seed   // dyn_seeds: the other nodes of the cluster
-	Tokens  []uint32 // this node's tokens on the 32-bit ring; required
-	Servers []Server // the datastore (redis-server); exactly one
+	Seeds []Seed // dyn_seeds: the other nodes of the cluster
+	// SeedProvider is dyn_seed_provider: "" (simple_provider) for
+	// dyn_seeds, dns_provider or florida_provider for seeds the node asks
+	// for when it starts (ProvidedSeeds).
+	SeedProvider string
+	Tokens       []uint32 // this node's tokens on the 32-bit ring; required
+	Servers      []Server // the datastore (redis-server); exactly one
 
 	DataStore int // 0 = Redis, the only data store troop supports
 

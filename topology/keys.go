@@ -49,7 +49,27 @@ var keys = []keySpec{
 	nameKey("datacenter", func(c *Config) *string { return &c.Datacenter }, DefaultDatacenter),
 	nameKey("rack", func(c *Config) *string { return &c.Rack }, DefaultRack),
 	addrKey("dyn_listen", func(c *Config) *string { return &c.DynListen }, ""),
-	onlyKey("dyn_seed_provider", "simple_provider"),
+	{
+		name: "dyn_seed_provider",
+		set: func(c *Config, v value) error {
+			for _, p := range seedProviders {
+				if strings.EqualFold(v.text, p) {
+					c.SeedProvider = p
+					if p == SimpleProvider {
+						c.SeedProvider = "" // the default, which Marshal leaves out
+					}
+					return nil
+				}
+			}
+			return fmt.Errorf("%q is not a seed provider (want %s)", v.text, strings.Join(seedProviders, ", "))
+		},
+		emit: func(c *Config) *yaml.Node {
+			if c.SeedProvider == "" {
+				return nil
+			}
+			return strNode(c.SeedProvider)
+		},
+	},
 	{
 		name: "dyn_seeds", list: true,
 		set: func(c *Config, v value) error {

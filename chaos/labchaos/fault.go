@@ -100,10 +100,23 @@ func (t *Terminator) Present(ctx context.Context, l chaos.Lease) (bool, error) {
 
 // faultRecovered returns nil once the fault is gone (reverted at the
 // lease's end, or sooner by the global stop) and the node's peers hold it
-// up again, and it them; or what is still missing.
+// up again, and it them; or what is still missing. Dynomite's nodes say
+// nothing of their peers: a write through each must reach every replica.
 func (t *Terminator) faultRecovered(ctx context.Context, st *lab.Status, n *lab.NodeStatus, l chaos.Lease) error {
 	if present, err := t.Present(ctx, l); err != nil || present {
 		return fmt.Errorf("the %s is still in place (%v)", l.Action.Kind, err)
+	}
+	if n.Engine == lab.EngineDynomite {
+		var running []lab.Node
+		for _, p := range st.Nodes {
+			if p.NodeP.State == lab.Running && p.RedisP.State == lab.Running {
+				running = append(running, p.Node)
+			}
+		}
+		if missing := lab.DynomiteMeshed(ctx, running); missing != "" {
+			return errors.New(missing)
+		}
+		return nil
 	}
 	for _, p := range st.Nodes {
 		if p.Name == n.Name || p.NodeP.State != lab.Running {

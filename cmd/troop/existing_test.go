@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -52,16 +53,23 @@ func skipped(rep *suite.Report, phase string) bool {
 }
 
 // troop run --target runs the load and the checks against a redis-server
-// troop did not start, says which phases could not run there, and leaves
+// troop did not start, at the level --level says it runs at, names the
+// store and its version, says which phases could not run there, and leaves
 // the user's keys, and none of its own.
 func TestRunTargetRedis(t *testing.T) {
 	r := testredis.Start(t)
 	redisCLI(t, r.Addr, "SET", "user:mine", "keep")
 	cfg := shortRun(t)
-	cfg.Target = []string{r.Addr}
+	cfg.Target, cfg.Level = []string{r.Addr}, "dc_quorum"
 	rep := runExisting(t, cfg)
-	if len(rep.Baseline) != 1 || rep.Baseline[0].Level != suite.OwnLevel || rep.Baseline[0].Result.Totals[0].Count == 0 {
+	if len(rep.Baseline) != 1 || rep.Baseline[0].Level != "DC_QUORUM" || rep.Baseline[0].Result.Totals[0].Count == 0 {
 		t.Fatalf("baseline: %+v", rep.Baseline)
+	}
+	if s := rep.Store; s.Name != "redis-server" || s.Version == "" || s.Levels != "DC_QUORUM" || s.LevelsFrom != "--level" {
+		t.Errorf("store: %+v", s)
+	}
+	if len(rep.Verdict.Held) == 0 || !slices.ContainsFunc(rep.Verdict.Held, func(h string) bool { return strings.HasPrefix(h, "consistency at DC_QUORUM: ") }) {
+		t.Errorf("held: %q, want the registers held to DC_QUORUM", rep.Verdict.Held)
 	}
 	if rep.Failure != nil || rep.Nemesis != nil || rep.LDFI != nil || !skipped(rep, "failure under load and durability audit") || !skipped(rep, "nemesis") {
 		t.Errorf("phases that need a lab: failure %v nemesis %v ldfi %v, skipped %v", rep.Failure != nil, rep.Nemesis != nil, rep.LDFI != nil, rep.Skipped)
@@ -83,7 +91,8 @@ func TestRunTargetRedis(t *testing.T) {
 // troop run --target reaches a redis-server that wants a password and a
 // client certificate over TLS, in the database given: the run holds, its
 // report keeps no password, and it deletes only what it wrote there. Access
-// flags without a cluster troop did not start are refused.
+// flags without a cluster troop did not start are refused, as are --level
+// without one and a level that does not exist.
 func TestRunTargetAuthTLS(t *testing.T) {
 	srv := testredis.StartTLS(t, "--requirepass", "s3cret")
 	f := srv.Files
@@ -102,12 +111,12 @@ func TestRunTargetAuthTLS(t *testing.T) {
 		t.Errorf("after the run database 2 holds %s keys, want the user's one", n)
 	}
 
-	for _, args := range [][]string{{"--password", "x"}, {"--cluster", "127.0.0.1:1", "--db", "1"}} {
+	for _, args := range [][]string{{"--password", "x"}, {"--cluster", "127.0.0.1:1", "--db", "1"}, {"--level", "DC_QUORUM"}, {"--target", "127.0.0.1:1", "--level", "DC_TWO"}} {
 		cmd := newRunCmd()
 		cmd.SetArgs(append(args, "--out", t.TempDir()))
 		cmd.SetOut(io.Discard)
 		cmd.SetErr(io.Discard)
-		if err := cmd.Execute(); err == nil || !strings.Contains(err.Error(), "--db") {
+		if err := cmd.Execute(); err == nil || !strings.Contains(err.Error(), args[len(args)-2]) {
 			t.Errorf("troop run %v: %v, want a refusal naming the flags", args, err)
 		}
 	}
@@ -150,6 +159,9 @@ func TestRunCluster(t *testing.T) {
 		rep := runExisting(t, cfg)
 		if len(rep.Baseline) != 1 || rep.Baseline[0].Level != suite.OwnLevel || len(rep.Consistency) != 1 {
 			t.Fatalf("baseline %+v, consistency %d", rep.Baseline, len(rep.Consistency))
+		}
+		if rep.Store.Name != "Dynomite" || rep.Store.Levels != "" {
+			t.Errorf("store of a Dynomite described by a file, with no --level: %+v", rep.Store)
 		}
 		if rep.LDFI != nil || !skipped(rep, "lineage-driven fault injection") || !strings.HasPrefix(rep.Cluster, "Dynomite cluster of ") {
 			t.Errorf("LDFI on Dynomite: %v, skipped %v, cluster %q", rep.LDFI != nil, rep.Skipped, rep.Cluster)

@@ -25,6 +25,11 @@ troop node per position of a datacenters x racks x nodes shape, under a
 supervisor that, like an Auto Scaling Group, replaces any process that dies
 without being asked to. Configs, data and logs live under --dir.
 
+With up --engine dynomite the nodes are Netflix's Dynomite instead, its own
+binary with config files in its own format, one per rack over its own
+redis-server, under the same supervisor: troop run --lab, troop bench and
+troop chaos then act on Dynomite as on troop's nodes.
+
 By default every process listens on 127.0.0.1. With up --netns (address
 mode, root only) each position lives in its own network namespace with its
 own address on a bridge the lab creates, so that network faults (troop chaos
@@ -87,6 +92,7 @@ func newLabUpCmd() *cobra.Command {
 	f.StringVar(&spec.WriteConsistency, "write-consistency", "DC_ONE", "nodes' write consistency: DC_ONE, DC_QUORUM or DC_SAFE_QUORUM")
 	f.StringVar(&spec.LogFormat, "log-format", "text", "format of the supervisor's and the nodes' logs: text (logfmt) or json")
 	f.BoolVar(&spec.TLS, "tls", false, "encrypt the peer links: make a CA (DIR/tls/ca.crt) and a certificate per node, and run the nodes with secure_server_option: all (mutual TLS)")
+	f.StringVar(&spec.Engine, "engine", lab.EngineTroop, "what the nodes run: troop, or dynomite (Dynomite's own binary, from $TROOP_DYNOMITE, PATH or scripts/dynomite's build, with config files in its format)")
 	f.BoolVar(&spec.Netns, "netns", false, "address mode: each node and its redis-server in its own network namespace, with its own address on a bridge of the lab's (root only; network faults need it)")
 	return cmd
 }

@@ -3,12 +3,16 @@ package main
 import (
 	"context"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"runtime/debug"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/troop-lab/troop/client"
 	"github.com/troop-lab/troop/internal/logflag"
 	"github.com/troop-lab/troop/node"
 	"github.com/troop-lab/troop/topology"
@@ -48,6 +52,9 @@ not implement are rejected with their line number, never ignored.`,
 				fmt.Printf("%s: configuration is valid (node %s, %s/%s)\n", configPath, cfg.Name, cfg.Datacenter, cfg.Rack)
 				return nil
 			}
+			if err := provideSeeds(cmd.Context(), cfg); err != nil {
+				return fmt.Errorf("node: %s: %w", configPath, err)
+			}
 			if os.Getenv("GOGC") == "" {
 				// A node's live heap is small (requests in flight are bounded), so
 				// the default GC pace spends a tenth of its CPU collecting: trade
@@ -68,4 +75,29 @@ not implement are rejected with their line number, never ignored.`,
 	cmd.Flags().BoolVarP(&testConf, "test-conf", "t", false, "check the config file and exit")
 	logFlags = logflag.Add(cmd.Flags())
 	return cmd
+}
+
+// provideSeeds sets the seeds of a config whose dyn_seed_provider is
+// dns_provider or florida_provider to what its provider answers now, and
+// checks them as dyn_seeds are checked.
+func provideSeeds(ctx context.Context, cfg *topology.Config) error {
+	if cfg.SeedProvider == "" {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	get := func(ctx context.Context, url string) ([]byte, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return nil, err
+		}
+		return client.Fetch(req)
+	}
+	seeds, err := topology.ProvidedSeeds(ctx, cfg, topology.SeedLookup{
+		Getenv: os.Getenv, LookupTXT: net.DefaultResolver.LookupTXT, Get: get})
+	if err != nil {
+		return err
+	}
+	cfg.Seeds = seeds
+	return cfg.Validate()
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/troop-lab/troop/chaos"
 	"github.com/troop-lab/troop/internal/outfile"
+	"github.com/troop-lab/troop/lab"
 	"github.com/troop-lab/troop/report"
 	"github.com/troop-lab/troop/suite"
 )
@@ -34,6 +35,7 @@ func newRunCmd() *cobra.Command {
 		targets       string
 		access        bench.Access
 		clusterAddr   string
+		level, engine string
 		clientPort    int
 		configFile    string
 		seed          uint64
@@ -59,6 +61,13 @@ OUT/report.json point at the latest, whose report draws the trend of the
 earlier runs with the same settings. --quick takes about a minute; the
 default about four. Compare two runs with troop run compare.
 
+--engine dynomite starts a lab of Netflix Dynomite's own nodes instead (at
+--level, default DC_QUORUM). Any cluster is held to the level it runs at,
+which a troop node's or a Dynomite's admin API gives (or --level, for
+endpoints that say nothing): at a quorum level a register history that is
+not linearizable breaks the verdict. The report names the store and its
+version.
+
 On a cluster troop did not start, the faults come from a chaos backend:
 --chaos-config names a troop chaos config whose group (--chaos-group when
 it has several) lists the cluster's nodes as Docker containers or
@@ -82,8 +91,8 @@ end, and at once on Ctrl-C. See docs/run.md.`,
 			if cmd.Flags().Changed("seed") || configFile == "" {
 				cfg.Seed = seed
 			}
-			cfg.Lab, cfg.Version, cfg.Loopback = labDir, version, loopback
-			cfg.Cluster, cfg.ClientPort, cfg.Access = clusterAddr, clientPort, access
+			cfg.Lab, cfg.Version, cfg.Loopback, cfg.Engine = labDir, version, loopback, engine
+			cfg.Cluster, cfg.ClientPort, cfg.Access, cfg.Level = clusterAddr, clientPort, access, level
 			if cfg.Access.Password == "" && (targets != "" || clusterAddr != "") {
 				cfg.Access.Password = os.Getenv("REDISCLI_AUTH") // as redis-cli: out of the process list
 			}
@@ -134,9 +143,11 @@ end, and at once on Ctrl-C. See docs/run.md.`,
 	f.StringVar(&chaosGroup, "chaos-group", "", "the group of --chaos-config that holds the cluster's nodes (required when it has several)")
 	f.StringVar(&backends.DockerHost, "docker-host", "", "with --chaos-config: the Docker Engine of a docker group (default: $DOCKER_HOST, else the local socket)")
 	f.StringVar(&backends.Kubeconfig, "kubeconfig", "", "with --chaos-config: the kubeconfig of a kubernetes group (default: $KUBECONFIG, then ~/.kube/config, then in-cluster)")
+	f.StringVar(&level, "level", "", "with --target or --cluster: the level the cluster runs at, for endpoints that do not say (a Dynomite's admin API says; DC_ONE, DC_QUORUM, DC_SAFE_QUORUM ...): at a quorum level a register history that is not linearizable breaks the verdict")
 	f.IntVar(&clientPort, "client-port", 0, "with --cluster of Dynomite nodes: their client port (default: each server's peer port plus one)")
 	f.Uint64Var(&seed, "seed", 1, "seed of the workloads and of the chaos monkey's choice")
 	f.BoolVar(&strict, "strict", false, "exit with status 1 when the verdict says something broke")
+	f.StringVar(&engine, "engine", lab.EngineTroop, "what the nodes of the lab the run starts run: troop, or dynomite (Dynomite's own binary at --level, default DC_QUORUM; see troop lab up --engine)")
 	f.BoolVar(&loopback, "loopback", false, "start the lab on loopback even as root (the nemesis then runs only its clock faults)")
 	cmd.AddCommand(newRunCompareCmd())
 	return cmd
@@ -315,6 +326,9 @@ func writeReport(rep *suite.Report, htmlPath, jsonPath string) error {
 func printVerdict(w io.Writer, rep *suite.Report) {
 	if rep.Stopped != "" {
 		fmt.Fprintf(w, "\nPARTIAL: %s\n", rep.Stopped)
+	}
+	if rep.Store.Name != "" {
+		fmt.Fprintf(w, "\nstore: %s\n", rep.Store)
 	}
 	if rep.Verdict.OK {
 		fmt.Fprintln(w, "\nverdict: everything troop checked held")

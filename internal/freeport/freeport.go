@@ -44,24 +44,44 @@ func Pick() (string, error) {
 	mu.Lock()
 	defer mu.Unlock()
 	for try := 0; try < 100; try++ {
-		port := floor + rand.IntN(low-floor)
-		if issued[port] {
-			continue
+		if port := floor + rand.IntN(low-floor); take(port) {
+			return addr(port), nil
 		}
-		if !reserve(port) {
-			continue
-		}
-		issued[port] = true // held, free or not: another try picks another port
-		addr := fmt.Sprintf("127.0.0.1:%d", port)
-		l, err := net.Listen("tcp", addr)
-		if err != nil {
-			continue
-		}
-		l.Close()
-		return addr, nil
 	}
 	return pickZero()
 }
+
+// PickPair returns two free loopback addresses on consecutive ports, port
+// and port+1, as Dynomite's configurations place a node's client port
+// after its peer port (which a client of its /cluster_describe assumes).
+func PickPair() (string, string, error) {
+	low := ephemeralLow()
+	mu.Lock()
+	defer mu.Unlock()
+	for try := 0; try < 100 && low-floor >= minRange; try++ {
+		if port := floor + rand.IntN(low-floor-1); take(port) && take(port+1) {
+			return addr(port), addr(port + 1), nil
+		}
+	}
+	return "", "", fmt.Errorf("found no two free consecutive loopback ports below %d", low)
+}
+
+// take reserves port if no one holds it and it is free. A port tried is
+// never tried again: held, free or not. mu is held.
+func take(port int) bool {
+	if issued[port] || !reserve(port) {
+		return false
+	}
+	issued[port] = true
+	l, err := net.Listen("tcp", addr(port))
+	if err != nil {
+		return false
+	}
+	l.Close()
+	return true
+}
+
+func addr(port int) string { return fmt.Sprintf("127.0.0.1:%d", port) }
 
 func pickZero() (string, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")

@@ -49,3 +49,26 @@ func TestPickSkipsPortsOthersHold(t *testing.T) {
 		t.Fatalf("port %d reserved twice", port)
 	}
 }
+
+// PickPair hands out two free consecutive ports, neither handed out
+// before, nor after by Pick.
+func TestPickPair(t *testing.T) {
+	seen := map[string]bool{}
+	for i := 0; i < 20; i++ {
+		a, b, err := PickPair()
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, pa, _ := net.SplitHostPort(a)
+		_, pb, _ := net.SplitHostPort(b)
+		na, _ := strconv.Atoi(pa)
+		nb, _ := strconv.Atoi(pb)
+		if nb != na+1 || seen[a] || seen[b] {
+			t.Fatalf("pair %s %s: not consecutive, or handed out before", a, b)
+		}
+		seen[a], seen[b] = true, true
+		if p, err := Pick(); err != nil || seen[p] {
+			t.Fatalf("Pick after PickPair: %s, %v", p, err)
+		}
+	}
+}

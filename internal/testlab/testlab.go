@@ -43,6 +43,17 @@ func Troop(t testing.TB) string {
 	return troopBin
 }
 
+// Dynomite is Dynomite's binary (lab.FindDynomite); the test skips, saying
+// what is missing and where to put it, when there is none.
+func Dynomite(t testing.TB) string {
+	t.Helper()
+	bin, err := lab.FindDynomite("")
+	if err != nil {
+		t.Skip(err)
+	}
+	return bin
+}
+
 // Start runs a lab of spec (Dir and Troop are filled in when empty), stops it
 // when the test ends, and returns once every node is connected to its peers.
 func Start(t testing.TB, spec lab.Spec) *lab.Lab {
