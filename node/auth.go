@@ -124,6 +124,7 @@ func (n *Node) login(sess *session, name, password string) []byte {
 		return resp.AppendError(nil, wrongPassReply)
 	}
 	sess.user = u
+	sess.publish()
 	return nil
 }
 

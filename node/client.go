@@ -11,6 +11,7 @@ import (
 
 	"github.com/troop-lab/troop/node/consistency"
 	"github.com/troop-lab/troop/resp"
+	"github.com/troop-lab/troop/ring"
 )
 
 // serveClient serves one client connection on the RESP front.
@@ -19,13 +20,17 @@ func (n *Node) serveClient(c net.Conn) {
 	n.stats.connsAccepted.Add(1)
 	sess := &session{readLevel: -1, writeLevel: -1, closed: make(chan struct{})}
 	sess.remote, _, _ = net.SplitHostPort(c.RemoteAddr().String())
+	sess.client = n.clients.add(c.RemoteAddr().String(), c.LocalAddr().String(), time.Now())
 	if tc, plain := c.(*net.TCPConn); plain {
-		if err := n.pickLoop().serve(tc, sess, n.handleClient, n.cfg.MaxInflightPerConn, func() { n.stats.connections.Add(-1) }); err != nil {
+		closed := func() { n.stats.connections.Add(-1); n.clients.remove(sess.client) }
+		if err := n.pickLoop().serve(tc, sess, n.handleClient, n.cfg.MaxInflightPerConn, closed); err != nil {
 			n.log.Debug("client connection", "err", err)
 		}
 		return // the loop counts the connection out when it closes
 	}
 	defer n.stats.connections.Add(-1)
+	defer n.clients.remove(sess.client)
+	sess.client.setKill(func() { c.Close() })
 	n.serveConn(c, n.cfg.MaxInflightPerConn, sess, n.handleClient)
 }
 
@@ -53,6 +58,10 @@ func (n *Node) handleClient(cmd resp.Command, s *slot, sess *session, b *batch) 
 	}
 	if sess.proto == 3 {
 		s.conv = func(reply []byte) []byte { return resp3Reply(c, args, reply) }
+	}
+	if sess.client != nil && c != nil {
+		sess.client.lastCmd.Store(c)
+		sess.client.lastAt.Store(b.started().UnixNano())
 	}
 	if sess.tx != nil && (c == nil || c.kind != kindTransaction || c.name == "UNWATCH") && (c == nil || c.name != "QUIT") {
 		if c != nil {
@@ -98,12 +107,11 @@ func (n *Node) handleClient(cmd resp.Command, s *slot, sess *session, b *batch) 
 		case c.name == "DBSIZE":
 			n.keyspace(true, "", s.complete)
 			return
-		case c.name == "INFO" && len(args) > 1 && wantsKeyspace(args[1:]):
-			info := ""
-			if len(args) > 2 || !strings.EqualFold(string(args[1]), "keyspace") {
-				info = n.infoText()
-			}
-			n.keyspace(false, info, s.complete)
+		case c.name == "INFO" && wantsKeyspace(args[1:]):
+			n.keyspace(false, n.infoText(args[1:]), s.complete)
+			return
+		case c.name == "RANDOMKEY":
+			n.randomKey(b, s.complete)
 			return
 		}
 		s.complete(n.local(c, args, sess))
@@ -115,7 +123,7 @@ func (n *Node) handleClient(cmd resp.Command, s *slot, sess *session, b *batch) 
 		n.transaction(c, args, sess, b, s)
 		return
 	}
-	write := c.writes()
+	write := c.writesFor(args)
 	if reply := n.refuseInState(write); reply != nil {
 		s.complete(reply)
 		return
@@ -163,7 +171,11 @@ func (n *Node) handleClient(cmd resp.Command, s *slot, sess *session, b *batch) 
 		inner := done
 		done = func(reply []byte) { n.blockers.wake(keys).after(func() { inner(reply) }) }
 	}
-	switch c.kind {
+	if bad := n.sortPatternsShare(c, args); bad != "" {
+		done(resp.AppendError(nil, bad))
+		return
+	}
+	switch c.kindFor(args) {
 	case kindRead:
 		n.read(tr, level, keys, args, b, done)
 	case kindWrite:
@@ -185,6 +197,23 @@ func (n *Node) handleClient(cmd resp.Command, s *slot, sess *session, b *batch) 
 	case kindBlocking:
 		n.blocking(tr, level, c, keys, args, sess, h, done)
 	}
+}
+
+// sortPatternsShare checks that the keys SORT's BY and GET patterns name
+// have the sorted key's replicas: a pattern whose * is inside the hash
+// tag could name keys anywhere, and is refused, as is one whose keys
+// live elsewhere. Redis Cluster has the same rule.
+func (n *Node) sortPatternsShare(c *command, args [][]byte) string {
+	if c.name != "SORT" && c.name != "SORT_RO" {
+		return ""
+	}
+	_, patterns := sortKeys(args)
+	for _, p := range patterns {
+		if key, _, _ := bytes.Cut(p, []byte("->")); bytes.IndexByte(ring.Tag(key, n.cfg.HashTag), '*') >= 0 || !n.sameReplicas([][]byte{args[1], key}) {
+			return fmt.Sprintf("ERR troop: the keys of %s's pattern '%s' may belong to other nodes than '%s': give the pattern the key's hash tag outside its *", c.name, printableArg(p), printableArg(args[1]))
+		}
+	}
+	return ""
 }
 
 // reservedPrefix covers the version keys troop keeps beside values.
@@ -310,6 +339,8 @@ func (n *Node) local(c *command, args [][]byte, sess *session) []byte {
 	case "QUIT":
 		sess.quit = true
 		return resp.AppendSimple(nil, "OK")
+	case "UNWATCH": // inside a transaction: the watches ended at EXEC
+		return resp.AppendSimple(nil, "OK")
 	case "SELECT":
 		if string(args[1]) != "0" {
 			return resp.AppendError(nil, "ERR troop: only database 0 exists")
@@ -323,10 +354,13 @@ func (n *Node) local(c *command, args [][]byte, sess *session) []byte {
 	case "AUTH":
 		return n.authCommand(args, sess)
 	case "INFO":
-		return resp.AppendBulkString(nil, n.infoText())
+		return resp.AppendBulkString(nil, n.infoText(args[1:]))
 	case "HELLO":
 		return n.hello(args, sess)
 	case "CLIENT":
+		if reply, ok := n.clientAdmin(args, sess); ok {
+			return reply
+		}
 		return clientCommand(args, sess)
 	case "COMMAND":
 		return commandCommand(args)
@@ -340,10 +374,6 @@ func (n *Node) local(c *command, args [][]byte, sess *session) []byte {
 	}
 	return resp.AppendError(nil, "ERR troop: unhandled command "+c.name)
 }
-
-// redisCompatVersion is the Redis version troop reports, for clients that
-// check it before using a feature.
-const redisCompatVersion = "7.0.0"
 
 func clientCommand(args [][]byte, sess *session) []byte {
 	if len(args) < 2 {
@@ -360,6 +390,7 @@ func clientCommand(args [][]byte, sess *session) []byte {
 			}
 		}
 		sess.name = string(args[2])
+		sess.publish()
 		return resp.AppendSimple(nil, "OK")
 	case "SETINFO", "NO-EVICT", "NO-TOUCH":
 		return resp.AppendSimple(nil, "OK")
@@ -369,7 +400,7 @@ func clientCommand(args [][]byte, sess *session) []byte {
 		}
 		return resp.AppendBulkString(nil, sess.name)
 	case "ID":
-		return resp.AppendInt(nil, 1)
+		return resp.AppendInt(nil, sess.client.number())
 	}
 	return resp.AppendError(nil, fmt.Sprintf("ERR troop: 'CLIENT %s' is not supported", strings.ToUpper(printableArg(args[1]))))
 }
@@ -491,33 +522,4 @@ func (n *Node) troopConsistency(args [][]byte, sess *session) []byte {
 		return resp.AppendSimple(nil, "OK")
 	}
 	return resp.AppendError(nil, "ERR wrong number of arguments for 'troop consistency' command")
-}
-
-// wantsKeyspace says whether INFO's sections name the keyspace: it takes a
-// scan of the rack, so plain INFO leaves it out.
-func wantsKeyspace(sections [][]byte) bool {
-	for _, s := range sections {
-		switch strings.ToLower(string(s)) {
-		case "keyspace", "all", "everything":
-			return true
-		}
-	}
-	return false
-}
-
-// infoText is the node's INFO reply, in Redis's format.
-func (n *Node) infoText() string {
-	var b strings.Builder
-	client, _, _ := n.Addrs()
-	_, port, _ := net.SplitHostPort(client)
-	fmt.Fprintf(&b, "# Server\r\nredis_version:%s\r\ntroop_node:%s\r\nredis_mode:cluster\r\ntcp_port:%s\r\nuptime_in_seconds:%d\r\n",
-		redisCompatVersion, n.cfg.Name, port, int64(time.Since(n.stats.started).Seconds()))
-	fmt.Fprintf(&b, "datacenter:%s\r\nrack:%s\r\nread_consistency:%s\r\nwrite_consistency:%s\r\n",
-		n.cfg.Datacenter, n.cfg.Rack, n.level(false), n.level(true))
-	fmt.Fprintf(&b, "\r\n# Clients\r\nconnected_clients:%d\r\nblocked_clients:%d\r\n", n.stats.connections.Load(), n.stats.blocked.Load())
-	fmt.Fprintf(&b, "\r\n# Stats\r\ntotal_connections_received:%d\r\ninflight_requests:%d\r\nforwarded_requests:%d\r\nbusy_replies:%d\r\nquorum_failures:%d\r\ntimeouts:%d\r\n",
-		n.stats.connsAccepted.Load(), n.inflight.Load(), n.stats.forwarded.Load(), n.stats.busy.Load(), n.stats.quorumFailures.Load(), n.stats.timeouts.Load())
-	b.WriteString(n.memoryInfo())
-	fmt.Fprintf(&b, "acl_access_denied_auth:%d\r\nacl_access_denied_cmd:%d\r\n", n.stats.authFailures.Load()+n.stats.authRateLimited.Load(), n.stats.aclDenied.Load())
-	return b.String()
 }

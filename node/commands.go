@@ -129,6 +129,8 @@ func init() {
 	add(kindMultiWrite, -2, "PFMERGE")
 	add(kindMultiWrite, -3, "MSETNX")
 	add(kindMultiWrite, -4, "BITOP")
+	add(kindMultiWrite, -2, "SORT") // a read without STORE (kindFor)
+	add(kindMultiRead, -2, "SORT_RO")
 	// Split across owners and merged.
 	add(kindSplit, -2, "MGET", "DEL", "UNLINK", "EXISTS", "TOUCH")
 	add(kindSplit, -3, "MSET")
@@ -136,7 +138,7 @@ func init() {
 	add(kindLocal, -1, "PING", "COMMAND", "INFO", "HELLO", "CLIENT", "TROOP", "FLUSHALL", "FLUSHDB")
 	add(kindLocal, -2, "CONFIG", "FUNCTION")
 	add(kindLocal, 2, "ECHO", "SELECT", "DYNO_CONFIG:CONN_CONSISTENCY")
-	add(kindLocal, 1, "QUIT", "TIME", "DBSIZE")
+	add(kindLocal, 1, "QUIT", "TIME", "DBSIZE", "RANDOMKEY")
 	add(kindLocal, -2, "AUTH", "SCAN")
 	add(kindLocal, 2, "KEYS")
 	add(kindTransaction, 1, "MULTI", "EXEC", "DISCARD", "UNWATCH")
@@ -149,10 +151,9 @@ func init() {
 		}
 	}
 	unsupported("pub/sub is not replicated", "SUBSCRIBE", "PSUBSCRIBE", "SSUBSCRIBE", "UNSUBSCRIBE", "PUNSUBSCRIBE", "SUNSUBSCRIBE", "PUBLISH", "SPUBLISH", "PUBSUB")
-	unsupported("it would have to reach every node", "RANDOMKEY", "SWAPDB", "WAIT")
+	unsupported("it would have to reach every node", "SWAPDB", "WAIT")
 	unsupported("scripts cannot be routed by key", "EVAL", "EVALSHA", "EVAL_RO", "EVALSHA_RO", "SCRIPT", "FCALL", "FCALL_RO")
 	unsupported("administrative commands go to each redis-server directly", "MONITOR", "DEBUG", "SHUTDOWN", "SAVE", "BGSAVE", "BGREWRITEAOF", "LASTSAVE", "REPLICAOF", "SLAVEOF", "SYNC", "PSYNC", "MIGRATE", "MOVE", "SLOWLOG", "LATENCY", "ACL", "MODULE", "FAILOVER", "RESET")
-	unsupported("its result would differ on each replica", "SORT", "SORT_RO")
 	unsupported("streams are not supported yet", "XADD", "XRANGE", "XREVRANGE", "XREAD", "XREADGROUP", "XLEN", "XDEL", "XTRIM", "XGROUP", "XACK", "XPENDING", "XCLAIM", "XAUTOCLAIM", "XINFO", "XSETID")
 	unsupported("geo commands are not supported yet", "GEOADD", "GEOPOS", "GEODIST", "GEOHASH", "GEORADIUS", "GEORADIUSBYMEMBER", "GEOSEARCH", "GEOSEARCHSTORE", "GEORADIUS_RO", "GEORADIUSBYMEMBER_RO")
 
@@ -192,6 +193,8 @@ func init() {
 	commandTable["BLMOVE"].keys, commandTable["BRPOPLPUSH"].keys = pair, pair
 	commandTable["BLMPOP"].keys, commandTable["BZMPOP"].keys = numkeys(2, false), numkeys(2, false)
 	commandTable["BITOP"].keys = all(2)
+	commandTable["SORT"].keys = func(a [][]byte) ([][]byte, string) { keys, _ := sortKeys(a); return keys, "" }
+	commandTable["SORT_RO"].keys = commandTable["SORT"].keys
 	commandTable["MEMORY"].keys = func(a [][]byte) ([][]byte, string) {
 		if strings.EqualFold(string(a[1]), "USAGE") {
 			return a[2:3], ""
@@ -234,6 +237,52 @@ func lookup(name []byte) *command {
 		return c
 	}
 	return commandTable[strings.ToUpper(string(name))]
+}
+
+// sortKeys are SORT's keys, the sorted key and the STORE destination, and
+// the keys its BY and GET patterns name (nosort and GET # name none). A
+// malformed SORT is redis-server's to refuse.
+func sortKeys(args [][]byte) (keys, patterns [][]byte) {
+	keys = args[1:2]
+	for i := 2; i < len(args); i++ {
+		word := strings.ToUpper(string(args[i]))
+		if i+1 == len(args) {
+			break
+		}
+		switch word {
+		case "LIMIT":
+			i += 2
+		case "BY":
+			if bytes.IndexByte(args[i+1], '*') >= 0 {
+				patterns = append(patterns, args[i+1])
+			}
+			i++
+		case "GET":
+			if string(args[i+1]) != "#" {
+				patterns = append(patterns, args[i+1])
+			}
+			i++
+		case "STORE":
+			keys = append(keys[:1:1], args[i+1])
+			i++
+		}
+	}
+	return keys, patterns
+}
+
+// kindFor is the kind of this call of c: SORT without STORE only reads.
+func (c *command) kindFor(args [][]byte) kind {
+	if c.name == "SORT" {
+		if keys, _ := sortKeys(args); len(keys) == 1 {
+			return kindMultiRead
+		}
+	}
+	return c.kind
+}
+
+// writesFor is writes of this call of c (kindFor).
+func (c *command) writesFor(args [][]byte) bool {
+	return c.writes() && c.kindFor(args) != kindMultiRead
 }
 
 // writes says whether the command changes data: the node refuses it in

@@ -178,6 +178,7 @@ type session struct {
 	user                  *authUser     // who the connection authenticated as; nil before AUTH (auth.go)
 	remote                string        // the client's address, without the port: failed AUTHs are limited by it
 	closed                chan struct{} // closed when the connection is: blocked commands stop waiting
+	client                *clientConn   // as other connections see it; nil for a peer's
 }
 
 // requestHandler answers one request, now or later, by completing its slot;

@@ -165,6 +165,9 @@ func (l *frontLoop) serve(c *net.TCPConn, sess *session, handle requestHandler, 
 	lc := &loopConn{loop: l, id: l.lastID, fd: fd, sess: sess, handle: handle, onClose: closed, limit: newConnLimit(maxInflight)}
 	l.conns[lc.id] = lc
 	l.mu.Unlock()
+	if sess.client != nil {
+		sess.client.setKill(lc.kill)
+	}
 	lc.mu.Lock()
 	defer lc.mu.Unlock()
 	lc.events = unix.EPOLLIN | unix.EPOLLRDHUP
@@ -497,6 +500,15 @@ func (c *loopConn) hangUp() {
 	c.mu.Lock()
 	c.failed = true
 	c.endInputLocked()
+	c.mu.Unlock()
+}
+
+// kill ends c (CLIENT KILL): the loop sees it hang up.
+func (c *loopConn) kill() {
+	c.mu.Lock()
+	if !c.closed { // the descriptor is still c's
+		unix.Shutdown(c.fd, unix.SHUT_RDWR)
+	}
 	c.mu.Unlock()
 }
 

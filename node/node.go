@@ -74,6 +74,9 @@ type Node struct {
 	clock    *clock
 	versions *versionCache // nil when writes are unversioned or troop_version_cache_keys is 0
 	blockers blockers      // clients waiting in a blocking pop, by key (blocking.go)
+	clients  clientRegistry // the client connections, for CLIENT LIST, KILL and UNBLOCK (clients.go)
+	// The redis-server's version, once the heartbeat read it (info.go).
+	storeVersion atomic.Pointer[string]
 	limits   resp.Limits
 	auth     *authenticator // nil when clients need no password (auth.go)
 

@@ -128,19 +128,20 @@ func txCommand(c *command, args [][]byte) (keys [][]byte, write bool, bad string
 	if !c.arityOK(len(args)) {
 		return nil, false, fmt.Sprintf("-ERR wrong number of arguments for '%s' command\r\n", strings.ToLower(c.name))
 	}
-	switch c.kind {
-	case kindLocal:
+	switch {
+	case notInMulti[c.name]:
+		return nil, false, "-ERR Command not allowed inside a transaction\r\n" // Redis's own refusal
+	case c.kind == kindLocal:
 		if c.name == "PING" || c.name == "ECHO" || answeredInTx(c, args) { // redis-server answers them as well
 			return nil, false, ""
 		}
 		return nil, false, fmt.Sprintf("-ERR troop: '%s' cannot run inside a transaction\r\n", c.name)
-	case kindUnsupported:
+	case c.kind == kindUnsupported:
 		return nil, false, fmt.Sprintf("-ERR troop: '%s' is not supported: %s\r\n", c.name, c.why)
-	case kindTransaction:
+	case c.name == "UNWATCH": // queued, and answered OK at EXEC, as in Redis
+		return nil, false, ""
+	case c.kind == kindTransaction:
 		return nil, false, fmt.Sprintf("-ERR troop: '%s' cannot run inside a transaction\r\n", c.name)
-	}
-	if c.name == "SPOP" { // the other pops take the same elements on every replica that holds the same list
-		return nil, false, "-ERR troop: 'SPOP' cannot run inside a transaction: each replica would draw other members\r\n"
 	}
 	keys = args[1:2]
 	if c.keys != nil {
@@ -154,16 +155,20 @@ func txCommand(c *command, args [][]byte) (keys [][]byte, write bool, bad string
 			return nil, false, fmt.Sprintf("-ERR troop: keys starting with %q are reserved for troop\r\n", reservedPrefix)
 		}
 	}
-	write = c.writes()
+	write = c.writesFor(args)
 	return keys, write, ""
 }
+
+// notInMulti are the commands redis-server refuses between MULTI and EXEC
+// (the no-multi flag of its command table), which then aborts the EXEC.
+var notInMulti = map[string]bool{"SAVE": true, "SHUTDOWN": true, "SYNC": true, "PSYNC": true}
 
 // answeredInTx says whether the node answers a command of its own inside a
 // transaction, at EXEC, in its place in the reply: those it answers at once
 // and without changing the session's replicas.
 func answeredInTx(c *command, args [][]byte) bool {
 	switch c.name {
-	case "TIME", "SELECT", "COMMAND":
+	case "TIME", "SELECT", "COMMAND", "UNWATCH":
 		return true
 	case "INFO":
 		return !wantsKeyspace(args[1:])
@@ -182,6 +187,7 @@ func (n *Node) transaction(c *command, args [][]byte, sess *session, b *batch, s
 			return
 		}
 		sess.tx = &txn{}
+		sess.publish()
 		s.complete(resp.AppendSimple(nil, "OK"))
 	case "DISCARD":
 		if sess.tx == nil {
@@ -189,6 +195,7 @@ func (n *Node) transaction(c *command, args [][]byte, sess *session, b *batch, s
 			return
 		}
 		sess.tx, sess.watches = nil, nil
+		sess.publish()
 		s.complete(resp.AppendSimple(nil, "OK"))
 	case "UNWATCH":
 		sess.watches = nil
@@ -206,6 +213,7 @@ func (n *Node) transaction(c *command, args [][]byte, sess *session, b *batch, s
 			return
 		}
 		sess.tx, sess.watches = nil, nil
+		sess.publish()
 		n.exec(tx, watches, sess, b, s)
 	}
 }
@@ -231,7 +239,7 @@ func (n *Node) queue(c *command, args [][]byte, sess *session) []byte {
 			args = spec.nonBlocking(args, nil)
 		}
 	}
-	if c.kind == kindLocal && answeredInTx(c, args) {
+	if (c.kind == kindLocal || c.kind == kindTransaction) && answeredInTx(c, args) {
 		if tx.nodeCmds == nil {
 			tx.nodeCmds = map[int][][]byte{}
 		}
@@ -240,6 +248,7 @@ func (n *Node) queue(c *command, args [][]byte, sess *session) []byte {
 		tx.cmds = append(tx.cmds, args)
 	}
 	tx.count++
+	sess.publish()
 	tx.order = append(tx.order, args)
 	tx.bytes += resp.CommandSize(args)
 	tx.keys = append(tx.keys, keys...)
@@ -398,26 +407,50 @@ func (n *Node) exec(tx *txn, watches []*watch, sess *session, b *batch, s *slot)
 		}
 		w := n.newWriteQuorum(nil, level, []byte("EXEC"), reps, answer)
 		w.answer(fi, raw, nil)
-		remote := appendTxRequest(nil, "TX", version, nil, nil, tx.cmds)
+		follow := followTx(tx.cmds, raw)
+		remote := appendTxRequest(nil, "TX", version, nil, nil, follow)
 		for i, m := range reps {
 			if i == fi {
 				continue
 			}
 			i := i
 			if m.self {
-				n.runTx(nil, m, version, nil, nil, tx.cmds, func(raw []byte, err error) { w.answer(i, raw, err) })
+				n.runTx(nil, m, version, nil, nil, follow, func(raw []byte, err error) { w.answer(i, raw, err) })
 				continue
 			}
 			n.sendWrite(nil, nil, m, remote, fromPeer(func(raw []byte, err error) { w.answer(i, raw, err) }))
 		}
 		if len(routing.remoteDCs) > 0 && tx.writes {
-			fwd := appendTxRequest(nil, "TXFWD", version, nil, nil, tx.cmds)
+			fwd := appendTxRequest(nil, "TXFWD", version, nil, nil, follow)
 			h := n.token(all[0])
 			for _, dc := range routing.remoteDCs {
 				n.sendWrite(nil, nil, routing.members[dc.ring.Owner(h)], fwd, n.asyncDone)
 			}
 		}
 	})
+}
+
+// followTx is what the other replicas run of a transaction the deciding
+// replica ran and answered raw: the same commands, but each SPOP as the
+// SREM of the members it drew there (as Redis replicates SPOP), so that
+// every replica loses the same members; an SPOP that drew none is left out.
+func followTx(cmds [][][]byte, raw []byte) [][][]byte {
+	v, err := resp.Parse(raw)
+	if err != nil || v.Type != resp.Array || len(v.Elems) != len(cmds) {
+		return cmds
+	}
+	var out [][][]byte
+	for i, c := range cmds {
+		if v.Elems[i].IsError() { // it took nothing
+			continue
+		}
+		if !bytes.EqualFold(c[0], []byte("SPOP")) {
+			out = append(out, c)
+			continue
+		}
+		out = append(out, followOps("SPOP", c, resp.AppendValue(nil, v.Elems[i]))...)
+	}
+	return out
 }
 
 // withNodeReplies puts the node's own answers to a transaction's commands
