@@ -34,8 +34,8 @@ type clientConn struct {
 	name    string
 	proto   int
 	user    string
-	multi   int           // commands queued between MULTI and EXEC; -1 outside
-	blocked int           // blocking commands waiting
+	multi   int         // commands queued between MULTI and EXEC; -1 outside
+	blocked int         // blocking commands waiting
 	unblock chan []byte // CLIENT UNBLOCK's reply for the blocked command
 }
 
