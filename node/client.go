@@ -81,40 +81,7 @@ func (n *Node) handleClient(cmd resp.Command, s *slot, sess *session, b *batch) 
 	n.stats.commands[c.id].Add(1)
 	switch c.kind {
 	case kindLocal:
-		switch {
-		case c.name == "TROOP":
-			n.troopCommand(args, sess, s.complete)
-			return
-		case c.name == "SCAN":
-			n.scanCommand(args, b, s.complete)
-			return
-		case c.name == "KEYS":
-			n.keysCommand(args, b, s.complete)
-			return
-		case c.name == "FLUSHALL" || c.name == "FLUSHDB":
-			n.flush(args, b, s.complete)
-			return
-		case c.name == "FUNCTION":
-			if !strings.EqualFold(string(args[1]), "FLUSH") {
-				s.complete(resp.AppendError(nil, fmt.Sprintf("ERR troop: 'FUNCTION %s' is not supported: scripts cannot be routed by key", strings.ToUpper(printableArg(args[1])))))
-				return
-			}
-			n.flush(args[1:], b, s.complete)
-			return
-		case c.name == "CONFIG":
-			n.configCommand(args, b, s.complete)
-			return
-		case c.name == "DBSIZE":
-			n.keyspace(true, "", s.complete)
-			return
-		case c.name == "INFO" && wantsKeyspace(args[1:]):
-			n.keyspace(false, n.infoText(args[1:]), s.complete)
-			return
-		case c.name == "RANDOMKEY":
-			n.randomKey(b, s.complete)
-			return
-		}
-		s.complete(n.local(c, args, sess))
+		n.runLocal(c, args, sess, b, s.complete)
 		return
 	case kindUnsupported:
 		s.complete(resp.AppendError(nil, fmt.Sprintf("ERR troop: '%s' is not supported: %s", c.name, c.why)))
@@ -214,6 +181,44 @@ func (n *Node) sortPatternsShare(c *command, args [][]byte) string {
 		}
 	}
 	return ""
+}
+
+// runLocal answers a command the node handles itself, through complete.
+func (n *Node) runLocal(c *command, args [][]byte, sess *session, b *batch, complete func([]byte)) {
+	switch {
+	case c.name == "TROOP":
+		n.troopCommand(args, sess, complete)
+		return
+	case c.name == "SCAN":
+		n.scanCommand(args, b, complete)
+		return
+	case c.name == "KEYS":
+		n.keysCommand(args, b, complete)
+		return
+	case c.name == "FLUSHALL" || c.name == "FLUSHDB":
+		n.flush(args, b, complete)
+		return
+	case c.name == "FUNCTION":
+		if !strings.EqualFold(string(args[1]), "FLUSH") {
+			complete(resp.AppendError(nil, fmt.Sprintf("ERR troop: 'FUNCTION %s' is not supported: scripts cannot be routed by key", strings.ToUpper(printableArg(args[1])))))
+			return
+		}
+		n.flush(args[1:], b, complete)
+		return
+	case c.name == "CONFIG":
+		n.configCommand(args, b, complete)
+		return
+	case c.name == "DBSIZE":
+		n.keyspace(true, "", complete)
+		return
+	case c.name == "INFO" && wantsKeyspace(args[1:]):
+		n.keyspace(false, n.infoText(args[1:]), complete)
+		return
+	case c.name == "RANDOMKEY":
+		n.randomKey(b, complete)
+		return
+	}
+	complete(n.local(c, args, sess))
 }
 
 // reservedPrefix covers the version keys troop keeps beside values.
@@ -341,9 +346,13 @@ func (n *Node) local(c *command, args [][]byte, sess *session) []byte {
 		return resp.AppendSimple(nil, "OK")
 	case "UNWATCH": // inside a transaction: the watches ended at EXEC
 		return resp.AppendSimple(nil, "OK")
-	case "SELECT":
-		if string(args[1]) != "0" {
-			return resp.AppendError(nil, "ERR troop: only database 0 exists")
+	case "SELECT": // database 0 only: the others of each redis-server are not replicated
+		db, err := strconv.Atoi(string(args[1]))
+		switch {
+		case err != nil:
+			return resp.AppendError(nil, "ERR value is not an integer or out of range")
+		case db != 0:
+			return resp.AppendError(nil, "ERR DB index is out of range (troop serves database 0 only)")
 		}
 		return resp.AppendSimple(nil, "OK")
 	case "TIME":

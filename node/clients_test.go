@@ -200,6 +200,13 @@ func TestWhatFrameworksNeed(t *testing.T) {
 		if len(strings.Fields(sets[0])) != 3 || sets[0] != sets[1] || sets[1] != sets[2] {
 			t.Fatalf("after SPOP 2 inside MULTI the replicas hold %v, want the same 3 members", sets)
 		}
+		// Cluster commands run in their place: the GET after FLUSHALL finds nothing.
+		got = c.pipeline([]string{"MULTI"}, []string{"SET", "{m}:a", "1"}, []string{"FLUSHALL"}, []string{"GET", "{m}:a"},
+			[]string{"SET", "{m}:b", "2"}, []string{"DBSIZE"}, []string{"CONFIG", "GET", "maxmemory"}, []string{"EXEC"})
+		if exec := got[7]; exec.IsError() || len(exec.Elems) != 6 || string(exec.Elems[1].Str) != "OK" || !exec.Elems[2].IsNull ||
+			exec.Elems[4].Int != 1 || len(exec.Elems[5].Elems) != 2 {
+			t.Fatalf("EXEC of SET, FLUSHALL, GET, SET, DBSIZE, CONFIG GET = %s", exec)
+		}
 		got = c.pipeline([]string{"MULTI"}, []string{"SET", "{m}:k", "v"}, []string{"SAVE"}, []string{"EXEC"}, []string{"GET", "{m}:k"})
 		if string(got[2].Str) != "ERR Command not allowed inside a transaction" || !strings.HasPrefix(string(got[3].Str), "EXECABORT") || !got[4].IsNull {
 			t.Fatalf("SAVE inside MULTI: %s, EXEC %s, then GET %s; want Redis's refusal, EXECABORT and nothing run", got[2], got[3], got[4])

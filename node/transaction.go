@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/troop-lab/troop/node/consistency"
 	"github.com/troop-lab/troop/resp"
 )
 
@@ -34,6 +35,8 @@ type txn struct {
 	writes    bool
 	bytes     int
 	dirty     bool // a command was refused while queueing: EXEC aborts
+	// What the node runs by asking the cluster (clusterInTx), by position.
+	clusterCmds map[int][][]byte
 }
 
 // maxWatchedKeys bounds the keys one connection watches at once.
@@ -70,11 +73,10 @@ local function bpop(pop, from, to)
   end
   return false
 end
+` + tokenFunction + `
 local v, grace, w = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 for i = 1, w do
-  local d = redis.call('DUMP', KEYS[i])
-  local tok = (redis.call('GET', '` + VersionPrefix + `' .. KEYS[i]) or '') .. ':' .. (d and redis.sha1hex(d) or '')
-  if tok ~= ARGV[3 + i] then return false end
+  if token(KEYS[i]) ~= ARGV[3 + i] then return false end
 end
 local out = {}
 local i = 4 + w
@@ -105,13 +107,22 @@ return out
 `
 
 // watchScript answers the token of each key of KEYS, as txScript computes it.
-const watchScript = `
+const watchScript = tokenFunction + `
 local out = {}
-for i = 1, #KEYS do
-  local d = redis.call('DUMP', KEYS[i])
-  out[i] = (redis.call('GET', '` + VersionPrefix + `' .. KEYS[i]) or '') .. ':' .. (d and redis.sha1hex(d) or '')
-end
+for i = 1, #KEYS do out[i] = token(KEYS[i]) end
 return out
+`
+
+// tokenFunction is the Lua function of a watched key's token: its version
+// and a digest of its value; empty for a missing key, whatever version its
+// tombstone holds (a FLUSHALL removes tombstones too, and a key missing
+// before and after it was not touched, in Redis's terms).
+const tokenFunction = `
+local function token(key)
+  local d = redis.call('DUMP', key)
+  if not d then return '' end
+  return (redis.call('GET', '` + VersionPrefix + `' .. key) or '') .. ':' .. redis.sha1hex(d)
+end
 `
 
 var (
@@ -132,10 +143,10 @@ func txCommand(c *command, args [][]byte) (keys [][]byte, write bool, bad string
 	case notInMulti[c.name]:
 		return nil, false, "-ERR Command not allowed inside a transaction\r\n" // Redis's own refusal
 	case c.kind == kindLocal:
-		if c.name == "PING" || c.name == "ECHO" || answeredInTx(c, args) { // redis-server answers them as well
+		if c.name == "PING" || c.name == "ECHO" || answeredInTx(c, args) || clusterInTx(c, args) { // redis-server answers them as well
 			return nil, false, ""
 		}
-		return nil, false, fmt.Sprintf("-ERR troop: '%s' cannot run inside a transaction\r\n", c.name)
+		return nil, false, fmt.Sprintf("-ERR troop: '%s' cannot run inside a transaction: it changes the connection, and troop runs a transaction apart from it\r\n", c.name)
 	case c.kind == kindUnsupported:
 		return nil, false, fmt.Sprintf("-ERR troop: '%s' is not supported: %s\r\n", c.name, c.why)
 	case c.name == "UNWATCH": // queued, and answered OK at EXEC, as in Redis
@@ -173,7 +184,29 @@ func answeredInTx(c *command, args [][]byte) bool {
 	case "INFO":
 		return !wantsKeyspace(args[1:])
 	case "CLIENT":
-		return len(args) >= 2 && (strings.EqualFold(string(args[1]), "GETNAME") || strings.EqualFold(string(args[1]), "ID"))
+		if len(args) < 2 {
+			return false
+		}
+		switch strings.ToUpper(string(args[1])) {
+		case "GETNAME", "ID", "LIST", "INFO", "UNBLOCK":
+			return true
+		}
+	}
+	return false
+}
+
+// clusterInTx says whether a command the node answers by asking the
+// cluster runs inside a transaction: those that leave the connection as
+// it is. They run at EXEC in their place (execInParts).
+func clusterInTx(c *command, args [][]byte) bool {
+	if c == nil || c.kind != kindLocal {
+		return false
+	}
+	switch c.name {
+	case "CONFIG", "FLUSHALL", "FLUSHDB", "FUNCTION", "DBSIZE", "KEYS", "SCAN", "RANDOMKEY":
+		return true
+	case "INFO":
+		return wantsKeyspace(args[1:])
 	}
 	return false
 }
@@ -239,16 +272,28 @@ func (n *Node) queue(c *command, args [][]byte, sess *session) []byte {
 			args = spec.nonBlocking(args, nil)
 		}
 	}
-	if (c.kind == kindLocal || c.kind == kindTransaction) && answeredInTx(c, args) {
+	tx.add(c, args, keys, write)
+	sess.publish()
+	return resp.AppendSimple(nil, "QUEUED")
+}
+
+// add queues a command that txCommand allowed, with its keys.
+func (tx *txn) add(c *command, args, keys [][]byte, write bool) {
+	switch {
+	case clusterInTx(c, args):
+		if tx.clusterCmds == nil {
+			tx.clusterCmds = map[int][][]byte{}
+		}
+		tx.clusterCmds[tx.count] = args
+	case (c.kind == kindLocal || c.kind == kindTransaction) && answeredInTx(c, args):
 		if tx.nodeCmds == nil {
 			tx.nodeCmds = map[int][][]byte{}
 		}
 		tx.nodeCmds[tx.count] = args
-	} else {
+	default:
 		tx.cmds = append(tx.cmds, args)
 	}
 	tx.count++
-	sess.publish()
 	tx.order = append(tx.order, args)
 	tx.bytes += resp.CommandSize(args)
 	tx.keys = append(tx.keys, keys...)
@@ -256,7 +301,40 @@ func (n *Node) queue(c *command, args [][]byte, sess *session) []byte {
 		tx.writes = true
 		tx.writeKeys = append(tx.writeKeys, keys...)
 	}
-	return resp.AppendSimple(nil, "QUEUED")
+}
+
+// txPart is a part of a transaction that holds cluster commands: a run of
+// the other commands, or one cluster command.
+type txPart struct {
+	tx      *txn
+	cluster [][]byte
+}
+
+// parts splits a transaction at its cluster commands. A transaction
+// whose watches must be checked before a cluster command starts with an
+// empty run, which checks them.
+func (tx *txn) parts(watched bool) []txPart {
+	var out []txPart
+	var run *txn
+	if watched {
+		run = &txn{}
+		out = append(out, txPart{tx: run})
+	}
+	for i, args := range tx.order {
+		if _, ok := tx.clusterCmds[i]; ok {
+			out = append(out, txPart{cluster: args})
+			run = nil
+			continue
+		}
+		if run == nil {
+			run = &txn{}
+			out = append(out, txPart{tx: run})
+		}
+		c := lookup(args[0])
+		keys, write, _ := txCommand(c, args)
+		run.add(c, args, keys, write)
+	}
+	return out
 }
 
 // watch reads the watched keys' tokens from the replica that will decide
@@ -370,8 +448,81 @@ func (n *Node) exec(tx *txn, watches []*watch, sess *session, b *batch, s *slot)
 		inner := done
 		done = func(reply []byte) { n.blockers.wake(tx.writeKeys).after(func() { inner(reply) }) }
 	}
+	if len(tx.clusterCmds) > 0 {
+		n.execInParts(tx, wkeys, tokens, all[0], sess, b, level, done)
+		return
+	}
+	n.execReplicated(tx, wkeys, tokens, all[0], sess, b, level, done)
+}
+
+// execInParts runs a transaction that holds cluster commands (FLUSHALL,
+// CONFIG SET, KEYS ...): each run of the other commands as one
+// transaction, the first with the WATCH check, and each cluster command
+// in its place, in order; EXEC answers every reply in order. The
+// connection's later requests on the transaction's keys wait for it all.
+// Unlike redis-server's, such a transaction is atomic part by part only:
+// other clients' commands may run between its parts.
+func (n *Node) execInParts(tx *txn, wkeys, tokens [][]byte, route []byte, sess *session, b *batch, level consistency.Level, done replyFunc) {
+	parts := tx.parts(len(wkeys) > 0)
+	var releases []func()
+	for _, k := range tx.keys {
+		releases = append(releases, sess.gate.hold(k))
+	}
+	finish := func(reply []byte) {
+		for _, r := range releases {
+			r()
+		}
+		done(reply)
+	}
+	proto := sess.proto // the callbacks run on other goroutines
+	replies := resp.AppendArrayHeader(nil, tx.count)
+	var run func(i int, b *batch)
+	run = func(i int, b *batch) {
+		if i == len(parts) {
+			finish(replies)
+			return
+		}
+		if args := parts[i].cluster; args != nil {
+			c := lookup(args[0])
+			n.runLocal(c, args, sess, b, func(reply []byte) {
+				if proto == 3 {
+					reply = resp3Reply(c, args, reply)
+				}
+				replies = append(replies, reply...)
+				run(i+1, nil)
+			})
+			return
+		}
+		var wk, tk [][]byte
+		if i == 0 {
+			wk, tk = wkeys, tokens
+		}
+		n.execReplicated(parts[i].tx, wk, tk, route, sess, b, level, func(reply []byte) {
+			v, err := resp.Parse(reply)
+			switch {
+			case err == nil && v.Type == resp.Array && v.IsNull: // a watched key changed: nothing ran
+				finish(reply)
+				return
+			case err != nil || v.Type != resp.Array:
+				msg := strings.TrimSpace(strings.TrimPrefix(string(reply), "-"))
+				finish(resp.AppendError(nil, fmt.Sprintf("ERR troop: part %d of %d of the transaction failed (the parts before it ran): %s", i+1, len(parts), msg)))
+				return
+			}
+			for _, e := range v.Elems {
+				replies = resp.AppendValue(replies, e)
+			}
+			run(i+1, nil)
+		})
+	}
+	run(0, b)
+}
+
+// execReplicated runs a transaction of keyed commands (and the node's
+// answers) on the replicas of route: on the deciding replica first, with
+// the WATCH check, then on the others.
+func (n *Node) execReplicated(tx *txn, wkeys, tokens [][]byte, route []byte, sess *session, b *batch, level consistency.Level, done replyFunc) {
 	routing := n.view()
-	reps := routing.replicas(n.token(all[0]))
+	reps := routing.replicas(n.token(route))
 	if !reps[0].self {
 		n.stats.forwarded.Add(1)
 	}
@@ -422,7 +573,7 @@ func (n *Node) exec(tx *txn, watches []*watch, sess *session, b *batch, s *slot)
 		}
 		if len(routing.remoteDCs) > 0 && tx.writes {
 			fwd := appendTxRequest(nil, "TXFWD", version, nil, nil, follow)
-			h := n.token(all[0])
+			h := n.token(route)
 			for _, dc := range routing.remoteDCs {
 				n.sendWrite(nil, nil, routing.members[dc.ring.Owner(h)], fwd, n.asyncDone)
 			}
