@@ -92,7 +92,7 @@ func TestCommandSupport(t *testing.T) {
 		{[]string{"PING"}, ""},
 		{[]string{"ECHO", "hi"}, ""},
 		{[]string{"SELECT", "0"}, ""},
-		{[]string{"SELECT", "1"}, "ERR troop: only database 0"},
+		{[]string{"SELECT", "1"}, "ERR DB index is out of range"},
 		{[]string{"INFO"}, ""},
 		{[]string{"COMMAND", "COUNT"}, ""},
 		{[]string{"EXEC"}, "ERR EXEC without MULTI"},
