@@ -163,6 +163,8 @@ func (n *Node) handleClient(cmd resp.Command, s *slot, sess *session, b *batch) 
 		n.drawn(tr, level, c, keys, args, h, b, done)
 	case kindBlocking:
 		n.blocking(tr, level, c, keys, args, sess, h, done)
+	case kindScript:
+		n.script(tr, level, c, keys, args, h, b, done)
 	}
 }
 
@@ -199,11 +201,10 @@ func (n *Node) runLocal(c *command, args [][]byte, sess *session, b *batch, comp
 		n.flush(args, b, complete)
 		return
 	case c.name == "FUNCTION":
-		if !strings.EqualFold(string(args[1]), "FLUSH") {
-			complete(resp.AppendError(nil, fmt.Sprintf("ERR troop: 'FUNCTION %s' is not supported: scripts cannot be routed by key", strings.ToUpper(printableArg(args[1])))))
-			return
-		}
-		n.flush(args[1:], b, complete)
+		n.functionCommand(args, b, complete)
+		return
+	case c.name == "SCRIPT":
+		n.scriptCommand(args, b, complete)
 		return
 	case c.name == "CONFIG":
 		n.configCommand(args, b, complete)
@@ -424,7 +425,7 @@ func commandCommand(args [][]byte) []byte {
 	entry := func(out []byte, c *command) []byte {
 		first, last := 1, 1
 		switch c.kind {
-		case kindLocal, kindUnsupported:
+		case kindLocal, kindUnsupported, kindScript:
 			first, last = 0, 0
 		case kindMultiRead, kindMultiWrite, kindSplit:
 			last = -1

@@ -19,6 +19,7 @@ const (
 	kindTransaction             // MULTI, EXEC, DISCARD, WATCH, UNWATCH (transaction.go)
 	kindDrawn                   // a pop: the deciding replica takes, the others remove what it took (SPOP, LPOP, LMOVE ..., drawn.go)
 	kindBlocking                // a pop that waits for something to pop (BLPOP ..., blocking.go)
+	kindScript                  // EVAL, FCALL ...: run by the deciding replica, its keys' values copied to the others (scripts.go)
 	kindUnsupported
 )
 
@@ -136,7 +137,8 @@ func init() {
 	add(kindSplit, -3, "MSET")
 	// Answered by the node.
 	add(kindLocal, -1, "PING", "COMMAND", "INFO", "HELLO", "CLIENT", "TROOP", "FLUSHALL", "FLUSHDB")
-	add(kindLocal, -2, "CONFIG", "FUNCTION")
+	add(kindLocal, -2, "CONFIG", "FUNCTION", "SCRIPT")
+	add(kindScript, -3, "EVAL", "EVALSHA", "EVAL_RO", "EVALSHA_RO", "FCALL", "FCALL_RO")
 	add(kindLocal, 2, "ECHO", "SELECT", "DYNO_CONFIG:CONN_CONSISTENCY")
 	add(kindLocal, 1, "QUIT", "TIME", "DBSIZE", "RANDOMKEY")
 	add(kindLocal, -2, "AUTH", "SCAN")
@@ -152,7 +154,6 @@ func init() {
 	}
 	unsupported("pub/sub is not replicated", "SUBSCRIBE", "PSUBSCRIBE", "SSUBSCRIBE", "UNSUBSCRIBE", "PUNSUBSCRIBE", "SUNSUBSCRIBE", "PUBLISH", "SPUBLISH", "PUBSUB")
 	unsupported("it would have to reach every node", "SWAPDB", "WAIT")
-	unsupported("scripts cannot be routed by key", "EVAL", "EVALSHA", "EVAL_RO", "EVALSHA_RO", "SCRIPT", "FCALL", "FCALL_RO")
 	unsupported("administrative commands go to each redis-server directly", "MONITOR", "DEBUG", "SHUTDOWN", "SAVE", "BGSAVE", "BGREWRITEAOF", "LASTSAVE", "REPLICAOF", "SLAVEOF", "SYNC", "PSYNC", "MIGRATE", "MOVE", "SLOWLOG", "LATENCY", "ACL", "MODULE", "FAILOVER", "RESET")
 	unsupported("streams are not supported yet", "XADD", "XRANGE", "XREVRANGE", "XREAD", "XREADGROUP", "XLEN", "XDEL", "XTRIM", "XGROUP", "XACK", "XPENDING", "XCLAIM", "XAUTOCLAIM", "XINFO", "XSETID")
 	unsupported("geo commands are not supported yet", "GEOADD", "GEOPOS", "GEODIST", "GEOHASH", "GEORADIUS", "GEORADIUSBYMEMBER", "GEOSEARCH", "GEOSEARCHSTORE", "GEORADIUS_RO", "GEORADIUSBYMEMBER_RO")
@@ -193,6 +194,9 @@ func init() {
 	commandTable["BLMOVE"].keys, commandTable["BRPOPLPUSH"].keys = pair, pair
 	commandTable["BLMPOP"].keys, commandTable["BZMPOP"].keys = numkeys(2, false), numkeys(2, false)
 	commandTable["BITOP"].keys = all(2)
+	for _, n := range []string{"EVAL", "EVALSHA", "EVAL_RO", "EVALSHA_RO", "FCALL", "FCALL_RO"} {
+		commandTable[n].keys = scriptKeys
+	}
 	commandTable["SORT"].keys = func(a [][]byte) ([][]byte, string) { keys, _ := sortKeys(a); return keys, "" }
 	commandTable["SORT_RO"].keys = commandTable["SORT"].keys
 	commandTable["MEMORY"].keys = func(a [][]byte) ([][]byte, string) {
@@ -294,6 +298,8 @@ func (c *command) writes() bool {
 		return true
 	case kindSplit:
 		return c.lww || c.name == "MSET"
+	case kindScript:
+		return !strings.HasSuffix(c.name, "_RO")
 	}
 	return false
 }

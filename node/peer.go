@@ -185,6 +185,24 @@ func (n *Node) handlePeer(tr *trace, op string, args [][]byte, s *slot, b *batch
 		if op == "FWD" {
 			n.fanOut(tr, keys[0], version, cmdArgs, b)
 		}
+	case op == "SCRIPT" && len(args) >= 5:
+		version := args[1]
+		if _, ok := decodeVersion(version); !ok && (len(version) > 0 || n.cfg.Versions) {
+			s.complete(resp.AppendError(nil, "ERR troop peer protocol: bad version"))
+			return
+		}
+		c, keys, bad := peerCommand(args[2:])
+		if bad == "" && (c.kind != kindScript || !c.writes() || len(keys) == 0) {
+			bad = "ERR troop peer protocol: SCRIPT carries EVAL, EVALSHA or FCALL with keys"
+		}
+		if bad != "" {
+			s.complete(resp.AppendError(nil, bad))
+			return
+		}
+		n.clock.observe(version)
+		n.localScript(b, version, keys, args[2:], done)
+	case op == "SCRIPTFLUSH" && len(args) == 1:
+		n.flushScriptsLocal(b, done)
 	case op == "TX" || op == "TXFWD":
 		version, wkeys, tokens, cmds, bad := parseTxRequest(args[1:])
 		if bad == "" && len(version) > 0 {

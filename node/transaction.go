@@ -87,22 +87,8 @@ while i <= #ARGV do
   else out[#out + 1] = redis.pcall(unpack(ARGV, i + 1, i + n)) end
   i = i + n + 1
 end
-if v ~= '' then
-  for k = w + 1, #KEYS do
-    local vk = '` + VersionPrefix + `' .. KEYS[k]
-    local nv = v
-    local cur = redis.call('GET', vk)
-    if cur and cur > v then nv = cur end
-    local ttl = redis.call('PTTL', KEYS[k])
-    if ttl == -2 then
-      redis.call('SET', vk, nv, 'PX', grace)
-    elseif ttl == -1 or ttl + grace > 9007199254740991 then
-      redis.call('SET', vk, nv)
-    else
-      redis.call('SET', vk, nv, 'PX', ttl + grace)
-    end
-  end
-end
+local first = w + 1
+` + versionKeys + `
 return out
 `
 
@@ -149,6 +135,8 @@ func txCommand(c *command, args [][]byte) (keys [][]byte, write bool, bad string
 		return nil, false, fmt.Sprintf("-ERR troop: '%s' cannot run inside a transaction: it changes the connection, and troop runs a transaction apart from it\r\n", c.name)
 	case c.kind == kindUnsupported:
 		return nil, false, fmt.Sprintf("-ERR troop: '%s' is not supported: %s\r\n", c.name, c.why)
+	case c.kind == kindScript:
+		return nil, false, fmt.Sprintf("-ERR troop: '%s' cannot run inside a transaction: troop runs a transaction as a script, and a script cannot run another\r\n", c.name)
 	case c.name == "UNWATCH": // queued, and answered OK at EXEC, as in Redis
 		return nil, false, ""
 	case c.kind == kindTransaction:
@@ -203,7 +191,7 @@ func clusterInTx(c *command, args [][]byte) bool {
 		return false
 	}
 	switch c.name {
-	case "CONFIG", "FLUSHALL", "FLUSHDB", "FUNCTION", "DBSIZE", "KEYS", "SCAN", "RANDOMKEY":
+	case "CONFIG", "FLUSHALL", "FLUSHDB", "FUNCTION", "SCRIPT", "DBSIZE", "KEYS", "SCAN", "RANDOMKEY":
 		return true
 	case "INFO":
 		return wantsKeyspace(args[1:])
