@@ -43,6 +43,7 @@ fuzz:
 	scripts/fuzz ./resp FuzzReadRaw $(FUZZTIME)
 	scripts/fuzz ./resp FuzzFrameScanner $(FUZZTIME)
 	scripts/fuzz ./node FuzzParseTxRequest $(FUZZTIME)
+	scripts/fuzz ./node FuzzGlobMatch $(FUZZTIME)
 	scripts/fuzz ./topology FuzzParse $(FUZZTIME)
 	scripts/fuzz ./chaos FuzzParseConfig $(FUZZTIME)
 	scripts/fuzz ./fit FuzzParseScope $(FUZZTIME)

@@ -22,16 +22,21 @@ func (n *Node) serveClient(c net.Conn) {
 	sess.remote, _, _ = net.SplitHostPort(c.RemoteAddr().String())
 	sess.client = n.clients.add(c.RemoteAddr().String(), c.LocalAddr().String(), time.Now())
 	if tc, plain := c.(*net.TCPConn); plain {
-		closed := func() { n.stats.connections.Add(-1); n.clients.remove(sess.client) }
+		closed := func() { n.stats.connections.Add(-1); n.clientGone(sess.client) }
 		if err := n.pickLoop().serve(tc, sess, n.handleClient, n.cfg.MaxInflightPerConn, closed); err != nil {
 			n.log.Debug("client connection", "err", err)
 		}
 		return // the loop counts the connection out when it closes
 	}
 	defer n.stats.connections.Add(-1)
-	defer n.clients.remove(sess.client)
-	sess.client.setKill(func() { c.Close() })
+	defer n.clientGone(sess.client)
 	n.serveConn(c, n.cfg.MaxInflightPerConn, sess, n.handleClient)
+}
+
+// clientGone forgets a closed client connection and its subscriptions.
+func (n *Node) clientGone(c *clientConn) {
+	n.clients.remove(c)
+	n.pubsub.drop(c)
 }
 
 // levelFor is the session's level when it set one, else the node's.
@@ -72,6 +77,10 @@ func (n *Node) handleClient(cmd resp.Command, s *slot, sess *session, b *batch) 
 	}
 	if c == nil {
 		s.complete(unknownCommand(args))
+		return
+	}
+	if sess.subscriptions > 0 && sess.proto != 3 && !subscribedOnly[c.name] {
+		s.complete(resp.AppendError(nil, fmt.Sprintf("ERR Can't execute '%s': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context", strings.ToLower(c.name))))
 		return
 	}
 	if !c.arityOK(len(args)) {
@@ -218,6 +227,12 @@ func (n *Node) runLocal(c *command, args [][]byte, sess *session, b *batch, comp
 	case c.name == "RANDOMKEY":
 		n.randomKey(b, complete)
 		return
+	case c.name == "PUBLISH" || c.name == "SPUBLISH":
+		n.publish(c.name == "SPUBLISH", args[1], args[2], b, complete)
+		return
+	case c.name == "PUBSUB":
+		n.pubsubCommand(args, b, complete)
+		return
 	}
 	complete(n.local(c, args, sess))
 }
@@ -336,12 +351,25 @@ func (n *Node) local(c *command, args [][]byte, sess *session) []byte {
 		if len(args) > 2 {
 			return resp.AppendError(nil, "ERR wrong number of arguments for 'ping' command")
 		}
+		if sess.subscriptions > 0 && sess.proto != 3 { // as Redis answers a subscriber
+			msg := []byte{}
+			if len(args) == 2 {
+				msg = args[1]
+			}
+			return appendPush(nil, 2, -1, []byte("pong"), msg)
+		}
 		if len(args) == 2 {
 			return resp.AppendBulk(nil, args[1])
 		}
 		return resp.AppendSimple(nil, "PONG")
 	case "ECHO":
 		return resp.AppendBulk(nil, args[1])
+	case "SUBSCRIBE", "UNSUBSCRIBE":
+		return n.subscribe(subChannel, c.name == "UNSUBSCRIBE", args[1:], sess)
+	case "PSUBSCRIBE", "PUNSUBSCRIBE":
+		return n.subscribe(subPattern, c.name == "PUNSUBSCRIBE", args[1:], sess)
+	case "SSUBSCRIBE", "SUNSUBSCRIBE":
+		return n.subscribe(subShard, c.name == "SUNSUBSCRIBE", args[1:], sess)
 	case "QUIT":
 		sess.quit = true
 		return resp.AppendSimple(nil, "OK")

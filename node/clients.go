@@ -30,7 +30,9 @@ type clientConn struct {
 	lastAt  atomic.Int64 // UnixNano of the last command's arrival
 
 	mu      sync.Mutex
-	kill    func() // ends the connection; nil until it is served
+	kill    func()            // ends the connection; nil until it is served
+	push    func([]byte) bool // writes a pub/sub message; nil until it is served
+	sub     *subscriber       // its subscriptions; nil before the first (pubsub.go)
 	name    string
 	proto   int
 	user    string
@@ -93,10 +95,11 @@ func (c *clientConn) number() int64 {
 	return c.id
 }
 
-// setKill gives the connection's way to end it, once it is served.
-func (c *clientConn) setKill(kill func()) {
+// attach gives the connection's ways to end it and to write a message to
+// it, once it is served.
+func (c *clientConn) attach(kill func(), push func([]byte) bool) {
 	c.mu.Lock()
-	c.kill = kill
+	c.kill, c.push = kill, push
 	c.mu.Unlock()
 }
 

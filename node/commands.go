@@ -141,7 +141,9 @@ func init() {
 	add(kindScript, -3, "EVAL", "EVALSHA", "EVAL_RO", "EVALSHA_RO", "FCALL", "FCALL_RO")
 	add(kindLocal, 2, "ECHO", "SELECT", "DYNO_CONFIG:CONN_CONSISTENCY")
 	add(kindLocal, 1, "QUIT", "TIME", "DBSIZE", "RANDOMKEY")
-	add(kindLocal, -2, "AUTH", "SCAN")
+	add(kindLocal, -2, "AUTH", "SCAN", "SUBSCRIBE", "PSUBSCRIBE", "SSUBSCRIBE", "PUBSUB")
+	add(kindLocal, -1, "UNSUBSCRIBE", "PUNSUBSCRIBE", "SUNSUBSCRIBE")
+	add(kindLocal, 3, "PUBLISH", "SPUBLISH")
 	add(kindLocal, 2, "KEYS")
 	add(kindTransaction, 1, "MULTI", "EXEC", "DISCARD", "UNWATCH")
 	add(kindTransaction, -2, "WATCH")
@@ -152,7 +154,6 @@ func init() {
 			id++
 		}
 	}
-	unsupported("pub/sub is not replicated", "SUBSCRIBE", "PSUBSCRIBE", "SSUBSCRIBE", "UNSUBSCRIBE", "PUNSUBSCRIBE", "SUNSUBSCRIBE", "PUBLISH", "SPUBLISH", "PUBSUB")
 	unsupported("it would have to reach every node", "SWAPDB", "WAIT")
 	unsupported("administrative commands go to each redis-server directly", "MONITOR", "DEBUG", "SHUTDOWN", "SAVE", "BGSAVE", "BGREWRITEAOF", "LASTSAVE", "REPLICAOF", "SLAVEOF", "SYNC", "PSYNC", "MIGRATE", "MOVE", "SLOWLOG", "LATENCY", "ACL", "MODULE", "FAILOVER", "RESET")
 	unsupported("streams are not supported yet", "XADD", "XRANGE", "XREVRANGE", "XREAD", "XREADGROUP", "XLEN", "XDEL", "XTRIM", "XGROUP", "XACK", "XPENDING", "XCLAIM", "XAUTOCLAIM", "XINFO", "XSETID")

@@ -75,6 +75,7 @@ type Node struct {
 	versions *versionCache  // nil when writes are unversioned or troop_version_cache_keys is 0
 	blockers blockers       // clients waiting in a blocking pop, by key (blocking.go)
 	clients  clientRegistry // the client connections, for CLIENT LIST, KILL and UNBLOCK (clients.go)
+	pubsub   pubsub         // the subscriptions of this node's clients (pubsub.go)
 	// The redis-server's version, once the heartbeat read it (info.go).
 	storeVersion atomic.Pointer[string]
 	limits       resp.Limits

@@ -191,7 +191,7 @@ func clusterInTx(c *command, args [][]byte) bool {
 		return false
 	}
 	switch c.name {
-	case "CONFIG", "FLUSHALL", "FLUSHDB", "FUNCTION", "SCRIPT", "DBSIZE", "KEYS", "SCAN", "RANDOMKEY":
+	case "CONFIG", "FLUSHALL", "FLUSHDB", "FUNCTION", "SCRIPT", "DBSIZE", "KEYS", "SCAN", "RANDOMKEY", "PUBLISH", "SPUBLISH", "PUBSUB":
 		return true
 	case "INFO":
 		return wantsKeyspace(args[1:])
