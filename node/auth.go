@@ -177,7 +177,7 @@ func readOnlyAllows(c *command) bool {
 	switch c.kind {
 	case kindRead, kindMultiRead, kindTransaction, kindUnsupported:
 		return true
-	case kindSplit, kindScript:
+	case kindSplit, kindScript, kindCopied:
 		return !c.writes()
 	case kindLocal:
 		switch c.name {

@@ -174,6 +174,12 @@ func (n *Node) handleClient(cmd resp.Command, s *slot, sess *session, b *batch) 
 		n.blocking(tr, level, c, keys, args, sess, h, done)
 	case kindScript:
 		n.script(tr, level, c, keys, args, h, b, done)
+	case kindCopied:
+		if !n.sameReplicas(keys) {
+			done(resp.AppendError(nil, fmt.Sprintf("ERR troop: the keys of '%s' belong to different nodes, and troop does not split it", c.name)))
+			return
+		}
+		n.decided(tr, level, c, keys, args, h, b, done)
 	}
 }
 
@@ -453,7 +459,7 @@ func commandCommand(args [][]byte) []byte {
 	entry := func(out []byte, c *command) []byte {
 		first, last := 1, 1
 		switch c.kind {
-		case kindLocal, kindUnsupported, kindScript:
+		case kindLocal, kindUnsupported, kindScript, kindCopied:
 			first, last = 0, 0
 		case kindMultiRead, kindMultiWrite, kindSplit:
 			last = -1

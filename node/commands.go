@@ -20,6 +20,7 @@ const (
 	kindDrawn                   // a pop: the deciding replica takes, the others remove what it took (SPOP, LPOP, LMOVE ..., drawn.go)
 	kindBlocking                // a pop that waits for something to pop (BLPOP ..., blocking.go)
 	kindScript                  // EVAL, FCALL ...: run by the deciding replica, its keys' values copied to the others (scripts.go)
+	kindCopied                  // a stream write: run as kindScript is (XADD, XREADGROUP ...)
 	kindUnsupported
 )
 
@@ -156,7 +157,17 @@ func init() {
 	}
 	unsupported("it would have to reach every node", "SWAPDB", "WAIT")
 	unsupported("administrative commands go to each redis-server directly", "MONITOR", "DEBUG", "SHUTDOWN", "SAVE", "BGSAVE", "BGREWRITEAOF", "LASTSAVE", "REPLICAOF", "SLAVEOF", "SYNC", "PSYNC", "MIGRATE", "MOVE", "SLOWLOG", "LATENCY", "ACL", "MODULE", "FAILOVER", "RESET")
-	unsupported("streams are not supported yet", "XADD", "XRANGE", "XREVRANGE", "XREAD", "XREADGROUP", "XLEN", "XDEL", "XTRIM", "XGROUP", "XACK", "XPENDING", "XCLAIM", "XAUTOCLAIM", "XINFO", "XSETID")
+	// Streams.
+	add(kindRead, -4, "XRANGE", "XREVRANGE")
+	add(kindRead, 2, "XLEN")
+	add(kindRead, -3, "XPENDING", "XINFO") // XINFO STREAM|GROUPS|CONSUMERS key: keys below
+	add(kindMultiRead, -4, "XREAD")
+	add(kindCopied, -5, "XADD")
+	add(kindCopied, -3, "XDEL", "XSETID")
+	add(kindCopied, -4, "XTRIM", "XACK")
+	add(kindCopied, -2, "XGROUP") // XGROUP CREATE|DESTROY|... key: keys below
+	add(kindCopied, -6, "XCLAIM", "XAUTOCLAIM")
+	add(kindCopied, -7, "XREADGROUP")
 	unsupported("geo commands are not supported yet", "GEOADD", "GEOPOS", "GEODIST", "GEOHASH", "GEORADIUS", "GEORADIUSBYMEMBER", "GEOSEARCH", "GEOSEARCHSTORE", "GEORADIUS_RO", "GEORADIUSBYMEMBER_RO")
 
 	// Keys of multi-key commands.
@@ -195,6 +206,15 @@ func init() {
 	commandTable["BLMOVE"].keys, commandTable["BRPOPLPUSH"].keys = pair, pair
 	commandTable["BLMPOP"].keys, commandTable["BZMPOP"].keys = numkeys(2, false), numkeys(2, false)
 	commandTable["BITOP"].keys = all(2)
+	commandTable["XREAD"].keys, commandTable["XREADGROUP"].keys = streamsKeys, streamsKeys
+	for _, n := range []string{"XINFO", "XGROUP"} {
+		commandTable[n].keys = func(a [][]byte) ([][]byte, string) {
+			if len(a) < 3 {
+				return nil, "troop: " + strings.ToUpper(string(a[0])) + " " + strings.ToUpper(printableArg(a[1])) + " names no key"
+			}
+			return a[2:3], ""
+		}
+	}
 	for _, n := range []string{"EVAL", "EVALSHA", "EVAL_RO", "EVALSHA_RO", "FCALL", "FCALL_RO"} {
 		commandTable[n].keys = scriptKeys
 	}
@@ -242,6 +262,25 @@ func lookup(name []byte) *command {
 		return c
 	}
 	return commandTable[strings.ToUpper(string(name))]
+}
+
+// streamsKeys are the keys of XREAD and XREADGROUP: after STREAMS, the
+// first half of what follows (the IDs are the other). BLOCK is refused:
+// a blocking stream read is not supported.
+func streamsKeys(a [][]byte) ([][]byte, string) {
+	for i := 1; i < len(a); i++ {
+		switch strings.ToUpper(string(a[i])) {
+		case "BLOCK":
+			return nil, "troop: " + strings.ToUpper(string(a[0])) + " with BLOCK is not supported"
+		case "STREAMS":
+			rest := a[i+1:]
+			if len(rest) == 0 || len(rest)%2 != 0 {
+				return nil, "Unbalanced '" + strings.ToLower(string(a[0])) + "' list of streams: for each stream key an ID or '$' must be specified."
+			}
+			return rest[:len(rest)/2], ""
+		}
+	}
+	return nil, "syntax error"
 }
 
 // sortKeys are SORT's keys, the sorted key and the STORE destination, and
@@ -301,6 +340,8 @@ func (c *command) writes() bool {
 		return c.lww || c.name == "MSET"
 	case kindScript:
 		return !strings.HasSuffix(c.name, "_RO")
+	case kindCopied:
+		return true
 	}
 	return false
 }

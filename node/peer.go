@@ -192,8 +192,8 @@ func (n *Node) handlePeer(tr *trace, op string, args [][]byte, s *slot, b *batch
 			return
 		}
 		c, keys, bad := peerCommand(args[2:])
-		if bad == "" && (c.kind != kindScript || !c.writes() || len(keys) == 0) {
-			bad = "ERR troop peer protocol: SCRIPT carries EVAL, EVALSHA or FCALL with keys"
+		if bad == "" && ((c.kind != kindScript && c.kind != kindCopied) || !c.writes() || len(keys) == 0) {
+			bad = "ERR troop peer protocol: SCRIPT carries EVAL, EVALSHA, FCALL with keys, or a stream write"
 		}
 		if bad != "" {
 			s.complete(resp.AppendError(nil, bad))

@@ -101,14 +101,23 @@ func (n *Node) script(tr *trace, level consistency.Level, c *command, keys, args
 		done(resp.AppendError(nil, fmt.Sprintf("ERR troop: the keys of '%s' belong to different nodes, and a script runs on the replicas of its keys: give them one hash tag", c.name)))
 		return
 	}
+	if !c.writes() { // a read-only script: the own rack's replica, or the next
+		reps := n.replicas(keys[0])
+		n.onNode(b, reps[0], args, func(raw []byte, err error) { done(storeReply(raw, err, replicaName(reps[0]))) })
+		return
+	}
+	n.decided(tr, level, c, keys, args, h, b, done)
+}
+
+// decided runs a command (a script, a stream write) on the deciding
+// replica of its keys, which share their replicas, with a read of the
+// values it leaves in them, and has the other replicas take those values,
+// with one version (see the top of this file).
+func (n *Node) decided(tr *trace, level consistency.Level, c *command, keys, args [][]byte, h *hold, b *batch, done replyFunc) {
 	v := n.view()
 	reps := v.replicas(n.token(keys[0]))
 	if !reps[0].self {
 		n.stats.forwarded.Add(1)
-	}
-	if !c.writes() { // a read-only script: the own rack's replica, or the next
-		n.onNode(b, reps[0], args, func(raw []byte, err error) { done(storeReply(raw, err, replicaName(reps[0]))) })
-		return
 	}
 	d, di := n.decider(reps)
 	version := []byte{}

@@ -135,6 +135,8 @@ func txCommand(c *command, args [][]byte) (keys [][]byte, write bool, bad string
 		return nil, false, fmt.Sprintf("-ERR troop: '%s' cannot run inside a transaction: it changes the connection, and troop runs a transaction apart from it\r\n", c.name)
 	case c.kind == kindUnsupported:
 		return nil, false, fmt.Sprintf("-ERR troop: '%s' is not supported: %s\r\n", c.name, c.why)
+	case c.kind == kindCopied && !copiedInTx[c.name]:
+		return nil, false, fmt.Sprintf("-ERR troop: '%s' cannot run inside a transaction: its effect depends on the time of the replica that runs it\r\n", c.name)
 	case c.kind == kindScript:
 		return nil, false, fmt.Sprintf("-ERR troop: '%s' cannot run inside a transaction: troop runs a transaction as a script, and a script cannot run another\r\n", c.name)
 	case c.name == "UNWATCH": // queued, and answered OK at EXEC, as in Redis
@@ -157,6 +159,11 @@ func txCommand(c *command, args [][]byte) (keys [][]byte, write bool, bad string
 	write = c.writesFor(args)
 	return keys, write, ""
 }
+
+// copiedInTx are the stream writes a transaction runs on every replica:
+// they do the same on each, once XADD's ID is the deciding replica's
+// (followTx).
+var copiedInTx = map[string]bool{"XADD": true, "XDEL": true, "XTRIM": true, "XACK": true, "XGROUP": true, "XSETID": true}
 
 // notInMulti are the commands redis-server refuses between MULTI and EXEC
 // (the no-multi flag of its command table), which then aborts the EXEC.
@@ -583,11 +590,37 @@ func followTx(cmds [][][]byte, raw []byte) [][][]byte {
 		if v.Elems[i].IsError() { // it took nothing
 			continue
 		}
-		if !bytes.EqualFold(c[0], []byte("SPOP")) {
+		switch {
+		case bytes.EqualFold(c[0], []byte("SPOP")):
+			out = append(out, followOps("SPOP", c, resp.AppendValue(nil, v.Elems[i]))...)
+		case bytes.EqualFold(c[0], []byte("XADD")) && !v.Elems[i].IsNull:
+			out = append(out, withStreamID(c, v.Elems[i].Str))
+		default:
 			out = append(out, c)
-			continue
 		}
-		out = append(out, followOps("SPOP", c, resp.AppendValue(nil, v.Elems[i]))...)
+	}
+	return out
+}
+
+// withStreamID is XADD args with the ID the deciding replica gave the
+// entry in place of the one asked for (*, or ms-*).
+func withStreamID(args [][]byte, id []byte) [][]byte {
+	out := append([][]byte{}, args...)
+	for i := 2; i < len(out); i++ {
+		switch strings.ToUpper(string(out[i])) {
+		case "NOMKSTREAM":
+		case "MAXLEN", "MINID":
+			i++
+			if i < len(out) && (string(out[i]) == "=" || string(out[i]) == "~") {
+				i++
+			}
+			if i+1 < len(out) && strings.EqualFold(string(out[i+1]), "LIMIT") {
+				i += 2
+			}
+		default:
+			out[i] = id
+			return out
+		}
 	}
 	return out
 }

@@ -1,0 +1,129 @@
+package node
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/troop-lab/troop/node/consistency"
+)
+
+// rqJobs are the job, the enqueuer and the checker of TestRQ. A job
+// records its id in the list ran, so a job run twice shows twice.
+var rqJobs = map[string]string{
+	"jobs.py": `from rq import get_current_job
+
+def square(i):
+    job = get_current_job()
+    job.connection.rpush('ran', job.id)
+    return i * i
+`,
+	"enqueue.py": `import sys, redis
+from rq import Queue
+host, port, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+q = Queue('troop', connection=redis.Redis(host=host, port=port))
+for i in range(n):
+    print(q.enqueue('jobs.square', i).id, i)
+`,
+	"check.py": `import sys, redis
+from rq.job import Job
+host, port = sys.argv[1], int(sys.argv[2])
+conn = redis.Redis(host=host, port=port)
+for line in sys.stdin:
+    id, i = line.split()
+    job = Job.fetch(id, connection=conn)
+    print(id, job.get_status(), job.result)
+print('ran', ' '.join(x.decode() for x in conn.lrange('ran', 0, -1)))
+`,
+}
+
+// TestRQ runs RQ, Debian's python3-rq, as a new user would: jobs enqueued
+// through one node of a 3-rack cluster at DC_QUORUM, two burst workers
+// through the other two nodes at once, and the results read back through
+// the first. Every job runs once, and its result comes back.
+func TestRQ(t *testing.T) {
+	python := "/usr/bin/python3" // Debian's, which python3-rq installs for
+	if _, err := exec.LookPath("rq"); err != nil {
+		t.Skip("RQ (Debian's python3-rq, which make test installs) is not installed")
+	}
+	dir := t.TempDir()
+	for name, text := range rqJobs {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tc := startCluster(t, clusterOpts{racks: 3, read: consistency.DCQuorum, write: consistency.DCQuorum, timeout: 5 * time.Second})
+	hostPort := func(i int) (string, string) {
+		h, p, _ := strings.Cut(tc.nodes[i].cfg.Listen, ":")
+		return h, p
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	run := func(stdin string, args ...string) string {
+		t.Helper()
+		cmd := exec.CommandContext(ctx, args[0], args[1:]...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "PYTHONPATH="+dir)
+		cmd.Stdin = strings.NewReader(stdin)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+
+	const jobs = 30
+	h, p := hostPort(0)
+	enqueued := run("", python, filepath.Join(dir, "enqueue.py"), h, p, strconv.Itoa(jobs))
+	var wg sync.WaitGroup
+	outs := make([]string, 2)
+	errs := make([]error, 2)
+	for w := 0; w < 2; w++ {
+		wh, wp := hostPort(w + 1)
+		cmd := exec.CommandContext(ctx, "rq", "worker", "--burst", "--url", "redis://"+wh+":"+wp, "--name", "troop-"+strconv.Itoa(w), "troop")
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "PYTHONPATH="+dir)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out, err := cmd.CombinedOutput()
+			outs[w], errs[w] = string(out), err
+		}()
+	}
+	wg.Wait()
+	for w, err := range errs {
+		if err != nil {
+			t.Fatalf("the worker through %s: %v\n%s", tc.nodes[w+1].cfg.Name, err, outs[w])
+		}
+	}
+	checked := run(enqueued, python, filepath.Join(dir, "check.py"), h, p)
+	lines := strings.Split(strings.TrimSpace(checked), "\n")
+	want := map[string]string{} // id -> the square its job returns
+	for _, line := range strings.Split(strings.TrimSpace(enqueued), "\n") {
+		f := strings.Fields(line)
+		i, _ := strconv.Atoi(f[1])
+		want[f[0]] = strconv.Itoa(i * i)
+	}
+	ran := map[string]int{}
+	for _, id := range strings.Fields(strings.TrimPrefix(lines[len(lines)-1], "ran")) {
+		ran[id]++
+	}
+	for _, line := range lines[:len(lines)-1] {
+		f := strings.Fields(line)
+		if len(f) != 3 || f[1] != "finished" || f[2] != want[f[0]] {
+			t.Errorf("job %s: %q, want finished with result %s", f[0], line, want[f[0]])
+		}
+		if ran[f[0]] != 1 {
+			t.Errorf("job %s ran %d times, want once", f[0], ran[f[0]])
+		}
+	}
+	if len(lines)-1 != jobs || len(ran) != jobs {
+		t.Fatalf("%d jobs checked and %d ran, want %d\nworkers:\n%s\n%s", len(lines)-1, len(ran), jobs, outs[0], outs[1])
+	}
+}
