@@ -32,7 +32,7 @@ build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/troop
 
 test:
-	@scripts/need redis-server redis-cli redis-benchmark nutcracker chromium tclsh promtool rq
+	@scripts/need redis-server redis-cli redis-benchmark nutcracker chromium tclsh promtool rq celery
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt would change:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 10m -p $(TESTP) ./...

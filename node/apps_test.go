@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -125,5 +126,93 @@ func TestRQ(t *testing.T) {
 	}
 	if len(lines)-1 != jobs || len(ran) != jobs {
 		t.Fatalf("%d jobs checked and %d ran, want %d\nworkers:\n%s\n%s", len(lines)-1, len(ran), jobs, outs[0], outs[1])
+	}
+}
+
+// celeryApp is the Celery app of TestCelery: a task that records its run
+// in the list ran, through the worker's node, and returns a sum; the
+// client sends tasks through its node and waits for their results.
+var celeryApp = map[string]string{
+	"tasks.py": `import os, redis
+from celery import Celery
+node = os.environ['TROOP_NODE']
+app = Celery('tasks', broker='redis://' + node + '/0', backend='redis://' + node + '/0')
+app.conf.broker_connection_retry_on_startup = False
+ran = redis.Redis.from_url('redis://' + node + '/0')
+
+@app.task(bind=True)
+def add(self, x, y):
+    ran.rpush('ran', self.request.id)
+    return x + y
+`,
+	"client.py": `import sys
+from tasks import add, ran
+n = int(sys.argv[1])
+results = [add.delay(i, i) for i in range(n)]
+for i, r in enumerate(results):
+    got = r.get(timeout=60)
+    assert got == 2 * i, (i, got)
+    print(r.id)
+print('ran', ' '.join(x.decode() for x in ran.lrange('ran', 0, -1)))
+`,
+}
+
+// TestCelery runs Celery, Debian's python3-celery, with troop as its broker
+// and result backend: a worker through one node of a 3-rack cluster at
+// DC_QUORUM, tasks sent and their results awaited (a subscription to the
+// result's channel, published through the worker's node) through another.
+// Every task runs once, and its result comes back.
+func TestCelery(t *testing.T) {
+	python := "/usr/bin/python3"
+	if _, err := exec.LookPath("celery"); err != nil {
+		t.Skip("Celery (Debian's celery, which make test installs) is not installed")
+	}
+	dir := t.TempDir()
+	for name, text := range celeryApp {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tc := startCluster(t, clusterOpts{racks: 3, read: consistency.DCQuorum, write: consistency.DCQuorum, timeout: 5 * time.Second})
+	env := func(i int) []string {
+		return append(os.Environ(), "PYTHONPATH="+dir, "TROOP_NODE="+tc.nodes[i].cfg.Listen)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	worker := exec.CommandContext(ctx, python, "-m", "celery", "-A", "tasks", "worker", "--pool=solo", "--without-gossip", "--without-mingle", "--without-heartbeat", "--loglevel=INFO")
+	worker.Dir, worker.Env = dir, env(1)
+	var log strings.Builder
+	worker.Stdout, worker.Stderr = &log, &log
+	worker.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	worker.Cancel = func() error { return syscall.Kill(-worker.Process.Pid, syscall.SIGKILL) }
+	if err := worker.Start(); err != nil {
+		t.Fatal(err)
+	}
+	stopWorker := func() string {
+		syscall.Kill(-worker.Process.Pid, syscall.SIGKILL)
+		worker.Wait()
+		return log.String()
+	}
+	defer stopWorker()
+
+	const tasks = 20
+	client := exec.CommandContext(ctx, python, filepath.Join(dir, "client.py"), strconv.Itoa(tasks))
+	client.Dir, client.Env = dir, env(0)
+	out, err := client.CombinedOutput()
+	if err != nil {
+		t.Fatalf("the client: %v\n%s\nthe worker:\n%s", err, out, stopWorker())
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	ran := map[string]int{}
+	for _, id := range strings.Fields(strings.TrimPrefix(lines[len(lines)-1], "ran")) {
+		ran[id]++
+	}
+	for _, id := range lines[:len(lines)-1] {
+		if ran[id] != 1 {
+			t.Errorf("task %s ran %d times, want once", id, ran[id])
+		}
+	}
+	if len(lines)-1 != tasks || len(ran) != tasks {
+		t.Fatalf("%d results and %d tasks ran, want %d\n%s", len(lines)-1, len(ran), tasks, out)
 	}
 }
