@@ -53,12 +53,7 @@ func TestRQ(t *testing.T) {
 	if _, err := exec.LookPath("rq"); err != nil {
 		t.Skip("RQ (Debian's python3-rq, which make test installs) is not installed")
 	}
-	dir := t.TempDir()
-	for name, text := range rqJobs {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	dir := writeFiles(t, rqJobs)
 	tc := startCluster(t, clusterOpts{racks: 3, read: consistency.DCQuorum, write: consistency.DCQuorum, timeout: 5 * time.Second})
 	hostPort := func(i int) (string, string) {
 		h, p, _ := strings.Cut(tc.nodes[i].cfg.Listen, ":")
@@ -167,12 +162,7 @@ func TestCelery(t *testing.T) {
 	if _, err := exec.LookPath("celery"); err != nil {
 		t.Skip("Celery (Debian's celery, which make test installs) is not installed")
 	}
-	dir := t.TempDir()
-	for name, text := range celeryApp {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	dir := writeFiles(t, celeryApp)
 	tc := startCluster(t, clusterOpts{racks: 3, read: consistency.DCQuorum, write: consistency.DCQuorum, timeout: 5 * time.Second})
 	env := func(i int) []string {
 		return append(os.Environ(), "PYTHONPATH="+dir, "TROOP_NODE="+tc.nodes[i].cfg.Listen)
@@ -215,4 +205,16 @@ func TestCelery(t *testing.T) {
 	if len(lines)-1 != tasks || len(ran) != tasks {
 		t.Fatalf("%d results and %d tasks ran, want %d\n%s", len(lines)-1, len(ran), tasks, out)
 	}
+}
+
+// writeFiles writes files (name to text) into a new temporary directory,
+// and returns it.
+func writeFiles(t *testing.T, files map[string]string) string {
+	dir := t.TempDir()
+	for name, text := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
 }

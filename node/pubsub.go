@@ -260,31 +260,41 @@ func (n *Node) publish(shard bool, channel, msg []byte, b *batch, complete func(
 	if shard {
 		op = "SPUBLISH"
 	}
+	n.onDCPeers(b, resp.AppendCommand(nil, []byte(op), channel, msg), func(v resp.Value) {
+		if v.Type == resp.Integer {
+			total += v.Int
+		}
+	}, func() { complete(resp.AppendInt(nil, total)) })
+}
+
+// onDCPeers sends req to every other node of the datacenter, hands each
+// answer that is not an error to got, one at a time, and calls finish once
+// all answered or failed (a node down, or unreachable, counts nothing).
+func (n *Node) onDCPeers(b *batch, req []byte, got func(resp.Value), finish func()) {
 	peers := n.dcPeers()
 	if len(peers) == 0 {
-		complete(resp.AppendInt(nil, total))
+		finish()
 		return
 	}
-	req := resp.AppendCommand(nil, []byte(op), channel, msg)
 	var mu sync.Mutex
 	remaining := len(peers)
 	for _, m := range peers {
-		got := func(raw []byte, err error) {
+		answer := func(raw []byte, err error) {
 			v, perr := resp.Parse(raw)
 			mu.Lock()
 			defer mu.Unlock()
-			if err == nil && perr == nil && v.Type == resp.Integer {
-				total += v.Int
+			if err == nil && perr == nil && !v.IsError() {
+				got(v)
 			}
 			if remaining--; remaining == 0 {
-				complete(resp.AppendInt(nil, total))
+				finish()
 			}
 		}
 		if m.isDown() {
-			got(nil, errMarkedDown(m))
+			answer(nil, errMarkedDown(m))
 			continue
 		}
-		n.toPeer(b, nil, m, req, fromPeer(got))
+		n.toPeer(b, nil, m, req, fromPeer(answer))
 	}
 }
 
@@ -301,38 +311,10 @@ func (n *Node) pubsubCommand(args [][]byte, b *batch, complete func([]byte)) {
 		complete(resp.AppendError(nil, fmt.Sprintf("ERR unknown subcommand or wrong number of arguments for '%s'. Try PUBSUB HELP.", printableArg(args[1]))))
 		return
 	}
-	answers := []resp.Value{}
 	own, _ := resp.Parse(n.pubsub.local(args[1:]))
-	answers = append(answers, own)
-	peers := n.dcPeers()
-	finish := func() {
-		complete(mergePubsub(sub, args[2:], answers))
-	}
-	if len(peers) == 0 {
-		finish()
-		return
-	}
-	req := resp.AppendCommand(nil, args...)
-	var mu sync.Mutex
-	remaining := len(peers)
-	for _, m := range peers {
-		got := func(raw []byte, err error) {
-			v, perr := resp.Parse(raw)
-			mu.Lock()
-			defer mu.Unlock()
-			if err == nil && perr == nil && !v.IsError() {
-				answers = append(answers, v)
-			}
-			if remaining--; remaining == 0 {
-				finish()
-			}
-		}
-		if m.isDown() {
-			got(nil, errMarkedDown(m))
-			continue
-		}
-		n.toPeer(b, nil, m, req, fromPeer(got))
-	}
+	answers := []resp.Value{own}
+	n.onDCPeers(b, resp.AppendCommand(nil, args...), func(v resp.Value) { answers = append(answers, v) },
+		func() { complete(mergePubsub(sub, args[2:], answers)) })
 }
 
 // local answers PUBSUB's subcommand (args[0]) for this node's subscribers.

@@ -147,32 +147,8 @@ func (n *Node) decided(tr *trace, level consistency.Level, c *command, keys, arg
 			}
 			done(r)
 		})
-		var remote []byte
-		for i, m := range reps {
-			if i == di {
-				continue
-			}
-			i := i
-			h.add(1)
-			answer := func(raw []byte, err error) { w.answer(i, raw, err); h.done() }
-			if m.self {
-				n.runTx(nil, m, version, nil, nil, follow, answer)
-				continue
-			}
-			if remote == nil {
-				remote = appendTxRequest(nil, "TX", version, nil, nil, follow)
-			}
-			n.sendWrite(nil, tr, m, remote, answer)
-		}
+		n.follow(tr, v, reps, di, version, follow, n.token(keys[0]), w, h)
 		w.answer(di, []byte("+OK\r\n"), nil)
-		if len(v.remoteDCs) > 0 {
-			fwd := appendTxRequest(nil, "TXFWD", version, nil, nil, follow)
-			token := n.token(keys[0])
-			h.add(len(v.remoteDCs))
-			for _, dc := range v.remoteDCs {
-				n.sendWrite(nil, tr, v.members[dc.ring.Owner(token)], fwd, func(raw []byte, err error) { n.asyncDone(raw, err); h.done() })
-			}
-		}
 	}
 	if d.self {
 		n.localScript(b, version, keys, args, decided)
