@@ -73,4 +73,9 @@ func TestStreams(t *testing.T) {
 	if got := c0.do("XREAD", "BLOCK", "0", "STREAMS", "{s}:log", "$"); !got.IsError() {
 		t.Fatalf("XREAD BLOCK = %s, want it refused", got)
 	}
+	// Inside MULTI it does not block, as in Redis.
+	got = c0.pipeline([]string{"MULTI"}, []string{"XREAD", "BLOCK", "0", "STREAMS", "{s}:log", "$"}, []string{"EXEC"})
+	if exec := got[2]; exec.IsError() || len(exec.Elems) != 1 || !exec.Elems[0].IsNull {
+		t.Fatalf("XREAD BLOCK inside MULTI: EXEC = %s, want [nil]", exec)
+	}
 }

@@ -163,7 +163,22 @@ func txCommand(c *command, args [][]byte) (keys [][]byte, write bool, bad string
 // copiedInTx are the stream writes a transaction runs on every replica:
 // they do the same on each, once XADD's ID is the deciding replica's
 // (followTx).
-var copiedInTx = map[string]bool{"XADD": true, "XDEL": true, "XTRIM": true, "XACK": true, "XGROUP": true, "XSETID": true}
+// XREADGROUP delivers the same entries on each; only the delivery times
+// its pending entries record are each replica's own.
+var copiedInTx = map[string]bool{"XADD": true, "XDEL": true, "XTRIM": true, "XACK": true, "XGROUP": true, "XSETID": true, "XREADGROUP": true}
+
+// withoutBlock is XREAD or XREADGROUP args without BLOCK ms.
+func withoutBlock(args [][]byte) [][]byte {
+	for i := 1; i+1 < len(args); i++ {
+		switch strings.ToUpper(string(args[i])) {
+		case "STREAMS":
+			return args
+		case "BLOCK":
+			return append(append([][]byte{}, args[:i]...), args[i+2:]...)
+		}
+	}
+	return args
+}
 
 // notInMulti are the commands redis-server refuses between MULTI and EXEC
 // (the no-multi flag of its command table), which then aborts the EXEC.
@@ -250,6 +265,9 @@ func (n *Node) transaction(c *command, args [][]byte, sess *session, b *batch, s
 // or its error, which aborts the transaction at EXEC.
 func (n *Node) queue(c *command, args [][]byte, sess *session) []byte {
 	tx := sess.tx
+	if c != nil && (c.name == "XREAD" || c.name == "XREADGROUP") {
+		args = withoutBlock(args) // Redis does not block inside MULTI either
+	}
 	keys, write, bad := txCommand(c, args)
 	if bad == "" && tx.bytes+resp.CommandSize(args) > n.cfg.MaxRequestBytes {
 		bad = fmt.Sprintf("-ERR troop: the transaction would be larger than troop_max_request_bytes (%d)\r\n", n.cfg.MaxRequestBytes)
