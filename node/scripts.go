@@ -87,14 +87,13 @@ func scriptKeys(a [][]byte) ([][]byte, string) {
 }
 
 // script runs EVAL, EVALSHA or FCALL (and their read-only forms) on the
-// replicas of its keys.
+// replicas of its keys. A script with no keys cannot be routed: it runs
+// read-only (as EVAL_RO ...) on this node's redis-server, which refuses
+// any write it tries.
 func (n *Node) script(tr *trace, level consistency.Level, c *command, keys, args [][]byte, h *hold, b *batch, done replyFunc) {
-	if len(keys) == 0 {
-		if c.writes() {
-			done(resp.AppendError(nil, fmt.Sprintf("ERR troop: '%s' with no keys cannot be routed: troop runs a script on the replicas of its keys, so declare them (numkeys > 0); a script that only reads may run with none as EVAL_RO, EVALSHA_RO or FCALL_RO, on this node's redis-server", c.name)))
-			return
-		}
-		n.toStoreCommand(b, nil, n.store[0], args, func(raw []byte, err error) { done(storeReply(raw, err, n.cfg.Name)) })
+	if len(keys) == 0 { // read-only, on this node's redis-server: a write it tried would reach no other replica
+		ro := append([][]byte{[]byte(strings.TrimSuffix(c.name, "_RO") + "_RO")}, args[1:]...)
+		n.toStoreCommand(b, nil, n.store[0], ro, func(raw []byte, err error) { done(storeReply(raw, err, n.cfg.Name)) })
 		return
 	}
 	if !n.sameReplicas(keys) {

@@ -105,8 +105,11 @@ func TestScripts(t *testing.T) {
 		if got := c0.do("EVAL", "return 1", "2", a, other); !got.IsError() || !strings.Contains(string(got.Str), "belong to different nodes") {
 			t.Fatalf("EVAL on keys of two owners = %s", got)
 		}
-		if got := c0.do("EVAL", "return 1", "0"); !got.IsError() || !strings.Contains(string(got.Str), "declare them") {
+		if got := c0.do("EVAL", "return 1", "0"); got.Int != 1 {
 			t.Fatalf("EVAL with no keys = %s", got)
+		}
+		if got := c0.do("EVAL", "return redis.call('SET', 'nowhere', 1)", "0"); !got.IsError() || !strings.Contains(string(got.Str), "Write commands are not allowed from read-only scripts") {
+			t.Fatalf("EVAL that writes with no keys = %s, want redis-server's refusal of a write in a read-only script", got)
 		}
 		if got := c0.do("EVAL_RO", "return 7", "0"); got.Int != 7 {
 			t.Fatalf("EVAL_RO with no keys = %s", got)
