@@ -31,7 +31,7 @@ import (
 // and counters (about a minute here); make compat runs them all.
 //
 //	TROOP_REDIS_SUITE=all make compat          # the data types' units below
-//	TROOP_REDIS_SUITE=apps make compat         # multi, keyspace, scripting, pubsub, streams ...
+//	TROOP_REDIS_SUITE=apps go test ./node -run TestRedisSuite  # multi, keyspace, scripting, pubsub, streams ...
 //	TROOP_REDIS_SUITE=type/incr,expire go test ./node -run TestRedisSuite
 //
 // The sources are fetched with apt-get source into TROOP_REDIS_SRC (default
