@@ -231,6 +231,9 @@ func parseClientType(v []byte) (string, string) {
 // clientAdmin answers CLIENT LIST, INFO, KILL and UNBLOCK; handled says
 // whether sub is one of them.
 func (n *Node) clientAdmin(args [][]byte, sess *session) (reply []byte, handled bool) {
+	if len(args) < 2 {
+		return nil, false // clientCommand says what is missing
+	}
 	now := time.Now()
 	switch strings.ToUpper(string(args[1])) {
 	case "LIST":
