@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,13 +17,21 @@ import (
 )
 
 // rqJobs are the job, the enqueuer and the checker of TestRQ. A job
-// records its id in the list ran, so a job run twice shows twice.
+// records its id in the list ran, so a job run twice shows twice; the
+// jobs from the 10th on wait (30 s at most) for the key gate, so that a
+// test can act while jobs run.
 var rqJobs = map[string]string{
-	"jobs.py": `from rq import get_current_job
+	"jobs.py": `import time
+from rq import get_current_job
 
 def square(i):
     job = get_current_job()
     job.connection.rpush('ran', job.id)
+    if i >= 10:
+        for _ in range(600):
+            if job.connection.exists('gate'):
+                break
+            time.sleep(0.05)
     return i * i
 `,
 	"enqueue.py": `import sys, redis
@@ -45,14 +54,23 @@ print('ran', ' '.join(x.decode() for x in conn.lrange('ran', 0, -1)))
 }
 
 // TestRQ runs RQ, Debian's python3-rq, as a new user would: jobs enqueued
-// through one node of a 3-rack cluster at DC_QUORUM, two burst workers
-// through the other two nodes at once, and the results read back through
-// the first. Every job runs once, and its result comes back.
+// through one node of a 3-rack cluster at DC_QUORUM, burst workers through
+// the others, and the results read back through the first. Every job runs
+// once, and its result comes back: with two workers through the other two
+// nodes at once, and with one worker while the third node is killed once
+// jobs have run.
 func TestRQ(t *testing.T) {
-	python := "/usr/bin/python3" // Debian's, which python3-rq installs for
 	if _, err := exec.LookPath("rq"); err != nil {
 		t.Skip("RQ (Debian's python3-rq, which make test installs) is not installed")
 	}
+	t.Run("two workers", func(t *testing.T) { runRQ(t, []int{1, 2}, false) })
+	t.Run("a node killed", func(t *testing.T) { runRQ(t, []int{1}, true) })
+}
+
+// runRQ enqueues jobs through node 0 and runs a burst worker through each
+// of workers; with kill, node 2 is stopped while the 11th job runs.
+func runRQ(t *testing.T, workers []int, kill bool) {
+	python := "/usr/bin/python3" // Debian's, which python3-rq installs for
 	dir := writeFiles(t, rqJobs)
 	tc := startCluster(t, clusterOpts{racks: 3, read: consistency.DCQuorum, write: consistency.DCQuorum, timeout: 5 * time.Second})
 	hostPort := func(i int) (string, string) {
@@ -76,12 +94,16 @@ func TestRQ(t *testing.T) {
 
 	const jobs = 30
 	h, p := hostPort(0)
+	c := tc.client(0, "")
+	if !kill {
+		c.must("SET", "gate", "open")
+	}
 	enqueued := run("", python, filepath.Join(dir, "enqueue.py"), h, p, strconv.Itoa(jobs))
 	var wg sync.WaitGroup
-	outs := make([]string, 2)
-	errs := make([]error, 2)
-	for w := 0; w < 2; w++ {
-		wh, wp := hostPort(w + 1)
+	outs := make([]string, len(workers))
+	errs := make([]error, len(workers))
+	for w, node := range workers {
+		wh, wp := hostPort(node)
 		cmd := exec.CommandContext(ctx, "rq", "worker", "--burst", "--url", "redis://"+wh+":"+wp, "--name", "troop-"+strconv.Itoa(w), "troop")
 		cmd.Dir = dir
 		cmd.Env = append(os.Environ(), "PYTHONPATH="+dir)
@@ -92,10 +114,20 @@ func TestRQ(t *testing.T) {
 			outs[w], errs[w] = string(out), err
 		}()
 	}
+	if kill { // once the 11th job waits at the gate, kill node 2, then open it
+		eventually(t, time.Minute, func() string {
+			if n := c.do("LLEN", "ran").Int; n < 11 {
+				return fmt.Sprintf("%d jobs started, waiting for 11 before the kill", n)
+			}
+			return ""
+		})
+		tc.nodes[2].stop()
+		c.must("SET", "gate", "open")
+	}
 	wg.Wait()
 	for w, err := range errs {
 		if err != nil {
-			t.Fatalf("the worker through %s: %v\n%s", tc.nodes[w+1].cfg.Name, err, outs[w])
+			t.Fatalf("the worker through %s: %v\n%s", tc.nodes[workers[w]].cfg.Name, err, outs[w])
 		}
 	}
 	checked := run(enqueued, python, filepath.Join(dir, "check.py"), h, p)
@@ -120,7 +152,7 @@ func TestRQ(t *testing.T) {
 		}
 	}
 	if len(lines)-1 != jobs || len(ran) != jobs {
-		t.Fatalf("%d jobs checked and %d ran, want %d\nworkers:\n%s\n%s", len(lines)-1, len(ran), jobs, outs[0], outs[1])
+		t.Fatalf("%d jobs checked and %d ran, want %d\nworkers:\n%s", len(lines)-1, len(ran), jobs, strings.Join(outs, "\n"))
 	}
 }
 
