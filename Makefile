@@ -36,7 +36,7 @@ build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/troop
 
 test:
-	@scripts/need redis-server redis-cli redis-benchmark nutcracker chromium tclsh promtool
+	@scripts/need redis-server redis-cli redis-benchmark nutcracker chromium tclsh promtool rq celery
 	@scripts/dynomite >/dev/null || [ $$? -eq 3 ] # 3: no Dynomite to build here; its tests say so and skip
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt would change:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) vet ./...
@@ -49,6 +49,7 @@ fuzz:
 	scripts/fuzz ./resp FuzzReadRaw $(FUZZTIME)
 	scripts/fuzz ./resp FuzzFrameScanner $(FUZZTIME)
 	scripts/fuzz ./node FuzzParseTxRequest $(FUZZTIME)
+	scripts/fuzz ./node FuzzGlobMatch $(FUZZTIME)
 	scripts/fuzz ./topology FuzzParse $(FUZZTIME)
 	scripts/fuzz ./topology FuzzParseSeedList $(FUZZTIME)
 	scripts/fuzz ./chaos FuzzParseConfig $(FUZZTIME)

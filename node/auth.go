@@ -124,6 +124,7 @@ func (n *Node) login(sess *session, name, password string) []byte {
 		return resp.AppendError(nil, wrongPassReply)
 	}
 	sess.user = u
+	sess.publish()
 	return nil
 }
 
@@ -176,7 +177,7 @@ func readOnlyAllows(c *command) bool {
 	switch c.kind {
 	case kindRead, kindMultiRead, kindTransaction, kindUnsupported:
 		return true
-	case kindSplit:
+	case kindSplit, kindScript, kindCopied:
 		return !c.writes()
 	case kindLocal:
 		switch c.name {

@@ -162,6 +162,7 @@ func (n *Node) blocking(tr *trace, level consistency.Level, c *command, keys, ar
 	}
 	h.add(1) // the wait: the connection's token stays taken until the reply
 	n.stats.blocked.Add(1)
+	sess.client.blockStarted()
 	n.blockers.add(w)
 	w.look()
 }
@@ -282,6 +283,9 @@ func (w *blockedWait) wait() {
 		case <-w.sess.closed:
 			w.finish(nil)
 			return
+		case reply := <-w.sess.client.unblocked():
+			w.finish(reply)
+			return
 		}
 		w.look()
 	}()
@@ -291,6 +295,7 @@ func (w *blockedWait) wait() {
 func (w *blockedWait) finish(reply []byte) {
 	w.n.blockers.remove(w)
 	w.n.stats.blocked.Add(-1)
+	w.sess.client.blockEnded()
 	if reply != nil {
 		w.done(reply)
 	} else {

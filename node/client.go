@@ -11,6 +11,7 @@ import (
 
 	"github.com/troop-lab/troop/node/consistency"
 	"github.com/troop-lab/troop/resp"
+	"github.com/troop-lab/troop/ring"
 )
 
 // serveClient serves one client connection on the RESP front.
@@ -19,14 +20,23 @@ func (n *Node) serveClient(c net.Conn) {
 	n.stats.connsAccepted.Add(1)
 	sess := &session{readLevel: -1, writeLevel: -1, closed: make(chan struct{})}
 	sess.remote, _, _ = net.SplitHostPort(c.RemoteAddr().String())
+	sess.client = n.clients.add(c.RemoteAddr().String(), c.LocalAddr().String(), time.Now())
 	if tc, plain := c.(*net.TCPConn); plain {
-		if err := n.pickLoop().serve(tc, sess, n.handleClient, n.cfg.MaxInflightPerConn, func() { n.stats.connections.Add(-1) }); err != nil {
+		closed := func() { n.stats.connections.Add(-1); n.clientGone(sess.client) }
+		if err := n.pickLoop().serve(tc, sess, n.handleClient, n.cfg.MaxInflightPerConn, closed); err != nil {
 			n.log.Debug("client connection", "err", err)
 		}
 		return // the loop counts the connection out when it closes
 	}
 	defer n.stats.connections.Add(-1)
+	defer n.clientGone(sess.client)
 	n.serveConn(c, n.cfg.MaxInflightPerConn, sess, n.handleClient)
+}
+
+// clientGone forgets a closed client connection and its subscriptions.
+func (n *Node) clientGone(c *clientConn) {
+	n.clients.remove(c)
+	n.pubsub.drop(c)
 }
 
 // levelFor is the session's level when it set one, else the node's.
@@ -54,6 +64,10 @@ func (n *Node) handleClient(cmd resp.Command, s *slot, sess *session, b *batch) 
 	if sess.proto == 3 {
 		s.conv = func(reply []byte) []byte { return resp3Reply(c, args, reply) }
 	}
+	if sess.client != nil && c != nil {
+		sess.client.lastCmd.Store(c)
+		sess.client.lastAt.Store(b.started().UnixNano())
+	}
 	if sess.tx != nil && (c == nil || c.kind != kindTransaction || c.name == "UNWATCH") && (c == nil || c.name != "QUIT") {
 		if c != nil {
 			n.stats.commands[c.id].Add(1)
@@ -65,6 +79,10 @@ func (n *Node) handleClient(cmd resp.Command, s *slot, sess *session, b *batch) 
 		s.complete(unknownCommand(args))
 		return
 	}
+	if sess.subscriptions > 0 && sess.proto != 3 && !subscribedOnly[c.name] {
+		s.complete(resp.AppendError(nil, fmt.Sprintf("ERR Can't execute '%s': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context", strings.ToLower(c.name))))
+		return
+	}
 	if !c.arityOK(len(args)) {
 		s.complete(resp.AppendError(nil, fmt.Sprintf("ERR wrong number of arguments for '%s' command", strings.ToLower(c.name))))
 		return
@@ -72,41 +90,7 @@ func (n *Node) handleClient(cmd resp.Command, s *slot, sess *session, b *batch) 
 	n.stats.commands[c.id].Add(1)
 	switch c.kind {
 	case kindLocal:
-		switch {
-		case c.name == "TROOP":
-			n.troopCommand(args, sess, s.complete)
-			return
-		case c.name == "SCAN":
-			n.scanCommand(args, b, s.complete)
-			return
-		case c.name == "KEYS":
-			n.keysCommand(args, b, s.complete)
-			return
-		case c.name == "FLUSHALL" || c.name == "FLUSHDB":
-			n.flush(args, b, s.complete)
-			return
-		case c.name == "FUNCTION":
-			if !strings.EqualFold(string(args[1]), "FLUSH") {
-				s.complete(resp.AppendError(nil, fmt.Sprintf("ERR troop: 'FUNCTION %s' is not supported: scripts cannot be routed by key", strings.ToUpper(printableArg(args[1])))))
-				return
-			}
-			n.flush(args[1:], b, s.complete)
-			return
-		case c.name == "CONFIG":
-			n.configCommand(args, b, s.complete)
-			return
-		case c.name == "DBSIZE":
-			n.keyspace(true, "", s.complete)
-			return
-		case c.name == "INFO" && len(args) > 1 && wantsKeyspace(args[1:]):
-			info := ""
-			if len(args) > 2 || !strings.EqualFold(string(args[1]), "keyspace") {
-				info = n.infoText()
-			}
-			n.keyspace(false, info, s.complete)
-			return
-		}
-		s.complete(n.local(c, args, sess))
+		n.runLocal(c, args, sess, b, s.complete)
 		return
 	case kindUnsupported:
 		s.complete(resp.AppendError(nil, fmt.Sprintf("ERR troop: '%s' is not supported: %s", c.name, c.why)))
@@ -115,7 +99,7 @@ func (n *Node) handleClient(cmd resp.Command, s *slot, sess *session, b *batch) 
 		n.transaction(c, args, sess, b, s)
 		return
 	}
-	write := c.writes()
+	write := c.writesFor(args)
 	if reply := n.refuseInState(write); reply != nil {
 		s.complete(reply)
 		return
@@ -163,7 +147,11 @@ func (n *Node) handleClient(cmd resp.Command, s *slot, sess *session, b *batch) 
 		inner := done
 		done = func(reply []byte) { n.blockers.wake(keys).after(func() { inner(reply) }) }
 	}
-	switch c.kind {
+	if bad := n.sortPatternsShare(c, args); bad != "" {
+		done(resp.AppendError(nil, bad))
+		return
+	}
+	switch c.kindFor(args) {
 	case kindRead:
 		n.read(tr, level, keys, args, b, done)
 	case kindWrite:
@@ -184,7 +172,75 @@ func (n *Node) handleClient(cmd resp.Command, s *slot, sess *session, b *batch) 
 		n.drawn(tr, level, c, keys, args, h, b, done)
 	case kindBlocking:
 		n.blocking(tr, level, c, keys, args, sess, h, done)
+	case kindScript:
+		n.script(tr, level, c, keys, args, h, b, done)
+	case kindCopied:
+		if !n.sameReplicas(keys) {
+			done(resp.AppendError(nil, fmt.Sprintf("ERR troop: the keys of '%s' belong to different nodes, and troop does not split it", c.name)))
+			return
+		}
+		n.decided(tr, level, c, keys, args, h, b, done)
 	}
+}
+
+// sortPatternsShare checks that the keys SORT's BY and GET patterns name
+// have the sorted key's replicas: a pattern whose * is inside the hash
+// tag could name keys anywhere, and is refused, as is one whose keys
+// live elsewhere. Redis Cluster has the same rule.
+func (n *Node) sortPatternsShare(c *command, args [][]byte) string {
+	if c.name != "SORT" && c.name != "SORT_RO" {
+		return ""
+	}
+	_, patterns := sortKeys(args)
+	for _, p := range patterns {
+		if key, _, _ := bytes.Cut(p, []byte("->")); bytes.IndexByte(ring.Tag(key, n.cfg.HashTag), '*') >= 0 || !n.sameReplicas([][]byte{args[1], key}) {
+			return fmt.Sprintf("ERR troop: the keys of %s's pattern '%s' may belong to other nodes than '%s': give the pattern the key's hash tag outside its *", c.name, printableArg(p), printableArg(args[1]))
+		}
+	}
+	return ""
+}
+
+// runLocal answers a command the node handles itself, through complete.
+func (n *Node) runLocal(c *command, args [][]byte, sess *session, b *batch, complete func([]byte)) {
+	switch {
+	case c.name == "TROOP":
+		n.troopCommand(args, sess, complete)
+		return
+	case c.name == "SCAN":
+		n.scanCommand(args, b, complete)
+		return
+	case c.name == "KEYS":
+		n.keysCommand(args, b, complete)
+		return
+	case c.name == "FLUSHALL" || c.name == "FLUSHDB":
+		n.flush(args, b, complete)
+		return
+	case c.name == "FUNCTION":
+		n.functionCommand(args, b, complete)
+		return
+	case c.name == "SCRIPT":
+		n.scriptCommand(args, b, complete)
+		return
+	case c.name == "CONFIG":
+		n.configCommand(args, b, complete)
+		return
+	case c.name == "DBSIZE":
+		n.keyspace(true, "", complete)
+		return
+	case c.name == "INFO" && wantsKeyspace(args[1:]):
+		n.keyspace(false, n.infoText(args[1:]), complete)
+		return
+	case c.name == "RANDOMKEY":
+		n.randomKey(b, complete)
+		return
+	case c.name == "PUBLISH" || c.name == "SPUBLISH":
+		n.publish(c.name == "SPUBLISH", args[1], args[2], b, complete)
+		return
+	case c.name == "PUBSUB":
+		n.pubsubCommand(args, b, complete)
+		return
+	}
+	complete(n.local(c, args, sess))
 }
 
 // reservedPrefix covers the version keys troop keeps beside values.
@@ -301,18 +357,37 @@ func (n *Node) local(c *command, args [][]byte, sess *session) []byte {
 		if len(args) > 2 {
 			return resp.AppendError(nil, "ERR wrong number of arguments for 'ping' command")
 		}
+		if sess.subscriptions > 0 && sess.proto != 3 { // as Redis answers a subscriber
+			msg := []byte{}
+			if len(args) == 2 {
+				msg = args[1]
+			}
+			return appendPush(nil, 2, -1, []byte("pong"), msg)
+		}
 		if len(args) == 2 {
 			return resp.AppendBulk(nil, args[1])
 		}
 		return resp.AppendSimple(nil, "PONG")
 	case "ECHO":
 		return resp.AppendBulk(nil, args[1])
+	case "SUBSCRIBE", "UNSUBSCRIBE":
+		return n.subscribe(subChannel, c.name == "UNSUBSCRIBE", args[1:], sess)
+	case "PSUBSCRIBE", "PUNSUBSCRIBE":
+		return n.subscribe(subPattern, c.name == "PUNSUBSCRIBE", args[1:], sess)
+	case "SSUBSCRIBE", "SUNSUBSCRIBE":
+		return n.subscribe(subShard, c.name == "SUNSUBSCRIBE", args[1:], sess)
 	case "QUIT":
 		sess.quit = true
 		return resp.AppendSimple(nil, "OK")
-	case "SELECT":
-		if string(args[1]) != "0" {
-			return resp.AppendError(nil, "ERR troop: only database 0 exists")
+	case "UNWATCH": // inside a transaction: the watches ended at EXEC
+		return resp.AppendSimple(nil, "OK")
+	case "SELECT": // database 0 only: the others of each redis-server are not replicated
+		db, err := strconv.Atoi(string(args[1]))
+		switch {
+		case err != nil:
+			return resp.AppendError(nil, "ERR value is not an integer or out of range")
+		case db != 0:
+			return resp.AppendError(nil, "ERR DB index is out of range (troop serves database 0 only)")
 		}
 		return resp.AppendSimple(nil, "OK")
 	case "TIME":
@@ -323,10 +398,13 @@ func (n *Node) local(c *command, args [][]byte, sess *session) []byte {
 	case "AUTH":
 		return n.authCommand(args, sess)
 	case "INFO":
-		return resp.AppendBulkString(nil, n.infoText())
+		return resp.AppendBulkString(nil, n.infoText(args[1:]))
 	case "HELLO":
 		return n.hello(args, sess)
 	case "CLIENT":
+		if reply, ok := n.clientAdmin(args, sess); ok {
+			return reply
+		}
 		return clientCommand(args, sess)
 	case "COMMAND":
 		return commandCommand(args)
@@ -340,10 +418,6 @@ func (n *Node) local(c *command, args [][]byte, sess *session) []byte {
 	}
 	return resp.AppendError(nil, "ERR troop: unhandled command "+c.name)
 }
-
-// redisCompatVersion is the Redis version troop reports, for clients that
-// check it before using a feature.
-const redisCompatVersion = "7.0.0"
 
 func clientCommand(args [][]byte, sess *session) []byte {
 	if len(args) < 2 {
@@ -360,6 +434,7 @@ func clientCommand(args [][]byte, sess *session) []byte {
 			}
 		}
 		sess.name = string(args[2])
+		sess.publish()
 		return resp.AppendSimple(nil, "OK")
 	case "SETINFO", "NO-EVICT", "NO-TOUCH":
 		return resp.AppendSimple(nil, "OK")
@@ -369,7 +444,7 @@ func clientCommand(args [][]byte, sess *session) []byte {
 		}
 		return resp.AppendBulkString(nil, sess.name)
 	case "ID":
-		return resp.AppendInt(nil, 1)
+		return resp.AppendInt(nil, sess.client.number())
 	}
 	return resp.AppendError(nil, fmt.Sprintf("ERR troop: 'CLIENT %s' is not supported", strings.ToUpper(printableArg(args[1]))))
 }
@@ -384,7 +459,7 @@ func commandCommand(args [][]byte) []byte {
 	entry := func(out []byte, c *command) []byte {
 		first, last := 1, 1
 		switch c.kind {
-		case kindLocal, kindUnsupported:
+		case kindLocal, kindUnsupported, kindScript, kindCopied:
 			first, last = 0, 0
 		case kindMultiRead, kindMultiWrite, kindSplit:
 			last = -1
@@ -491,33 +566,4 @@ func (n *Node) troopConsistency(args [][]byte, sess *session) []byte {
 		return resp.AppendSimple(nil, "OK")
 	}
 	return resp.AppendError(nil, "ERR wrong number of arguments for 'troop consistency' command")
-}
-
-// wantsKeyspace says whether INFO's sections name the keyspace: it takes a
-// scan of the rack, so plain INFO leaves it out.
-func wantsKeyspace(sections [][]byte) bool {
-	for _, s := range sections {
-		switch strings.ToLower(string(s)) {
-		case "keyspace", "all", "everything":
-			return true
-		}
-	}
-	return false
-}
-
-// infoText is the node's INFO reply, in Redis's format.
-func (n *Node) infoText() string {
-	var b strings.Builder
-	client, _, _ := n.Addrs()
-	_, port, _ := net.SplitHostPort(client)
-	fmt.Fprintf(&b, "# Server\r\nredis_version:%s\r\ntroop_node:%s\r\nredis_mode:cluster\r\ntcp_port:%s\r\nuptime_in_seconds:%d\r\n",
-		redisCompatVersion, n.cfg.Name, port, int64(time.Since(n.stats.started).Seconds()))
-	fmt.Fprintf(&b, "datacenter:%s\r\nrack:%s\r\nread_consistency:%s\r\nwrite_consistency:%s\r\n",
-		n.cfg.Datacenter, n.cfg.Rack, n.level(false), n.level(true))
-	fmt.Fprintf(&b, "\r\n# Clients\r\nconnected_clients:%d\r\nblocked_clients:%d\r\n", n.stats.connections.Load(), n.stats.blocked.Load())
-	fmt.Fprintf(&b, "\r\n# Stats\r\ntotal_connections_received:%d\r\ninflight_requests:%d\r\nforwarded_requests:%d\r\nbusy_replies:%d\r\nquorum_failures:%d\r\ntimeouts:%d\r\n",
-		n.stats.connsAccepted.Load(), n.inflight.Load(), n.stats.forwarded.Load(), n.stats.busy.Load(), n.stats.quorumFailures.Load(), n.stats.timeouts.Load())
-	b.WriteString(n.memoryInfo())
-	fmt.Fprintf(&b, "acl_access_denied_auth:%d\r\nacl_access_denied_cmd:%d\r\n", n.stats.authFailures.Load()+n.stats.authRateLimited.Load(), n.stats.aclDenied.Load())
-	return b.String()
 }

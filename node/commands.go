@@ -19,6 +19,8 @@ const (
 	kindTransaction             // MULTI, EXEC, DISCARD, WATCH, UNWATCH (transaction.go)
 	kindDrawn                   // a pop: the deciding replica takes, the others remove what it took (SPOP, LPOP, LMOVE ..., drawn.go)
 	kindBlocking                // a pop that waits for something to pop (BLPOP ..., blocking.go)
+	kindScript                  // EVAL, FCALL ...: run by the deciding replica, its keys' values copied to the others (scripts.go)
+	kindCopied                  // a stream write: run as kindScript is (XADD, XREADGROUP ...)
 	kindUnsupported
 )
 
@@ -129,15 +131,20 @@ func init() {
 	add(kindMultiWrite, -2, "PFMERGE")
 	add(kindMultiWrite, -3, "MSETNX")
 	add(kindMultiWrite, -4, "BITOP")
+	add(kindMultiWrite, -2, "SORT") // a read without STORE (kindFor)
+	add(kindMultiRead, -2, "SORT_RO")
 	// Split across owners and merged.
 	add(kindSplit, -2, "MGET", "DEL", "UNLINK", "EXISTS", "TOUCH")
 	add(kindSplit, -3, "MSET")
 	// Answered by the node.
 	add(kindLocal, -1, "PING", "COMMAND", "INFO", "HELLO", "CLIENT", "TROOP", "FLUSHALL", "FLUSHDB")
-	add(kindLocal, -2, "CONFIG", "FUNCTION")
+	add(kindLocal, -2, "CONFIG", "FUNCTION", "SCRIPT")
+	add(kindScript, -3, "EVAL", "EVALSHA", "EVAL_RO", "EVALSHA_RO", "FCALL", "FCALL_RO")
 	add(kindLocal, 2, "ECHO", "SELECT", "DYNO_CONFIG:CONN_CONSISTENCY")
-	add(kindLocal, 1, "QUIT", "TIME", "DBSIZE")
-	add(kindLocal, -2, "AUTH", "SCAN")
+	add(kindLocal, 1, "QUIT", "TIME", "DBSIZE", "RANDOMKEY")
+	add(kindLocal, -2, "AUTH", "SCAN", "SUBSCRIBE", "PSUBSCRIBE", "SSUBSCRIBE", "PUBSUB")
+	add(kindLocal, -1, "UNSUBSCRIBE", "PUNSUBSCRIBE", "SUNSUBSCRIBE")
+	add(kindLocal, 3, "PUBLISH", "SPUBLISH")
 	add(kindLocal, 2, "KEYS")
 	add(kindTransaction, 1, "MULTI", "EXEC", "DISCARD", "UNWATCH")
 	add(kindTransaction, -2, "WATCH")
@@ -148,12 +155,19 @@ func init() {
 			id++
 		}
 	}
-	unsupported("pub/sub is not replicated", "SUBSCRIBE", "PSUBSCRIBE", "SSUBSCRIBE", "UNSUBSCRIBE", "PUNSUBSCRIBE", "SUNSUBSCRIBE", "PUBLISH", "SPUBLISH", "PUBSUB")
-	unsupported("it would have to reach every node", "RANDOMKEY", "SWAPDB", "WAIT")
-	unsupported("scripts cannot be routed by key", "EVAL", "EVALSHA", "EVAL_RO", "EVALSHA_RO", "SCRIPT", "FCALL", "FCALL_RO")
+	unsupported("it would have to reach every node", "SWAPDB", "WAIT")
 	unsupported("administrative commands go to each redis-server directly", "MONITOR", "DEBUG", "SHUTDOWN", "SAVE", "BGSAVE", "BGREWRITEAOF", "LASTSAVE", "REPLICAOF", "SLAVEOF", "SYNC", "PSYNC", "MIGRATE", "MOVE", "SLOWLOG", "LATENCY", "ACL", "MODULE", "FAILOVER", "RESET")
-	unsupported("its result would differ on each replica", "SORT", "SORT_RO")
-	unsupported("streams are not supported yet", "XADD", "XRANGE", "XREVRANGE", "XREAD", "XREADGROUP", "XLEN", "XDEL", "XTRIM", "XGROUP", "XACK", "XPENDING", "XCLAIM", "XAUTOCLAIM", "XINFO", "XSETID")
+	// Streams.
+	add(kindRead, -4, "XRANGE", "XREVRANGE")
+	add(kindRead, 2, "XLEN")
+	add(kindRead, -3, "XPENDING", "XINFO") // XINFO STREAM|GROUPS|CONSUMERS key: keys below
+	add(kindMultiRead, -4, "XREAD")
+	add(kindCopied, -5, "XADD")
+	add(kindCopied, -3, "XDEL", "XSETID")
+	add(kindCopied, -4, "XTRIM", "XACK")
+	add(kindCopied, -2, "XGROUP") // XGROUP CREATE|DESTROY|... key: keys below
+	add(kindCopied, -6, "XCLAIM", "XAUTOCLAIM")
+	add(kindCopied, -7, "XREADGROUP")
 	unsupported("geo commands are not supported yet", "GEOADD", "GEOPOS", "GEODIST", "GEOHASH", "GEORADIUS", "GEORADIUSBYMEMBER", "GEOSEARCH", "GEOSEARCHSTORE", "GEORADIUS_RO", "GEORADIUSBYMEMBER_RO")
 
 	// Keys of multi-key commands.
@@ -192,6 +206,20 @@ func init() {
 	commandTable["BLMOVE"].keys, commandTable["BRPOPLPUSH"].keys = pair, pair
 	commandTable["BLMPOP"].keys, commandTable["BZMPOP"].keys = numkeys(2, false), numkeys(2, false)
 	commandTable["BITOP"].keys = all(2)
+	commandTable["XREAD"].keys, commandTable["XREADGROUP"].keys = streamsKeys, streamsKeys
+	for _, n := range []string{"XINFO", "XGROUP"} {
+		commandTable[n].keys = func(a [][]byte) ([][]byte, string) {
+			if len(a) < 3 {
+				return nil, "troop: " + strings.ToUpper(string(a[0])) + " " + strings.ToUpper(printableArg(a[1])) + " names no key"
+			}
+			return a[2:3], ""
+		}
+	}
+	for _, n := range []string{"EVAL", "EVALSHA", "EVAL_RO", "EVALSHA_RO", "FCALL", "FCALL_RO"} {
+		commandTable[n].keys = scriptKeys
+	}
+	commandTable["SORT"].keys = func(a [][]byte) ([][]byte, string) { keys, _ := sortKeys(a); return keys, "" }
+	commandTable["SORT_RO"].keys = commandTable["SORT"].keys
 	commandTable["MEMORY"].keys = func(a [][]byte) ([][]byte, string) {
 		if strings.EqualFold(string(a[1]), "USAGE") {
 			return a[2:3], ""
@@ -236,6 +264,71 @@ func lookup(name []byte) *command {
 	return commandTable[strings.ToUpper(string(name))]
 }
 
+// streamsKeys are the keys of XREAD and XREADGROUP: after STREAMS, the
+// first half of what follows (the IDs are the other). BLOCK is refused:
+// a blocking stream read is not supported.
+func streamsKeys(a [][]byte) ([][]byte, string) {
+	for i := 1; i < len(a); i++ {
+		switch strings.ToUpper(string(a[i])) {
+		case "BLOCK":
+			return nil, "troop: " + strings.ToUpper(string(a[0])) + " with BLOCK is not supported"
+		case "STREAMS":
+			rest := a[i+1:]
+			if len(rest) == 0 || len(rest)%2 != 0 {
+				return nil, "Unbalanced '" + strings.ToLower(string(a[0])) + "' list of streams: for each stream key an ID or '$' must be specified."
+			}
+			return rest[:len(rest)/2], ""
+		}
+	}
+	return nil, "syntax error"
+}
+
+// sortKeys are SORT's keys, the sorted key and the STORE destination, and
+// the keys its BY and GET patterns name (nosort and GET # name none). A
+// malformed SORT is redis-server's to refuse.
+func sortKeys(args [][]byte) (keys, patterns [][]byte) {
+	keys = args[1:2]
+	for i := 2; i < len(args); i++ {
+		word := strings.ToUpper(string(args[i]))
+		if i+1 == len(args) {
+			break
+		}
+		switch word {
+		case "LIMIT":
+			i += 2
+		case "BY":
+			if bytes.IndexByte(args[i+1], '*') >= 0 {
+				patterns = append(patterns, args[i+1])
+			}
+			i++
+		case "GET":
+			if string(args[i+1]) != "#" {
+				patterns = append(patterns, args[i+1])
+			}
+			i++
+		case "STORE":
+			keys = append(keys[:1:1], args[i+1])
+			i++
+		}
+	}
+	return keys, patterns
+}
+
+// kindFor is the kind of this call of c: SORT without STORE only reads.
+func (c *command) kindFor(args [][]byte) kind {
+	if c.name == "SORT" {
+		if keys, _ := sortKeys(args); len(keys) == 1 {
+			return kindMultiRead
+		}
+	}
+	return c.kind
+}
+
+// writesFor is writes of this call of c (kindFor).
+func (c *command) writesFor(args [][]byte) bool {
+	return c.writes() && c.kindFor(args) != kindMultiRead
+}
+
 // writes says whether the command changes data: the node refuses it in
 // writes-only and standby states accordingly, and holds its connection's
 // token until every replica answered.
@@ -245,6 +338,10 @@ func (c *command) writes() bool {
 		return true
 	case kindSplit:
 		return c.lww || c.name == "MSET"
+	case kindScript:
+		return !strings.HasSuffix(c.name, "_RO")
+	case kindCopied:
+		return true
 	}
 	return false
 }

@@ -127,17 +127,25 @@ func scriptSHA(s string) string {
 	return hex.EncodeToString(sum[:])
 }
 
+// troopScripts are the scripts troop runs with EVALSHA.
+var troopScripts = []string{writeScript, readScript, fetchScript, repairScript, digestScript, txScript, watchScript, scriptEffects}
+
+// appendLoadScripts encodes SCRIPT LOAD of each of troopScripts.
+func appendLoadScripts(dst []byte) []byte {
+	for _, s := range troopScripts {
+		dst = resp.AppendCommandStrings(dst, "SCRIPT", "LOAD", s)
+	}
+	return dst
+}
+
 // loadScripts runs on every new connection to redis-server, which may have
 // restarted empty since the last one.
 func loadScripts(conn net.Conn, rd *resp.Reader) error {
-	var req []byte
-	for _, s := range []string{writeScript, readScript, fetchScript, repairScript, digestScript, txScript, watchScript} {
-		req = resp.AppendCommandStrings(req, "SCRIPT", "LOAD", s)
-	}
-	if _, err := conn.Write(req); err != nil {
+	if _, err := conn.Write(appendLoadScripts(nil)); err != nil {
 		return err
 	}
-	for _, want := range []string{writeSHA, readSHA, fetchSHA, repairSHA, digestSHA, txSHA, watchSHA} {
+	for _, s := range troopScripts {
+		want := scriptSHA(s)
 		v, err := rd.ReadValue()
 		if err != nil {
 			return err

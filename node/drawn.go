@@ -58,32 +58,8 @@ func (n *Node) drawn(tr *trace, level consistency.Level, cmd *command, keys, arg
 			}
 			done(reply)
 		})
-		var remote []byte
-		for i, m := range reps {
-			if i == di {
-				continue
-			}
-			i := i
-			h.add(1)
-			answer := func(raw []byte, err error) { w.answer(i, raw, err); h.done() }
-			if m.self {
-				n.runTx(nil, m, version, nil, nil, follow, answer)
-				continue
-			}
-			if remote == nil {
-				remote = appendTxRequest(nil, "TX", version, nil, nil, follow)
-			}
-			n.sendWrite(nil, tr, m, remote, answer)
-		}
+		n.follow(tr, v, reps, di, version, follow, n.token(keys[0]), w, h)
 		w.answer(di, raw, nil)
-		if len(v.remoteDCs) > 0 {
-			fwd := appendTxRequest(nil, "TXFWD", version, nil, nil, follow)
-			token := n.token(keys[0])
-			h.add(len(v.remoteDCs))
-			for _, dc := range v.remoteDCs {
-				n.sendWrite(nil, tr, v.members[dc.ring.Owner(token)], fwd, func(raw []byte, err error) { n.asyncDone(raw, err); h.done() })
-			}
-		}
 	}
 	if d.self {
 		n.applyWrite(b, tr, v, version, cmd, keys, args, decided)
@@ -94,6 +70,37 @@ func (n *Node) drawn(tr *trace, level consistency.Level, cmd *command, keys, arg
 		return
 	}
 	n.toPeer(b, tr, d, appendPeerRequest(nil, "WRITE", version, args), fromPeer(decided))
+}
+
+// follow has the replicas other than the deciding one (reps[di]) run
+// follow, as one transaction with the version, answering to w, and the
+// remote datacenters' owners of token after, without waiting; h counts
+// each of them.
+func (n *Node) follow(tr *trace, v *view, reps []*member, di int, version []byte, follow [][][]byte, token uint32, w *writeQuorum, h *hold) {
+	var remote []byte
+	for i, m := range reps {
+		if i == di {
+			continue
+		}
+		i := i
+		h.add(1)
+		answer := func(raw []byte, err error) { w.answer(i, raw, err); h.done() }
+		if m.self {
+			n.runTx(nil, m, version, nil, nil, follow, answer)
+			continue
+		}
+		if remote == nil {
+			remote = appendTxRequest(nil, "TX", version, nil, nil, follow)
+		}
+		n.sendWrite(nil, tr, m, remote, answer)
+	}
+	if len(v.remoteDCs) > 0 {
+		fwd := appendTxRequest(nil, "TXFWD", version, nil, nil, follow)
+		h.add(len(v.remoteDCs))
+		for _, dc := range v.remoteDCs {
+			n.sendWrite(nil, tr, v.members[dc.ring.Owner(token)], fwd, func(raw []byte, err error) { n.asyncDone(raw, err); h.done() })
+		}
+	}
 }
 
 // followOps are the commands that make another replica lose what the

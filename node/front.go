@@ -178,6 +178,8 @@ type session struct {
 	user                  *authUser     // who the connection authenticated as; nil before AUTH (auth.go)
 	remote                string        // the client's address, without the port: failed AUTHs are limited by it
 	closed                chan struct{} // closed when the connection is: blocked commands stop waiting
+	client                *clientConn   // as other connections see it; nil for a peer's
+	subscriptions         int           // channels, patterns and shard channels subscribed (pubsub.go)
 }
 
 // requestHandler answers one request, now or later, by completing its slot;
@@ -198,6 +200,28 @@ func (n *Node) serveConn(c net.Conn, maxInflight int, sess *session, handle requ
 		rw = raw // its calls wake no monitor thread (package rawio)
 	}
 	replies := make(chan *slot, maxInflight+64)
+	// Pub/sub messages join the replies; one that finds the queue full
+	// disconnects the client that does not read, as redis-server does.
+	var pushMu sync.Mutex
+	pushClosed := false
+	if sess.client != nil {
+		sess.client.attach(func() { c.Close() }, func(msg []byte) bool {
+			pushMu.Lock()
+			defer pushMu.Unlock()
+			if pushClosed {
+				return false
+			}
+			s := newSlot()
+			s.ch <- msg
+			select {
+			case replies <- s:
+				return true
+			default:
+				c.Close()
+				return false
+			}
+		})
+	}
 	writerDone := make(chan struct{})
 	go func() {
 		defer close(writerDone)
@@ -238,6 +262,9 @@ func (n *Node) serveConn(c net.Conn, maxInflight int, sess *session, handle requ
 	if sess.closed != nil {
 		close(sess.closed) // a blocked command's reply would hold the writer below
 	}
+	pushMu.Lock()
+	pushClosed = true
+	pushMu.Unlock()
 	close(replies)
 	<-writerDone
 	c.Close()

@@ -92,11 +92,11 @@ func TestCommandSupport(t *testing.T) {
 		{[]string{"PING"}, ""},
 		{[]string{"ECHO", "hi"}, ""},
 		{[]string{"SELECT", "0"}, ""},
-		{[]string{"SELECT", "1"}, "ERR troop: only database 0"},
+		{[]string{"SELECT", "1"}, "ERR DB index is out of range"},
 		{[]string{"INFO"}, ""},
 		{[]string{"COMMAND", "COUNT"}, ""},
 		{[]string{"EXEC"}, "ERR EXEC without MULTI"},
-		{[]string{"SUBSCRIBE", "ch"}, "ERR troop: 'SUBSCRIBE' is not supported"},
+		{[]string{"WAIT", "0", "0"}, "ERR troop: 'WAIT' is not supported"},
 		{[]string{"BLPOP", "l", "0.01"}, ""},
 		{[]string{"BLPOP", "l", "forever"}, "ERR timeout is not a float or out of range"},
 		{[]string{"FLUSHALL"}, "ERR troop: 'FLUSHALL' is disabled"},
@@ -473,6 +473,14 @@ func TestEveryCommandWithArbitraryArguments(t *testing.T) {
 					w = "0.01" // a timeout, if it lands there: a blocking pop may wait that long
 				}
 				args = append(args, w)
+			}
+			if subscribedOnly[name] && name != "PING" && name != "RESET" {
+				// A subscription answers a frame per channel, and the
+				// connection then takes only (un)subscriptions: one of its own.
+				d := tc.client(0, "")
+				d.do(args...)
+				d.c.Close()
+				continue
 			}
 			c.do(args...) // any reply will do; a panic or a hang fails the test
 			if name == "MULTI" {

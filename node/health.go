@@ -112,6 +112,7 @@ func (n *Node) heartbeatLoop(ctx context.Context) {
 	tick := time.NewTicker(n.cfg.Heartbeat)
 	defer tick.Stop()
 	ping := resp.AppendCommandStrings(nil, "PING")
+	infoServer := resp.AppendCommandStrings(nil, "INFO", "server")
 	for {
 		// The datastore too, so that an idle node notices (and logs) a
 		// redis-server that died or came back.
@@ -120,6 +121,9 @@ func (n *Node) heartbeatLoop(ctx context.Context) {
 				n.datastorePong.Store(time.Now().UnixNano())
 			}
 		})
+		if n.storeVersion.Load() == nil {
+			n.store[0].Do(infoServer, n.learnStoreVersion)
+		}
 		peers := n.view().peers()
 		for _, m := range peers {
 			m.link.Do(ping, func(raw []byte, err error) {

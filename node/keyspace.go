@@ -250,11 +250,16 @@ func userKeys(keys []resp.Value) []resp.Value {
 // once. Each answer goes to got, one at a time; done runs once all have
 // answered, with a line for each node that failed or answered an error.
 func (n *Node) onNodes(b *batch, nodes []*member, args [][]byte, got func(resp.Value), done func(failures []string)) {
+	n.onNodesWith(b, nodes, func(m *member, done func([]byte, error)) { n.onNode(b, m, args, done) }, got, done)
+}
+
+// onNodesWith is onNodes of what run sends to each node.
+func (n *Node) onNodesWith(b *batch, nodes []*member, run func(m *member, done func([]byte, error)), got func(resp.Value), done func(failures []string)) {
 	var mu sync.Mutex
 	var failures []string
 	remaining := len(nodes)
 	for _, m := range nodes {
-		n.onNode(b, m, args, func(raw []byte, err error) {
+		run(m, func(raw []byte, err error) {
 			v, perr := resp.Parse(raw)
 			mu.Lock()
 			switch {

@@ -165,6 +165,9 @@ func (l *frontLoop) serve(c *net.TCPConn, sess *session, handle requestHandler, 
 	lc := &loopConn{loop: l, id: l.lastID, fd: fd, sess: sess, handle: handle, onClose: closed, limit: newConnLimit(maxInflight)}
 	l.conns[lc.id] = lc
 	l.mu.Unlock()
+	if sess.client != nil {
+		sess.client.attach(lc.kill, lc.push)
+	}
 	lc.mu.Lock()
 	defer lc.mu.Unlock()
 	lc.events = unix.EPOLLIN | unix.EPOLLRDHUP
@@ -497,6 +500,41 @@ func (c *loopConn) hangUp() {
 	c.mu.Lock()
 	c.failed = true
 	c.endInputLocked()
+	c.mu.Unlock()
+}
+
+// maxPushBacklog bounds the bytes waiting to be written to a subscriber
+// that does not read: past it, it is disconnected, as redis-server's
+// client-output-buffer-limit for pubsub (32 MB) does.
+const maxPushBacklog = 32 << 20
+
+// push writes a pub/sub message to c, after the replies owed before it.
+// False when c is closed, or so far behind that it is killed instead.
+func (c *loopConn) push(msg []byte) bool {
+	c.mu.Lock()
+	if c.closed || c.inputDone {
+		c.mu.Unlock()
+		return false
+	}
+	if c.outBytes > maxPushBacklog {
+		c.mu.Unlock()
+		c.kill()
+		return false
+	}
+	s := newSlot()
+	s.owner, s.burst, s.reply, s.ready = c, c.burst, msg, true
+	c.owed.Push(s)
+	c.collectLocked()
+	c.mu.Unlock()
+	return true
+}
+
+// kill ends c (CLIENT KILL): the loop sees it hang up.
+func (c *loopConn) kill() {
+	c.mu.Lock()
+	if !c.closed { // the descriptor is still c's
+		unix.Shutdown(c.fd, unix.SHUT_RDWR)
+	}
 	c.mu.Unlock()
 }
 

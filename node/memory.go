@@ -147,7 +147,7 @@ func (w *replyWriter) release() error {
 // has them.
 func (n *Node) memoryInfo() string {
 	var b strings.Builder
-	b.WriteString("\r\n# Memory\r\nused_memory:" + strconv.FormatInt(runtimeHeld(), 10))
+	b.WriteString("used_memory:" + strconv.FormatInt(runtimeHeld(), 10))
 	if rss := procmem.Read(0).Total; rss > 0 {
 		b.WriteString("\r\nused_memory_rss:" + strconv.FormatInt(rss, 10))
 	}

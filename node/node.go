@@ -72,10 +72,14 @@ type Node struct {
 	cfg      *topology.Config
 	log      *slog.Logger
 	clock    *clock
-	versions *versionCache // nil when writes are unversioned or troop_version_cache_keys is 0
-	blockers blockers      // clients waiting in a blocking pop, by key (blocking.go)
-	limits   resp.Limits
-	auth     *authenticator // nil when clients need no password (auth.go)
+	versions *versionCache  // nil when writes are unversioned or troop_version_cache_keys is 0
+	blockers blockers       // clients waiting in a blocking pop, by key (blocking.go)
+	clients  clientRegistry // the client connections, for CLIENT LIST, KILL and UNBLOCK (clients.go)
+	pubsub   pubsub         // the subscriptions of this node's clients (pubsub.go)
+	// The redis-server's version, once the heartbeat read it (info.go).
+	storeVersion atomic.Pointer[string]
+	limits       resp.Limits
+	auth         *authenticator // nil when clients need no password (auth.go)
 
 	adminLimiter *failureLimiter // admin requests with a wrong token, per address
 	tls          *tlsFiles       // the node's certificate and CA; nil without troop_tls_cert (tls.go)

@@ -185,6 +185,28 @@ func (n *Node) handlePeer(tr *trace, op string, args [][]byte, s *slot, b *batch
 		if op == "FWD" {
 			n.fanOut(tr, keys[0], version, cmdArgs, b)
 		}
+	case op == "SCRIPT" && len(args) >= 5:
+		version := args[1]
+		if _, ok := decodeVersion(version); !ok && (len(version) > 0 || n.cfg.Versions) {
+			s.complete(resp.AppendError(nil, "ERR troop peer protocol: bad version"))
+			return
+		}
+		c, keys, bad := peerCommand(args[2:])
+		if bad == "" && ((c.kind != kindScript && c.kind != kindCopied) || !c.writes() || len(keys) == 0) {
+			bad = "ERR troop peer protocol: SCRIPT carries EVAL, EVALSHA, FCALL with keys, or a stream write"
+		}
+		if bad != "" {
+			s.complete(resp.AppendError(nil, bad))
+			return
+		}
+		n.clock.observe(version)
+		n.localScript(b, version, keys, args[2:], done)
+	case (op == "PUBLISH" || op == "SPUBLISH") && len(args) == 3:
+		s.complete(resp.AppendInt(nil, n.pubsub.deliver(op == "SPUBLISH", args[1], args[2])))
+	case op == "PUBSUB" && len(args) >= 2:
+		s.complete(n.pubsub.local(args[1:]))
+	case op == "SCRIPTFLUSH" && len(args) == 1:
+		n.flushScriptsLocal(b, done)
 	case op == "TX" || op == "TXFWD":
 		version, wkeys, tokens, cmds, bad := parseTxRequest(args[1:])
 		if bad == "" && len(version) > 0 {

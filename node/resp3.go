@@ -169,21 +169,22 @@ func (n *Node) hello(args [][]byte, sess *session) []byte {
 		return resp.AppendError(nil, helloAuthReply)
 	}
 	sess.proto, sess.name = proto, name
+	sess.publish()
 	var out []byte
 	if proto == 3 {
 		out = append(out, "%7\r\n"...)
 	} else {
 		out = resp.AppendArrayHeader(nil, 14)
 	}
-	for _, kv := range [][2]string{{"server", "troop"}, {"version", redisCompatVersion}} {
+	for _, kv := range [][2]string{{"server", "troop"}, {"version", n.redisVersion()}} {
 		out = resp.AppendBulkString(out, kv[0])
 		out = resp.AppendBulkString(out, kv[1])
 	}
 	out = resp.AppendBulkString(out, "proto")
 	out = resp.AppendInt(out, int64(proto))
 	out = resp.AppendBulkString(out, "id")
-	out = resp.AppendInt(out, n.stats.connsAccepted.Load())
-	for _, kv := range [][2]string{{"mode", "cluster"}, {"role", "master"}} {
+	out = resp.AppendInt(out, sess.client.number())
+	for _, kv := range [][2]string{{"mode", "standalone"}, {"role", "master"}} {
 		out = resp.AppendBulkString(out, kv[0])
 		out = resp.AppendBulkString(out, kv[1])
 	}

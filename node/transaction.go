@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/troop-lab/troop/node/consistency"
 	"github.com/troop-lab/troop/resp"
 )
 
@@ -34,6 +35,8 @@ type txn struct {
 	writes    bool
 	bytes     int
 	dirty     bool // a command was refused while queueing: EXEC aborts
+	// What the node runs by asking the cluster (clusterInTx), by position.
+	clusterCmds map[int][][]byte
 }
 
 // maxWatchedKeys bounds the keys one connection watches at once.
@@ -70,11 +73,10 @@ local function bpop(pop, from, to)
   end
   return false
 end
+` + tokenFunction + `
 local v, grace, w = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 for i = 1, w do
-  local d = redis.call('DUMP', KEYS[i])
-  local tok = (redis.call('GET', '` + VersionPrefix + `' .. KEYS[i]) or '') .. ':' .. (d and redis.sha1hex(d) or '')
-  if tok ~= ARGV[3 + i] then return false end
+  if token(KEYS[i]) ~= ARGV[3 + i] then return false end
 end
 local out = {}
 local i = 4 + w
@@ -85,33 +87,28 @@ while i <= #ARGV do
   else out[#out + 1] = redis.pcall(unpack(ARGV, i + 1, i + n)) end
   i = i + n + 1
 end
-if v ~= '' then
-  for k = w + 1, #KEYS do
-    local vk = '` + VersionPrefix + `' .. KEYS[k]
-    local nv = v
-    local cur = redis.call('GET', vk)
-    if cur and cur > v then nv = cur end
-    local ttl = redis.call('PTTL', KEYS[k])
-    if ttl == -2 then
-      redis.call('SET', vk, nv, 'PX', grace)
-    elseif ttl == -1 or ttl + grace > 9007199254740991 then
-      redis.call('SET', vk, nv)
-    else
-      redis.call('SET', vk, nv, 'PX', ttl + grace)
-    end
-  end
-end
+local first = w + 1
+` + versionKeys + `
 return out
 `
 
 // watchScript answers the token of each key of KEYS, as txScript computes it.
-const watchScript = `
+const watchScript = tokenFunction + `
 local out = {}
-for i = 1, #KEYS do
-  local d = redis.call('DUMP', KEYS[i])
-  out[i] = (redis.call('GET', '` + VersionPrefix + `' .. KEYS[i]) or '') .. ':' .. (d and redis.sha1hex(d) or '')
-end
+for i = 1, #KEYS do out[i] = token(KEYS[i]) end
 return out
+`
+
+// tokenFunction is the Lua function of a watched key's token: its version
+// and a digest of its value; empty for a missing key, whatever version its
+// tombstone holds (a FLUSHALL removes tombstones too, and a key missing
+// before and after it was not touched, in Redis's terms).
+const tokenFunction = `
+local function token(key)
+  local d = redis.call('DUMP', key)
+  if not d then return '' end
+  return (redis.call('GET', '` + VersionPrefix + `' .. key) or '') .. ':' .. redis.sha1hex(d)
+end
 `
 
 var (
@@ -128,19 +125,24 @@ func txCommand(c *command, args [][]byte) (keys [][]byte, write bool, bad string
 	if !c.arityOK(len(args)) {
 		return nil, false, fmt.Sprintf("-ERR wrong number of arguments for '%s' command\r\n", strings.ToLower(c.name))
 	}
-	switch c.kind {
-	case kindLocal:
-		if c.name == "PING" || c.name == "ECHO" || answeredInTx(c, args) { // redis-server answers them as well
+	switch {
+	case notInMulti[c.name]:
+		return nil, false, "-ERR Command not allowed inside a transaction\r\n" // Redis's own refusal
+	case c.kind == kindLocal:
+		if c.name == "PING" || c.name == "ECHO" || answeredInTx(c, args) || clusterInTx(c, args) { // redis-server answers them as well
 			return nil, false, ""
 		}
-		return nil, false, fmt.Sprintf("-ERR troop: '%s' cannot run inside a transaction\r\n", c.name)
-	case kindUnsupported:
+		return nil, false, fmt.Sprintf("-ERR troop: '%s' cannot run inside a transaction: it changes the connection, and troop runs a transaction apart from it\r\n", c.name)
+	case c.kind == kindUnsupported:
 		return nil, false, fmt.Sprintf("-ERR troop: '%s' is not supported: %s\r\n", c.name, c.why)
-	case kindTransaction:
+	case c.kind == kindCopied && !copiedInTx[c.name]:
+		return nil, false, fmt.Sprintf("-ERR troop: '%s' cannot run inside a transaction: its effect depends on the time of the replica that runs it\r\n", c.name)
+	case c.kind == kindScript:
+		return nil, false, fmt.Sprintf("-ERR troop: '%s' cannot run inside a transaction: troop runs a transaction as a script, and a script cannot run another\r\n", c.name)
+	case c.name == "UNWATCH": // queued, and answered OK at EXEC, as in Redis
+		return nil, false, ""
+	case c.kind == kindTransaction:
 		return nil, false, fmt.Sprintf("-ERR troop: '%s' cannot run inside a transaction\r\n", c.name)
-	}
-	if c.name == "SPOP" { // the other pops take the same elements on every replica that holds the same list
-		return nil, false, "-ERR troop: 'SPOP' cannot run inside a transaction: each replica would draw other members\r\n"
 	}
 	keys = args[1:2]
 	if c.keys != nil {
@@ -154,21 +156,67 @@ func txCommand(c *command, args [][]byte) (keys [][]byte, write bool, bad string
 			return nil, false, fmt.Sprintf("-ERR troop: keys starting with %q are reserved for troop\r\n", reservedPrefix)
 		}
 	}
-	write = c.writes()
+	write = c.writesFor(args)
 	return keys, write, ""
 }
+
+// copiedInTx are the stream writes a transaction runs on every replica:
+// they do the same on each, once XADD's ID is the deciding replica's
+// (followTx).
+// XREADGROUP delivers the same entries on each; only the delivery times
+// its pending entries record are each replica's own.
+var copiedInTx = map[string]bool{"XADD": true, "XDEL": true, "XTRIM": true, "XACK": true, "XGROUP": true, "XSETID": true, "XREADGROUP": true}
+
+// withoutBlock is XREAD or XREADGROUP args without BLOCK ms.
+func withoutBlock(args [][]byte) [][]byte {
+	for i := 1; i+1 < len(args); i++ {
+		switch strings.ToUpper(string(args[i])) {
+		case "STREAMS":
+			return args
+		case "BLOCK":
+			return append(append([][]byte{}, args[:i]...), args[i+2:]...)
+		}
+	}
+	return args
+}
+
+// notInMulti are the commands redis-server refuses between MULTI and EXEC
+// (the no-multi flag of its command table), which then aborts the EXEC.
+var notInMulti = map[string]bool{"SAVE": true, "SHUTDOWN": true, "SYNC": true, "PSYNC": true}
 
 // answeredInTx says whether the node answers a command of its own inside a
 // transaction, at EXEC, in its place in the reply: those it answers at once
 // and without changing the session's replicas.
 func answeredInTx(c *command, args [][]byte) bool {
 	switch c.name {
-	case "TIME", "SELECT", "COMMAND":
+	case "TIME", "SELECT", "COMMAND", "UNWATCH":
 		return true
 	case "INFO":
 		return !wantsKeyspace(args[1:])
 	case "CLIENT":
-		return len(args) >= 2 && (strings.EqualFold(string(args[1]), "GETNAME") || strings.EqualFold(string(args[1]), "ID"))
+		if len(args) < 2 {
+			return false
+		}
+		switch strings.ToUpper(string(args[1])) {
+		case "GETNAME", "ID", "LIST", "INFO", "UNBLOCK":
+			return true
+		}
+	}
+	return false
+}
+
+// clusterInTx says whether a command the node answers by asking the
+// cluster runs inside a transaction: those that leave the connection as
+// it is. They run at EXEC in their place (execInParts).
+func clusterInTx(c *command, args [][]byte) bool {
+	if c == nil || c.kind != kindLocal {
+		return false
+	}
+	switch c.name {
+	case "CONFIG", "FLUSHALL", "FLUSHDB", "FUNCTION", "SCRIPT", "DBSIZE", "KEYS", "SCAN", "RANDOMKEY", "PUBLISH", "SPUBLISH", "PUBSUB":
+		return true
+	case "INFO":
+		return wantsKeyspace(args[1:])
 	}
 	return false
 }
@@ -182,6 +230,7 @@ func (n *Node) transaction(c *command, args [][]byte, sess *session, b *batch, s
 			return
 		}
 		sess.tx = &txn{}
+		sess.publish()
 		s.complete(resp.AppendSimple(nil, "OK"))
 	case "DISCARD":
 		if sess.tx == nil {
@@ -189,6 +238,7 @@ func (n *Node) transaction(c *command, args [][]byte, sess *session, b *batch, s
 			return
 		}
 		sess.tx, sess.watches = nil, nil
+		sess.publish()
 		s.complete(resp.AppendSimple(nil, "OK"))
 	case "UNWATCH":
 		sess.watches = nil
@@ -206,6 +256,7 @@ func (n *Node) transaction(c *command, args [][]byte, sess *session, b *batch, s
 			return
 		}
 		sess.tx, sess.watches = nil, nil
+		sess.publish()
 		n.exec(tx, watches, sess, b, s)
 	}
 }
@@ -214,6 +265,9 @@ func (n *Node) transaction(c *command, args [][]byte, sess *session, b *batch, s
 // or its error, which aborts the transaction at EXEC.
 func (n *Node) queue(c *command, args [][]byte, sess *session) []byte {
 	tx := sess.tx
+	if c != nil && (c.name == "XREAD" || c.name == "XREADGROUP") {
+		args = withoutBlock(args) // Redis does not block inside MULTI either
+	}
 	keys, write, bad := txCommand(c, args)
 	if bad == "" && tx.bytes+resp.CommandSize(args) > n.cfg.MaxRequestBytes {
 		bad = fmt.Sprintf("-ERR troop: the transaction would be larger than troop_max_request_bytes (%d)\r\n", n.cfg.MaxRequestBytes)
@@ -231,12 +285,25 @@ func (n *Node) queue(c *command, args [][]byte, sess *session) []byte {
 			args = spec.nonBlocking(args, nil)
 		}
 	}
-	if c.kind == kindLocal && answeredInTx(c, args) {
+	tx.add(c, args, keys, write)
+	sess.publish()
+	return resp.AppendSimple(nil, "QUEUED")
+}
+
+// add queues a command that txCommand allowed, with its keys.
+func (tx *txn) add(c *command, args, keys [][]byte, write bool) {
+	switch {
+	case clusterInTx(c, args):
+		if tx.clusterCmds == nil {
+			tx.clusterCmds = map[int][][]byte{}
+		}
+		tx.clusterCmds[tx.count] = args
+	case (c.kind == kindLocal || c.kind == kindTransaction) && answeredInTx(c, args):
 		if tx.nodeCmds == nil {
 			tx.nodeCmds = map[int][][]byte{}
 		}
 		tx.nodeCmds[tx.count] = args
-	} else {
+	default:
 		tx.cmds = append(tx.cmds, args)
 	}
 	tx.count++
@@ -247,7 +314,40 @@ func (n *Node) queue(c *command, args [][]byte, sess *session) []byte {
 		tx.writes = true
 		tx.writeKeys = append(tx.writeKeys, keys...)
 	}
-	return resp.AppendSimple(nil, "QUEUED")
+}
+
+// txPart is a part of a transaction that holds cluster commands: a run of
+// the other commands, or one cluster command.
+type txPart struct {
+	tx      *txn
+	cluster [][]byte
+}
+
+// parts splits a transaction at its cluster commands. A transaction
+// whose watches must be checked before a cluster command starts with an
+// empty run, which checks them.
+func (tx *txn) parts(watched bool) []txPart {
+	var out []txPart
+	var run *txn
+	if watched {
+		run = &txn{}
+		out = append(out, txPart{tx: run})
+	}
+	for i, args := range tx.order {
+		if _, ok := tx.clusterCmds[i]; ok {
+			out = append(out, txPart{cluster: args})
+			run = nil
+			continue
+		}
+		if run == nil {
+			run = &txn{}
+			out = append(out, txPart{tx: run})
+		}
+		c := lookup(args[0])
+		keys, write, _ := txCommand(c, args)
+		run.add(c, args, keys, write)
+	}
+	return out
 }
 
 // watch reads the watched keys' tokens from the replica that will decide
@@ -361,8 +461,81 @@ func (n *Node) exec(tx *txn, watches []*watch, sess *session, b *batch, s *slot)
 		inner := done
 		done = func(reply []byte) { n.blockers.wake(tx.writeKeys).after(func() { inner(reply) }) }
 	}
+	if len(tx.clusterCmds) > 0 {
+		n.execInParts(tx, wkeys, tokens, all[0], sess, b, level, done)
+		return
+	}
+	n.execReplicated(tx, wkeys, tokens, all[0], sess, b, level, done)
+}
+
+// execInParts runs a transaction that holds cluster commands (FLUSHALL,
+// CONFIG SET, KEYS ...): each run of the other commands as one
+// transaction, the first with the WATCH check, and each cluster command
+// in its place, in order; EXEC answers every reply in order. The
+// connection's later requests on the transaction's keys wait for it all.
+// Unlike redis-server's, such a transaction is atomic part by part only:
+// other clients' commands may run between its parts.
+func (n *Node) execInParts(tx *txn, wkeys, tokens [][]byte, route []byte, sess *session, b *batch, level consistency.Level, done replyFunc) {
+	parts := tx.parts(len(wkeys) > 0)
+	var releases []func()
+	for _, k := range tx.keys {
+		releases = append(releases, sess.gate.hold(k))
+	}
+	finish := func(reply []byte) {
+		for _, r := range releases {
+			r()
+		}
+		done(reply)
+	}
+	proto := sess.proto // the callbacks run on other goroutines
+	replies := resp.AppendArrayHeader(nil, tx.count)
+	var run func(i int, b *batch)
+	run = func(i int, b *batch) {
+		if i == len(parts) {
+			finish(replies)
+			return
+		}
+		if args := parts[i].cluster; args != nil {
+			c := lookup(args[0])
+			n.runLocal(c, args, sess, b, func(reply []byte) {
+				if proto == 3 {
+					reply = resp3Reply(c, args, reply)
+				}
+				replies = append(replies, reply...)
+				run(i+1, nil)
+			})
+			return
+		}
+		var wk, tk [][]byte
+		if i == 0 {
+			wk, tk = wkeys, tokens
+		}
+		n.execReplicated(parts[i].tx, wk, tk, route, sess, b, level, func(reply []byte) {
+			v, err := resp.Parse(reply)
+			switch {
+			case err == nil && v.Type == resp.Array && v.IsNull: // a watched key changed: nothing ran
+				finish(reply)
+				return
+			case err != nil || v.Type != resp.Array:
+				msg := strings.TrimSpace(strings.TrimPrefix(string(reply), "-"))
+				finish(resp.AppendError(nil, fmt.Sprintf("ERR troop: part %d of %d of the transaction failed (the parts before it ran): %s", i+1, len(parts), msg)))
+				return
+			}
+			for _, e := range v.Elems {
+				replies = resp.AppendValue(replies, e)
+			}
+			run(i+1, nil)
+		})
+	}
+	run(0, b)
+}
+
+// execReplicated runs a transaction of keyed commands (and the node's
+// answers) on the replicas of route: on the deciding replica first, with
+// the WATCH check, then on the others.
+func (n *Node) execReplicated(tx *txn, wkeys, tokens [][]byte, route []byte, sess *session, b *batch, level consistency.Level, done replyFunc) {
 	routing := n.view()
-	reps := routing.replicas(n.token(all[0]))
+	reps := routing.replicas(n.token(route))
 	if !reps[0].self {
 		n.stats.forwarded.Add(1)
 	}
@@ -398,26 +571,76 @@ func (n *Node) exec(tx *txn, watches []*watch, sess *session, b *batch, s *slot)
 		}
 		w := n.newWriteQuorum(nil, level, []byte("EXEC"), reps, answer)
 		w.answer(fi, raw, nil)
-		remote := appendTxRequest(nil, "TX", version, nil, nil, tx.cmds)
+		follow := followTx(tx.cmds, raw)
+		remote := appendTxRequest(nil, "TX", version, nil, nil, follow)
 		for i, m := range reps {
 			if i == fi {
 				continue
 			}
 			i := i
 			if m.self {
-				n.runTx(nil, m, version, nil, nil, tx.cmds, func(raw []byte, err error) { w.answer(i, raw, err) })
+				n.runTx(nil, m, version, nil, nil, follow, func(raw []byte, err error) { w.answer(i, raw, err) })
 				continue
 			}
 			n.sendWrite(nil, nil, m, remote, fromPeer(func(raw []byte, err error) { w.answer(i, raw, err) }))
 		}
 		if len(routing.remoteDCs) > 0 && tx.writes {
-			fwd := appendTxRequest(nil, "TXFWD", version, nil, nil, tx.cmds)
-			h := n.token(all[0])
+			fwd := appendTxRequest(nil, "TXFWD", version, nil, nil, follow)
+			h := n.token(route)
 			for _, dc := range routing.remoteDCs {
 				n.sendWrite(nil, nil, routing.members[dc.ring.Owner(h)], fwd, n.asyncDone)
 			}
 		}
 	})
+}
+
+// followTx is what the other replicas run of a transaction the deciding
+// replica ran and answered raw: the same commands, but each SPOP as the
+// SREM of the members it drew there (as Redis replicates SPOP), so that
+// every replica loses the same members; an SPOP that drew none is left out.
+func followTx(cmds [][][]byte, raw []byte) [][][]byte {
+	v, err := resp.Parse(raw)
+	if err != nil || v.Type != resp.Array || len(v.Elems) != len(cmds) {
+		return cmds
+	}
+	var out [][][]byte
+	for i, c := range cmds {
+		if v.Elems[i].IsError() { // it took nothing
+			continue
+		}
+		switch {
+		case bytes.EqualFold(c[0], []byte("SPOP")):
+			out = append(out, followOps("SPOP", c, resp.AppendValue(nil, v.Elems[i]))...)
+		case bytes.EqualFold(c[0], []byte("XADD")) && !v.Elems[i].IsNull:
+			out = append(out, withStreamID(c, v.Elems[i].Str))
+		default:
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// withStreamID is XADD args with the ID the deciding replica gave the
+// entry in place of the one asked for (*, or ms-*).
+func withStreamID(args [][]byte, id []byte) [][]byte {
+	out := append([][]byte{}, args...)
+	for i := 2; i < len(out); i++ {
+		switch strings.ToUpper(string(out[i])) {
+		case "NOMKSTREAM":
+		case "MAXLEN", "MINID":
+			i++
+			if i < len(out) && (string(out[i]) == "=" || string(out[i]) == "~") {
+				i++
+			}
+			if i+1 < len(out) && strings.EqualFold(string(out[i+1]), "LIMIT") {
+				i += 2
+			}
+		default:
+			out[i] = id
+			return out
+		}
+	}
+	return out
 }
 
 // withNodeReplies puts the node's own answers to a transaction's commands
