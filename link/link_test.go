@@ -105,7 +105,7 @@ func TestLinkDialDoesNotBlockCaller(t *testing.T) {
 // Nothing listening: requests fail at once, and during the backoff they fail
 // without dialling.
 func TestLinkRefusedFailsFast(t *testing.T) {
-	addr, _ := freeport.Pick() // nobody listens here
+	addr, _ := freeport.Pick()      // nobody listens here
 	const timeout = 5 * time.Second // far longer than a refused connect takes, even on a busy machine
 	l := New("peer", addr, timeout, nil)
 	defer l.Close()
