@@ -305,15 +305,28 @@ func nemesisRegisters(cfg Config, level string, round int) RegisterConfig {
 	return rc
 }
 
+// errWorkloadsDone ends a round's workloads Lead after its fault's end.
+var errWorkloadsDone = errors.New("the round's workloads are done")
+
+// placingBound bounds how long a fault may take to be put in place, on top
+// of the workloads' own time: the bound of their durations.
+const placingBound = time.Minute
+
 // nemesisRound runs one fault at one level: the level's register and
 // write workloads, the fault after Lead, the wait for the heal, then the
-// checks.
+// checks. The workloads end Lead after the fault's end, however long the
+// fault took to put in place (seconds, on a busy machine): a fault that
+// came late still meets them for its whole length.
 func (c *cluster) nemesisRound(ctx context.Context, cfg Config, m *monkey.Monkey, a chaos.Action, pick uint64, level string, i int, phaseStart time.Time) (NemesisRound, []Event, error) {
 	nc := cfg.Nemesis
 	round := NemesisRound{Fault: a.String(), Level: level}
 	since := func() float64 { return time.Since(phaseStart).Seconds() }
 	regs, coordinators := c.registerNodes(nemesisRegisters(cfg, level, i))
 	bc := nemesisBench(cfg, level, fmt.Sprintf("nemesis:%d:%d:%s:", time.Now().UnixNano(), i, level))
+	regs.Duration += placingBound
+	bc.Duration += placingBound
+	wctx, endWorkloads := context.WithCancelCause(ctx)
+	defer endWorkloads(nil)
 	var (
 		hist          []check.Op
 		model         *bench.Model
@@ -321,16 +334,26 @@ func (c *cluster) nemesisRound(ctx context.Context, cfg Config, m *monkey.Monkey
 		wg            sync.WaitGroup
 	)
 	wg.Add(2)
+	start := time.Now()
 	go func() {
 		defer wg.Done()
-		hist, regErr = RunRegisters(ctx, coordinators, regs)
+		hist, regErr = RunRegisters(wctx, coordinators, regs)
 	}()
 	go func() {
 		defer wg.Done()
-		round.Writes, model, wrErr = c.bench(ctx, bc)
+		round.Writes, model, wrErr = c.bench(wctx, bc)
 	}()
 	var events []Event
 	term, ferr := c.nemesisFault(ctx, m, a, pick, nc.Lead)
+	end := start.Add(a.Duration + 2*nc.Lead)
+	if ferr == nil {
+		end = term.Executed.Add(a.Duration + nc.Lead)
+	}
+	select {
+	case <-ctx.Done():
+	case <-time.After(time.Until(end)):
+		endWorkloads(errWorkloadsDone)
+	}
 	round.Start = since()
 	if ferr != nil {
 		round.Error = ferr.Error()
@@ -344,6 +367,15 @@ func (c *cluster) nemesisRound(ctx context.Context, cfg Config, m *monkey.Monkey
 		events = append(events, Event{round.Start, fmt.Sprintf("nemesis: %s of %s, at %s", a, round.Node, level)})
 	}
 	wg.Wait()
+	if ctx.Err() == nil && errors.Is(context.Cause(wctx), errWorkloadsDone) {
+		// Their planned end, not an interrupt.
+		if errors.Is(wrErr, context.Canceled) {
+			wrErr = nil
+		}
+		if round.Writes != nil {
+			round.Writes.Stopped, round.Writes.Config.Duration = "", time.Since(start).Round(time.Millisecond)
+		}
+	}
 	if err := errors.Join(regErr, wrErr); err != nil {
 		return round, events, fmt.Errorf("%s at %s: %w", a, level, err)
 	}
