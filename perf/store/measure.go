@@ -85,11 +85,19 @@ func (t *target) sample(l *load) (sample, error) {
 	}
 	var errs []error
 	add := func(name string, pid int) {
-		user, sys, err := cpuTimes(pid)
+		// The total from the process's CPU clock, in nanoseconds: the
+		// 10 ms ticks of /proc/PID/stat round a short window of a lightly
+		// loaded process (or of one the machine starves) to nothing. The
+		// ticks still give the system share.
+		total, err := cpuTime(pid)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("CPU time of %s: %w", name, err))
 		}
-		s.cpu[name], s.sys[name] = user+sys, sys
+		_, sys, err := cpuTimes(pid)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("system CPU time of %s: %w", name, err))
+		}
+		s.cpu[name], s.sys[name] = total, sys
 		n, err := rwCalls(pid)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("system calls of %s: %w", name, err))
