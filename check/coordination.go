@@ -107,42 +107,61 @@ func shownList(list []string, from int) string {
 // Anomaly is one thing a checker found wrong, with the operations that
 // show it.
 type Anomaly struct {
+	Kind string    `json:"kind"` // one of the Anomaly kinds below
 	What string    `json:"what"`
 	Ops  []Command `json:"ops"`
 }
 
+// The kinds of anomaly.
+const (
+	SeveralWinners   = "several winners"    // of one lock
+	NoWinner         = "no winner"          // of a fresh lock, every acquire refused
+	DuplicateID      = "duplicate id"       // a number handed out twice
+	ImpossibleID     = "impossible id"      // a number past every INCR that may have happened
+	WrongFinal       = "wrong final value"  // a counter's final value that lost or made up INCRs
+	OrderDiffers     = "order differs"      // a list read that is not a prefix of the longest
+	MissingElement   = "missing element"    // an acknowledged element a later read lacks
+	DuplicateElement = "duplicate element"  // an element twice in one read
+	UnknownElement   = "unknown element"    // an element that no RPUSH pushed
+	ReplicasDiffer   = "final reads differ" // final reads, through nodes or on replicas, not equal
+)
+
 // Finding is a checker's verdict on a history.
 type Finding struct {
-	Checker   string    `json:"checker"`
-	Ops       int       `json:"ops"`
-	Unknown   int       `json:"unknown"`   // operations of unknown outcome
-	Anomalies int       `json:"anomalies"` // how many were found
-	Samples   []Anomaly `json:"samples,omitempty"`
+	Checker   string         `json:"checker"`
+	Ops       int            `json:"ops"`
+	Unknown   int            `json:"unknown"`   // operations of unknown outcome
+	Anomalies int            `json:"anomalies"` // how many were found
+	ByKind    map[string]int `json:"by_kind,omitempty"`
+	Samples   []Anomaly      `json:"samples,omitempty"` // the first of each kind
 }
-
-// maxAnomalySamples is how many anomalies a finding keeps to show.
-const maxAnomalySamples = 5
 
 // OK reports whether the checker found nothing wrong.
 func (f Finding) OK() bool { return f.Anomalies == 0 }
 
 // Problem is "" when the finding is OK; else the count of anomalies, then
-// the first one's operations, one a line.
+// the first of each kind with its operations, one a line.
 func (f Finding) Problem() string {
 	if f.OK() {
 		return ""
 	}
-	p := fmt.Sprintf("%s: %d anomalies in %d operations (%d of unknown outcome); first: %s", f.Checker, f.Anomalies, f.Ops, f.Unknown, f.Samples[0].What)
-	for _, o := range f.Samples[0].Ops {
-		p += "\n" + o.String()
+	p := fmt.Sprintf("%s: %d anomalies in %d operations (%d of unknown outcome)", f.Checker, f.Anomalies, f.Ops, f.Unknown)
+	for _, a := range f.Samples {
+		p += fmt.Sprintf("\n%s (%d): %s", a.Kind, f.ByKind[a.Kind], a.What)
+		for _, o := range a.Ops {
+			p += "\n  " + o.String()
+		}
 	}
 	return p
 }
 
-func (f *Finding) add(what string, ops ...Command) {
+func (f *Finding) add(kind, what string, ops ...Command) {
 	f.Anomalies++
-	if len(f.Samples) < maxAnomalySamples {
-		f.Samples = append(f.Samples, Anomaly{What: what, Ops: ops})
+	if f.ByKind == nil {
+		f.ByKind = map[string]int{}
+	}
+	if f.ByKind[kind]++; f.ByKind[kind] == 1 {
+		f.Samples = append(f.Samples, Anomaly{Kind: kind, What: what, Ops: ops})
 	}
 }
 
@@ -195,9 +214,9 @@ func CheckLocks(history []Command) Finding {
 		}
 		switch {
 		case len(winners) > 1:
-			f.add(fmt.Sprintf("%d clients were told they hold the lock %s", len(winners), k), winners...)
+			f.add(SeveralWinners, fmt.Sprintf("%d clients were told they hold the lock %s", len(winners), k), winners...)
 		case len(winners) == 0 && !unknown:
-			f.add(fmt.Sprintf("no client got the fresh lock %s, and every acquire was refused", k), ops[k]...)
+			f.add(NoWinner, fmt.Sprintf("no client got the fresh lock %s, and every acquire was refused", k), ops[k]...)
 		}
 	}
 	return f
@@ -233,14 +252,14 @@ func CheckIDs(history []Command) Finding {
 			cs := given[n]
 			switch {
 			case len(cs) > 1:
-				f.add(fmt.Sprintf("%s: the number %d was handed out %d times", k, n, len(cs)), cs...)
+				f.add(DuplicateID, fmt.Sprintf("%s: the number %d was handed out %d times", k, n, len(cs)), cs...)
 			case n < 1 || n > acked+unknown:
-				f.add(fmt.Sprintf("%s: the number %d is outside 1..%d, the INCRs that may have happened", k, n, acked+unknown), cs...)
+				f.add(ImpossibleID, fmt.Sprintf("%s: the number %d is outside 1..%d, the INCRs that may have happened", k, n, acked+unknown), cs...)
 			}
 		}
 		for _, c := range ops[k] {
 			if c.Name == Get && !c.Failed && (c.Number < acked || c.Number > acked+unknown) {
-				f.add(fmt.Sprintf("%s: the final value %d is outside %d..%d: %d INCRs acknowledged, %d of unknown outcome",
+				f.add(WrongFinal, fmt.Sprintf("%s: the final value %d is outside %d..%d: %d INCRs acknowledged, %d of unknown outcome",
 					k, c.Number, acked, acked+unknown, acked, unknown), c)
 			}
 		}
@@ -287,7 +306,7 @@ func CheckList(history []Command) Finding {
 		for _, r := range finals[min(1, len(finals)):] {
 			if !slices.Equal(r.List, finals[0].List) {
 				at := diverge(r.List, finals[0].List)
-				f.add(fmt.Sprintf("%s: final reads differ from position %d on", k, at), withList(finals[0], at), withList(r, at))
+				f.add(ReplicasDiffer, fmt.Sprintf("%s: final reads differ from position %d on", k, at), withList(finals[0], at), withList(r, at))
 			}
 		}
 	}
@@ -301,14 +320,14 @@ func checkRead(f *Finding, k string, r Command, pushed map[string]Command, longe
 		p, ok := pushed[e]
 		switch {
 		case !ok:
-			f.add(fmt.Sprintf("%s: a read holds %q, which no RPUSH pushed", k, e), withList(r, i))
+			f.add(UnknownElement, fmt.Sprintf("%s: a read holds %q, which no RPUSH pushed", k, e), withList(r, i))
 		case seen[e] > 0:
-			f.add(fmt.Sprintf("%s: a read holds %s twice, at positions %d and %d", k, e, seen[e]-1, i), p, withList(r, i))
+			f.add(DuplicateElement, fmt.Sprintf("%s: a read holds %s twice, at positions %d and %d", k, e, seen[e]-1, i), p, withList(r, i))
 		}
 		seen[e] = i + 1
 	}
 	if at := diverge(r.List, longest.List); at < len(r.List) {
-		f.add(fmt.Sprintf("%s: two reads disagree on the order at position %d: one is not a prefix of the other", k, at),
+		f.add(OrderDiffers, fmt.Sprintf("%s: two reads disagree on the order at position %d: one is not a prefix of the other", k, at),
 			withList(longest, at), withList(r, at))
 	}
 	var missing []Command
@@ -319,7 +338,7 @@ func checkRead(f *Finding, k string, r Command, pushed map[string]Command, longe
 	}
 	if len(missing) > 0 {
 		slices.SortFunc(missing, func(a, b Command) int { return cmp.Compare(a.Return, b.Return) })
-		f.add(fmt.Sprintf("%s: a read misses %d acknowledged elements pushed before it began; the first is %s", k, len(missing), missing[0].Arg),
+		f.add(MissingElement, fmt.Sprintf("%s: a read misses %d acknowledged elements pushed before it began; the first is %s", k, len(missing), missing[0].Arg),
 			missing[0], withList(r, len(r.List)))
 	}
 }

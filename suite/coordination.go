@@ -36,6 +36,9 @@ type CoordinationConfig struct {
 	// the run, so that a hold in it holds those messages back until the
 	// workload's end (docs/store.md, "Failure injection and lineage").
 	Scopes []string
+	// ReadEvery: in the list workload, every ReadEvery-th operation of a
+	// client reads the whole list; 0 for no reads but the final ones.
+	ReadEvery int
 	// Redis are the replicas' redis-servers, which the list workload's
 	// final read also reads directly.
 	Redis []string
@@ -94,7 +97,7 @@ func RunLocks(ctx context.Context, nodes []client.Node, cfg CoordinationConfig) 
 // RunIDs runs INCR of one key through every client, each as fast as it
 // gets answers, then, once the workload's connections are closed (and what
 // they held let go), a final GET through each node of the first
-// datacenter, once their answers agree or cfg.Settle is over.
+// datacenter (finalReads).
 func RunIDs(ctx context.Context, nodes []client.Node, cfg CoordinationConfig) ([]check.Command, error) {
 	key := cfg.Prefix + ":id"
 	start := time.Now()
@@ -123,15 +126,15 @@ func RunIDs(ctx context.Context, nodes []client.Node, cfg CoordinationConfig) ([
 }
 
 // RunList runs RPUSH of unique elements (client.seq) of one key through
-// every client, each client reading the whole list (LRANGE) after every
-// readEvery pushes; then, once the workload's connections are closed, a
-// final LRANGE through each node of the first datacenter and directly on
-// each of cfg.Redis, once they all agree or cfg.Settle is over.
+// every client, each client reading the whole list (LRANGE) as every
+// cfg.ReadEvery-th operation; then, once the workload's connections are
+// closed, a final LRANGE directly on each of cfg.Redis and through each
+// node of the first datacenter (finalReads).
 func RunList(ctx context.Context, nodes []client.Node, cfg CoordinationConfig) ([]check.Command, error) {
 	key := cfg.Prefix + ":list"
 	start := time.Now()
 	history, err := runEach(ctx, start, nodes, cfg, func(i, seq int) (check.Command, []byte) {
-		if seq%readEvery == 0 {
+		if cfg.ReadEvery > 0 && seq%cfg.ReadEvery == 0 {
 			return check.Command{Key: key, Name: check.LRange}, nil
 		}
 		e := strconv.Itoa(i) + "." + strconv.Itoa(seq)
@@ -154,9 +157,6 @@ func RunList(ctx context.Context, nodes []client.Node, cfg CoordinationConfig) (
 	})
 	return append(history, finals...), err
 }
-
-// readEvery: a list client reads the list after this many operations.
-const readEvery = 10
 
 // lrangeAll reads the whole list key.
 func lrangeAll(key string) [][]byte {
@@ -223,22 +223,17 @@ func runEach(ctx context.Context, start time.Time, nodes []client.Node, cfg Coor
 	return slices.Concat(histories...), nil
 }
 
-// finalReads reads cmd (timed from start) through each node of the first datacenter at the
-// level, and on each redis-server of redis directly, until every answer is
-// the same or cfg.Settle is over, and returns the last answers, each made
-// into a command by parse.
+// finalReads waits until the answers to cmd agree in size (the same
+// length of list, the same number), on each redis-server of redis directly
+// when there are any (reading a replica directly changes nothing, where a
+// quorum read may write back), else through each node of the first
+// datacenter, or until cfg.Settle is over. It then reads cmd on each
+// redis-server and through each node at the level, timed from start, each
+// answer made into a command by parse.
 func finalReads(ctx context.Context, start time.Time, nodes []client.Node, redis []string, cfg CoordinationConfig, cmd [][]byte,
 	parse func(resp.Value) (check.Command, error)) ([]check.Command, error) {
-	dc := firstDC(nodes)
-	readers := make([]*plainTo, 0, len(dc)+len(redis))
+	var readers []*plainTo
 	defer func() { closeAll(readers) }()
-	for _, n := range dc {
-		c, err := dialNode(n, cfg)
-		if err != nil {
-			return nil, err
-		}
-		readers = append(readers, c)
-	}
 	for _, addr := range redis {
 		c, err := client.NewPlain([]string{addr}, client.PlainOptions{Timeout: cfg.Timeout, Dial: cfg.Dial})
 		if err != nil {
@@ -246,31 +241,45 @@ func finalReads(ctx context.Context, start time.Time, nodes []client.Node, redis
 		}
 		readers = append(readers, &plainTo{Plain: c, node: "redis " + addr})
 	}
-	deadline := time.Now().Add(cfg.Settle)
-	for {
-		out := make([]check.Command, 0, len(readers))
-		same := true
+	for _, n := range firstDC(nodes) {
+		c, err := dialNode(n, cfg)
+		if err != nil {
+			return nil, err
+		}
+		readers = append(readers, c)
+	}
+	read := func(readers []*plainTo) ([]check.Command, error) {
+		out := make([]check.Command, len(readers))
 		for i, c := range readers {
 			call := int64(time.Since(start))
 			v, err := reply(c.Do(ctx, cmd...))
+			if err == nil {
+				out[i], err = parse(v)
+			}
 			if err != nil {
 				return nil, fmt.Errorf("final read through %s: %w", c.node, err)
 			}
-			op, err := parse(v)
-			if err != nil {
-				return nil, fmt.Errorf("final read through %s: %w", c.node, err)
-			}
-			op.Client, op.Node, op.Call, op.Return = cfg.Clients+i, c.node, call, int64(time.Since(start))
-			same = same && (len(out) == 0 || op.Number == out[0].Number && slices.Equal(op.List, out[0].List))
-			out = append(out, op)
+			out[i].Client, out[i].Node, out[i].Call, out[i].Return = cfg.Clients+i, c.node, call, int64(time.Since(start))
 		}
-		if same || !time.Now().Before(deadline) {
-			return out, nil
+		return out, nil
+	}
+	settling := readers
+	if len(redis) > 0 {
+		settling = readers[:len(redis)]
+	}
+	for deadline := time.Now().Add(cfg.Settle); time.Now().Before(deadline); {
+		out, err := read(settling)
+		if err != nil {
+			return nil, err
+		}
+		if !slices.ContainsFunc(out, func(c check.Command) bool { return c.Number != out[0].Number || len(c.List) != len(out[0].List) }) {
+			break
 		}
 		if err := ctxtime.Sleep(ctx, settlePoll); err != nil {
 			return nil, err
 		}
 	}
+	return read(readers)
 }
 
 // settlePoll is how often the final reads ask again while replicas differ.
@@ -331,8 +340,8 @@ func dialNode(n client.Node, cfg CoordinationConfig) (*plainTo, error) {
 // coordinationClients connects client i to node i (mod their number) of the
 // first datacenter, with its failure scope set.
 func coordinationClients(ctx context.Context, nodes []client.Node, cfg CoordinationConfig) ([]*plainTo, error) {
-	if cfg.Clients < 1 || cfg.Ops < 0 || cfg.Duration <= 0 || cfg.Timeout <= 0 || cfg.Settle < 0 || len(cfg.Scopes) > cfg.Clients {
-		return nil, fmt.Errorf("coordination workload: clients, duration and timeout must be positive, ops and settle not negative, and at most one scope a client: %+v", cfg)
+	if cfg.Clients < 1 || cfg.Ops < 0 || cfg.ReadEvery < 0 || cfg.Duration <= 0 || cfg.Timeout <= 0 || cfg.Settle < 0 || len(cfg.Scopes) > cfg.Clients {
+		return nil, fmt.Errorf("coordination workload: clients, duration and timeout must be positive, ops, read_every and settle not negative, and at most one scope a client: %+v", cfg)
 	}
 	if len(nodes) == 0 {
 		return nil, errors.New("coordination workload: the cluster has no nodes")
