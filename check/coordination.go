@@ -3,6 +3,7 @@ package check
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 )
@@ -185,12 +186,10 @@ func byKey(history []Command, names ...string) (keys []string, ops map[string][]
 			ops[c.Key] = append(ops[c.Key], c)
 		}
 	}
-	for k, cs := range ops {
+	for _, cs := range ops {
 		slices.SortStableFunc(cs, func(a, b Command) int { return cmp.Compare(a.Call, b.Call) })
-		keys = append(keys, k)
 	}
-	slices.Sort(keys)
-	return keys, ops
+	return slices.Sorted(maps.Keys(ops)), ops
 }
 
 // CheckLocks checks mutual exclusion: of the SET NX acquires of one key
@@ -243,12 +242,7 @@ func CheckIDs(history []Command) Finding {
 				given[c.Number] = append(given[c.Number], c)
 			}
 		}
-		numbers := make([]int64, 0, len(given))
-		for n := range given {
-			numbers = append(numbers, n)
-		}
-		slices.Sort(numbers)
-		for _, n := range numbers {
+		for _, n := range slices.Sorted(maps.Keys(given)) {
 			cs := given[n]
 			switch {
 			case len(cs) > 1:

@@ -56,13 +56,11 @@ const lockHold = 10 * time.Minute
 // on a fresh key, all at once, until each client has raced cfg.Ops times
 // or the duration is over.
 func RunLocks(ctx context.Context, nodes []client.Node, cfg CoordinationConfig) ([]check.Command, error) {
-	clients, err := coordinationClients(ctx, nodes, cfg)
+	clients, ctx, stop, err := coordinationClients(ctx, nodes, cfg)
 	if err != nil {
 		return nil, err
 	}
-	defer closeAll(clients)
-	ctx, cancel := context.WithTimeout(ctx, cfg.Duration)
-	defer cancel()
+	defer stop()
 	start := time.Now()
 	var history []check.Command
 	hist := make([]check.Command, len(clients))
@@ -179,13 +177,11 @@ func elements(v resp.Value) []string {
 // unknown outcome.
 func runEach(ctx context.Context, start time.Time, nodes []client.Node, cfg CoordinationConfig,
 	next func(client, seq int) (check.Command, []byte), fill func(*check.Command, resp.Value) error) ([]check.Command, error) {
-	clients, err := coordinationClients(ctx, nodes, cfg)
+	clients, ctx, stop, err := coordinationClients(ctx, nodes, cfg)
 	if err != nil {
 		return nil, err
 	}
-	defer closeAll(clients)
-	ctx, cancel := context.WithTimeout(ctx, cfg.Duration)
-	defer cancel()
+	defer stop()
 	histories := make([][]check.Command, len(clients))
 	var wg sync.WaitGroup
 	for i, c := range clients {
@@ -338,13 +334,15 @@ func dialNode(n client.Node, cfg CoordinationConfig) (*plainTo, error) {
 }
 
 // coordinationClients connects client i to node i (mod their number) of the
-// first datacenter, with its failure scope set.
-func coordinationClients(ctx context.Context, nodes []client.Node, cfg CoordinationConfig) ([]*plainTo, error) {
+// first datacenter, with its failure scope set, and returns them with the
+// workload's context, which ends after cfg.Duration, and stop, which ends
+// it and closes the clients (letting go of what their scopes held).
+func coordinationClients(ctx context.Context, nodes []client.Node, cfg CoordinationConfig) (_ []*plainTo, _ context.Context, stop func(), _ error) {
 	if cfg.Clients < 1 || cfg.Ops < 0 || cfg.ReadEvery < 0 || cfg.Duration <= 0 || cfg.Timeout <= 0 || cfg.Settle < 0 || len(cfg.Scopes) > cfg.Clients {
-		return nil, fmt.Errorf("coordination workload: clients, duration and timeout must be positive, ops, read_every and settle not negative, and at most one scope a client: %+v", cfg)
+		return nil, nil, nil, fmt.Errorf("coordination workload: clients, duration and timeout must be positive, ops, read_every and settle not negative, and at most one scope a client: %+v", cfg)
 	}
 	if len(nodes) == 0 {
-		return nil, errors.New("coordination workload: the cluster has no nodes")
+		return nil, nil, nil, errors.New("coordination workload: the cluster has no nodes")
 	}
 	dc := firstDC(nodes)
 	var clients []*plainTo
@@ -352,7 +350,7 @@ func coordinationClients(ctx context.Context, nodes []client.Node, cfg Coordinat
 		c, err := dialNode(dc[i%len(dc)], cfg)
 		if err != nil {
 			closeAll(clients)
-			return nil, err
+			return nil, nil, nil, err
 		}
 		clients = append(clients, c)
 		if i >= len(cfg.Scopes) || cfg.Scopes[i] == "" {
@@ -360,8 +358,9 @@ func coordinationClients(ctx context.Context, nodes []client.Node, cfg Coordinat
 		}
 		if raw, err := c.Do(ctx, []byte("TROOP"), []byte("FIT"), []byte(cfg.Scopes[i])); err != nil || string(raw) != "+OK\r\n" {
 			closeAll(clients)
-			return nil, fmt.Errorf("coordination workload: TROOP FIT %s through %s: %q %v", cfg.Scopes[i], c.node, raw, err)
+			return nil, nil, nil, fmt.Errorf("coordination workload: TROOP FIT %s through %s: %q %v", cfg.Scopes[i], c.node, raw, err)
 		}
 	}
-	return clients, nil
+	ctx, cancel := context.WithTimeout(ctx, cfg.Duration)
+	return clients, ctx, func() { cancel(); closeAll(clients) }, nil
 }
