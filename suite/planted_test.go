@@ -108,20 +108,42 @@ func TestContendedRegistersSearch(t *testing.T) {
 	}
 }
 
-// Without hinted handoff, the replicas a partition cut off miss the writes
-// made meanwhile, and the nemesis's own check finds them differing after
-// the heal: the check of the replicas, not the workloads', catches it.
-func TestNemesisFindsReplicasThatDiffer(t *testing.T) {
-	ph, v := runNemesis(t, nemesisLab(t, topology.BugNoHintedHandoff), "partition")
-	differ := 0
-	for _, r := range ph.Rounds {
-		differ += r.Differ
-	}
-	found := false
-	for _, b := range v.Broke {
-		found = found || strings.Contains(b, "still differed")
-	}
-	if differ == 0 || !found {
-		t.Errorf("the nemesis did not find %s: %d keys differed after the heal; broke: %q", topology.BugNoHintedHandoff, differ, v.Broke)
+// Without hinted handoff, the replicas a write could not reach miss it for
+// good, and the nemesis's check of the replicas after a heal finds them
+// differing; with it, the check finds them agreeing within the settle.
+// The write is made so: through the first node at DC_ONE, its calls to
+// the two others failed by the store's failure injection (the nemesis's
+// own partitions meet such writes only some of the time: a TCP connection
+// that outlives the partition delivers what it held).
+func TestReplicaCheckFindsNoHintedHandoff(t *testing.T) {
+	for _, bug := range []string{"", topology.BugNoHintedHandoff} {
+		t.Run(cmp.Or(bug, "no bug"), func(t *testing.T) {
+			c := nemesisLab(t, bug)
+			ctx := context.Background()
+			n := c.nodes
+			w, err := client.NewPlain([]string{n[0].Addr}, client.PlainOptions{Timeout: 5 * time.Second, WriteLevel: "DC_ONE"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer w.Close()
+			const key = "troop:nemesis:missed"
+			for _, args := range [][]string{{"TROOP", "FIT", n[0].Name + "->" + n[1].Name + "=error," + n[0].Name + "->" + n[2].Name + "=error"}, {"SET", key, "1"}} {
+				var b [][]byte
+				for _, a := range args {
+					b = append(b, []byte(a))
+				}
+				if raw, err := w.Do(ctx, b...); err != nil || string(raw) != "+OK\r\n" {
+					t.Fatalf("%v through %s: %q %v", args, n[0].Name, raw, err)
+				}
+			}
+			differ, err := c.awaitConvergence(ctx, []string{key}, 5*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%s: replicas still differing after 5 s: %q", cmp.Or(bug, "no bug"), differ)
+			if want := map[string]int{"": 0, topology.BugNoHintedHandoff: 1}[bug]; len(differ) != want {
+				t.Errorf("%d keys whose replicas differ, want %d", len(differ), want)
+			}
+		})
 	}
 }
