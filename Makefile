@@ -26,7 +26,7 @@ export PATH := $(PATH):/usr/sbin
 # one set of compiled packages instead of compiling them twice.
 export CGO_ENABLED := 0
 
-.PHONY: build test unit fuzz demo bench compat image clean
+.PHONY: build test test-k8s unit fuzz demo bench compat image clean
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/troop
@@ -37,6 +37,13 @@ test:
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 10m -p $(TESTP) ./...
 	@$(MAKE) --no-print-directory fuzz
+
+# The Kubernetes tests against a real API server (the tests named
+# *APIServer*; make test skips them): scripts/k8s-bins builds kube-apiserver,
+# etcd and kwok from the Go module proxy once, into
+# ${XDG_CACHE_HOME:-~/.cache}/troop/k8s/VERSION, outside the repository.
+test-k8s:
+	@bin=$$(scripts/k8s-bins) && TROOP_K8S_BIN=$$bin $(GO) test -count=1 -timeout 15m -run APIServer ./chaos/kubechaos ./deploy
 
 fuzz:
 	scripts/fuzz ./resp FuzzParseCommand $(FUZZTIME)
