@@ -9,7 +9,6 @@ package kubechaos
 import (
 	"context"
 	"errors"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -256,8 +255,6 @@ func TestRealAPIServer(t *testing.T) {
 	})
 
 	t.Run("monkey: global stop, refusal and no leases", func(t *testing.T) {
-		dir := t.TempDir()
-		path := filepath.Join(dir, "chaos.yml")
 		const cfgText = `leashed: false
 on_demand: true
 groups:
@@ -265,17 +262,14 @@ groups:
     backend: kubernetes
     selector: {namespace: shop, label_selector: app=db}
     enabled: true
-    min_time_between_kills: 1s
+    min_time_between_kills: 0
     max_terminations_per_day: 100
 `
-		if err := os.WriteFile(path, []byte(cfgText), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		cfg, err := chaos.LoadConfig(path)
+		cfg, err := chaos.ParseConfig([]byte(cfgText), "chaos.yml", nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		rec, err := records.Open(cfg.Path(cfg.DB), cfg.Retention)
+		rec, err := records.Open(filepath.Join(t.TempDir(), "chaos.db"), cfg.Retention)
 		if err != nil {
 			t.Fatal(err)
 		}
