@@ -43,7 +43,7 @@ test:
 # etcd and kwok from the Go module proxy once, into
 # ${XDG_CACHE_HOME:-~/.cache}/troop/k8s/VERSION, outside the repository.
 test-k8s:
-	@bin=$$(scripts/k8s-bins) && TROOP_K8S_BIN=$$bin $(GO) test -count=1 -timeout 15m -run APIServer ./chaos/kubechaos ./deploy
+	@bin=$$(scripts/k8s-bins) && TROOP_K8S_BIN=$$bin $(GO) test -count=1 -timeout 15m -run APIServer ./internal/testkube ./chaos/kubechaos ./deploy
 
 fuzz:
 	scripts/fuzz ./resp FuzzParseCommand $(FUZZTIME)
