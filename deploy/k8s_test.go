@@ -2,10 +2,10 @@ package deploy
 
 // The Kubernetes manifests, decoded strictly with the official API types
 // (an unknown or misspelt field is an error) and checked against the node
-// configs they carry. No API server can run here, so nothing is applied:
-// the checks are those a cluster would need to hold for the nodes to find
-// each other, be probed and serve; and the pods are stood up as containers
-// of the image, which pass the quorum checks.
+// configs they carry: the checks are those a cluster would need to hold for
+// the nodes to find each other, be probed and serve; and the pods are stood
+// up as containers of the image, which pass the quorum checks. They are
+// applied to a real API server in k8s_apply_test.go.
 
 import (
 	"bufio"
@@ -37,15 +37,20 @@ import (
 	"github.com/troop-lab/troop/topology"
 )
 
-// manifests decodes every document of every *.yaml file in dir.
-func manifests(t *testing.T, dir string) []runtime.Object {
+// manifestDoc is one YAML document of a manifest file.
+type manifestDoc struct {
+	where string // file, document N
+	data  []byte
+}
+
+// manifestDocs reads every non-empty document of every *.yaml file in dir.
+func manifestDocs(t *testing.T, dir string) []manifestDoc {
 	t.Helper()
 	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no manifests in %s: %v", dir, err)
 	}
-	decoder := serializer.NewCodecFactory(scheme.Scheme, serializer.EnableStrict).UniversalDeserializer()
-	var objs []runtime.Object
+	var docs []manifestDoc
 	for _, f := range files {
 		data, err := os.ReadFile(f)
 		if err != nil {
@@ -62,12 +67,23 @@ func manifests(t *testing.T, dir string) []runtime.Object {
 			if len(bytes.TrimSpace(stripComments(doc))) == 0 {
 				continue
 			}
-			obj, _, err := decoder.Decode(doc, nil, nil)
-			if err != nil {
-				t.Fatalf("%s, document %d: %v", f, i, err)
-			}
-			objs = append(objs, obj)
+			docs = append(docs, manifestDoc{where: fmt.Sprintf("%s, document %d", f, i), data: doc})
 		}
+	}
+	return docs
+}
+
+// manifests decodes every document of every *.yaml file in dir.
+func manifests(t *testing.T, dir string) []runtime.Object {
+	t.Helper()
+	decoder := serializer.NewCodecFactory(scheme.Scheme, serializer.EnableStrict).UniversalDeserializer()
+	var objs []runtime.Object
+	for _, d := range manifestDocs(t, dir) {
+		obj, _, err := decoder.Decode(d.data, nil, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", d.where, err)
+		}
+		objs = append(objs, obj)
 	}
 	return objs
 }
@@ -382,12 +398,9 @@ func TestKubernetesPodsServeQuorumInDocker(t *testing.T) {
 	checkQuorum(t, startCluster(t, image, podMembers(t, "k8s")))
 }
 
-// The bench Job (k8s/bench), decoded strictly: an Indexed Job of N pods
-// that run once, whose script, run by bash as the kubelet hands it over,
-// makes pod I shard I+1 of N, beginning at the ConfigMap's time, with its
-// result on standard output, against the cluster's admin API that the
-// NetworkPolicy opens to it.
-func TestKubernetesBenchJob(t *testing.T) {
+// benchJob decodes the bench Job (k8s/bench).
+func benchJob(t *testing.T) *batchv1.Job {
+	t.Helper()
 	objs := manifests(t, "k8s/bench")
 	if len(objs) != 1 {
 		t.Fatalf("%d objects, want one Job", len(objs))
@@ -396,6 +409,57 @@ func TestKubernetesBenchJob(t *testing.T) {
 	if !ok {
 		t.Fatalf("a %T, want a Job", objs[0])
 	}
+	return job
+}
+
+// benchScript runs the bench Job's script as the kubelet would hand it
+// to bash, with env, and a troop that records its arguments: it returns
+// them.
+func benchScript(t *testing.T, c corev1.Container, env []string) []string {
+	t.Helper()
+	if len(c.Command) != 2 || c.Command[0] != "/usr/bin/bash" || c.Command[1] != "-c" || len(c.Args) != 1 {
+		t.Fatalf("command %q args %q: want bash -c SCRIPT", c.Command, c.Args)
+	}
+	script := strings.ReplaceAll(c.Args[0], "$$", "$") // the kubelet's $$ is $
+	dir := t.TempDir()
+	argsFile := filepath.Join(dir, "args")
+	fake := "#!/usr/bin/bash\nprintf '%s\\n' \"$@\" > " + argsFile + "\n"
+	if err := os.WriteFile(filepath.Join(dir, "troop"), []byte(fake), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("bash", "-c", script)
+	cmd.Env = append([]string{"PATH=" + dir + ":/usr/bin:/bin"}, env...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("the script: %v\n%s", err, out)
+	}
+	got, err := os.ReadFile(argsFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Split(strings.TrimSpace(string(got)), "\n")
+}
+
+// checkShardArgs checks troop's arguments: bench, shard SHARD, beginning
+// at START.
+func checkShardArgs(t *testing.T, args []string, shard, start string) {
+	t.Helper()
+	for flag, want := range map[string]string{"--shard": shard, "--start-at": start, "--out": "-", "--cluster": "troop-rack1-0.troop.troop.svc.cluster.local:22222"} {
+		if i := slices.Index(args, flag); i < 0 || i+1 == len(args) || args[i+1] != want {
+			t.Errorf("troop %q: want %s %s", args, flag, want)
+		}
+	}
+	if args[0] != "bench" {
+		t.Errorf("troop %q: want troop bench", args)
+	}
+}
+
+// The bench Job (k8s/bench), decoded strictly: an Indexed Job of N pods
+// that run once, whose script, run by bash as the kubelet hands it over,
+// makes pod I shard I+1 of N, beginning at the ConfigMap's time, with its
+// result on standard output, against the cluster's admin API that the
+// NetworkPolicy opens to it.
+func TestKubernetesBenchJob(t *testing.T) {
+	job := benchJob(t)
 	s := job.Spec
 	if s.CompletionMode == nil || *s.CompletionMode != batchv1.IndexedCompletion {
 		t.Fatalf("completionMode %v: want Indexed, which gives each pod its index", s.CompletionMode)
@@ -427,34 +491,7 @@ func TestKubernetesBenchJob(t *testing.T) {
 	if startRef == nil || startRef.Name != "troop-bench-start" || startRef.Key != "start-at" {
 		t.Errorf("START_AT from %+v: want the ConfigMap troop-bench-start's key start-at", startRef)
 	}
-	if len(c.Command) != 2 || c.Command[0] != "/usr/bin/bash" || c.Command[1] != "-c" || len(c.Args) != 1 {
-		t.Fatalf("command %q args %q: want bash -c SCRIPT", c.Command, c.Args)
-	}
-	// The script, as the kubelet expands it ($$ is $), with a troop that
-	// records its arguments: pod 1 of 3 is shard 2/3.
-	script := strings.ReplaceAll(c.Args[0], "$$", "$")
-	dir := t.TempDir()
-	argsFile := filepath.Join(dir, "args")
-	fake := "#!/usr/bin/bash\nprintf '%s\\n' \"$@\" > " + argsFile + "\n"
-	if err := os.WriteFile(filepath.Join(dir, "troop"), []byte(fake), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command("bash", "-c", script)
-	cmd.Env = []string{"PATH=" + dir + ":/usr/bin:/bin", "JOB_COMPLETION_INDEX=1", "SHARDS=" + env["SHARDS"], "START_AT=2030-01-02T03:04:05Z"}
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("the script: %v\n%s", err, out)
-	}
-	got, err := os.ReadFile(argsFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	args := strings.Split(strings.TrimSpace(string(got)), "\n")
-	for flag, want := range map[string]string{"--shard": "2/" + env["SHARDS"], "--start-at": "2030-01-02T03:04:05Z", "--out": "-", "--cluster": "troop-rack1-0.troop.troop.svc.cluster.local:22222"} {
-		if i := slices.Index(args, flag); i < 0 || i+1 == len(args) || args[i+1] != want {
-			t.Errorf("troop %q: want %s %s", args, flag, want)
-		}
-	}
-	if args[0] != "bench" {
-		t.Errorf("troop %q: want troop bench", args)
-	}
+	// Pod 1 of 3 is shard 2/3.
+	args := benchScript(t, c, []string{"JOB_COMPLETION_INDEX=1", "SHARDS=" + env["SHARDS"], "START_AT=2030-01-02T03:04:05Z"})
+	checkShardArgs(t, args, "2/"+env["SHARDS"], "2030-01-02T03:04:05Z")
 }

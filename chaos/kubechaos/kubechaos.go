@@ -6,7 +6,9 @@
 // controller, the way Chaos Monkey leaves it to an Auto Scaling Group; so a
 // pod is only killed when its workload keeps at least its minimum of ready
 // pods (see MinReady). Pods without a Deployment, ReplicaSet or StatefulSet
-// behind them are never killed: nothing would replace them.
+// behind them are never killed: nothing would replace them. A pod that a
+// PodDisruptionBudget selects is evicted rather than deleted, so that the
+// API server, which keeps the budget's count, has the last word.
 //
 // Pause and burn-cpu are not supported: the API server has no call that
 // freezes a pod's containers, and a burner would need the pods/exec
@@ -23,6 +25,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -91,14 +94,16 @@ var ErrNotSupported = errors.New("not supported by the kubernetes backend")
 var ErrRefused = chaos.ErrRefused
 
 // RefusedError says why a pod was not killed: its workload would fall
-// below its minimum of ready pods, or it has no workload to replace it.
+// below its minimum of ready pods, it has no workload to replace it, or the
+// API server refused its eviction (Err, a 429 naming the budget).
 type RefusedError struct {
 	Pod      string   // namespace/name
 	Workload Workload // zero when the pod has none
 	Ready    int      // ready pods of the workload now
 	Min      int      // the minimum of ready pods
 	MinFrom  string   // where Min comes from (see MinReady)
-	Reason   string   // set when there is no workload
+	Reason   string   // set when there is no workload, or the API server refused
+	Err      error    // the API server's refusal, as it gave it
 }
 
 func (e *RefusedError) Error() string {
@@ -111,6 +116,9 @@ func (e *RefusedError) Error() string {
 
 // Is makes errors.Is(err, ErrRefused) hold.
 func (e *RefusedError) Is(target error) bool { return target == ErrRefused }
+
+// Unwrap is the API server's refusal, for apierrors.IsTooManyRequests.
+func (e *RefusedError) Unwrap() error { return e.Err }
 
 // Instances returns the group's pods that run and are ready, and are not
 // being deleted. Exceptions are the caller's to apply
@@ -188,7 +196,10 @@ func splitID(id string) (ns, name string, err error) {
 }
 
 // Act deletes the pod, after checking that its workload keeps its minimum
-// of ready pods (a *RefusedError otherwise, and nothing is deleted):
+// of ready pods (a *RefusedError otherwise, and nothing is deleted). When a
+// PodDisruptionBudget selects the pod, the delete is an eviction, which the
+// API server refuses with 429 Too Many Requests when the budget allows no
+// disruption now: a *RefusedError holding that answer.
 //
 //   - terminate: delete with a grace period of 0, the pod's kill -9.
 //   - stop, restart: delete with the pod's own grace period (its
@@ -239,8 +250,20 @@ func (t *Terminator) Act(ctx context.Context, inst chaos.Instance, a chaos.Actio
 	t.mu.Lock()
 	t.killed[inst.ID] = killed{uid: pod.UID, workload: w}
 	t.mu.Unlock()
-	if err := t.api.CoreV1().Pods(ns).Delete(ctx, name, opts); err != nil {
-		return fmt.Errorf("kubernetes backend: %s of %s: delete: %w", a.Kind, inst.ID, err)
+	if len(st.budgets) == 0 {
+		if err := t.api.CoreV1().Pods(ns).Delete(ctx, name, opts); err != nil {
+			return fmt.Errorf("kubernetes backend: %s of %s: delete: %w", a.Kind, inst.ID, err)
+		}
+		return nil
+	}
+	eviction := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, DeleteOptions: &opts}
+	err = t.api.PolicyV1().Evictions(ns).Evict(ctx, eviction)
+	if apierrors.IsTooManyRequests(err) {
+		return &RefusedError{Pod: inst.ID, Workload: w, Err: err,
+			Reason: fmt.Sprintf("the API server refused its eviction (PodDisruptionBudget %s): %v", strings.Join(st.budgets, ", "), err)}
+	}
+	if err != nil {
+		return fmt.Errorf("kubernetes backend: %s of %s: evict: %w", a.Kind, inst.ID, err)
 	}
 	return nil
 }
@@ -336,6 +359,7 @@ type workloadStatus struct {
 	Min       int // see MinReady
 	MinFrom   string
 	readyUIDs map[types.UID]bool
+	budgets   []string // the PodDisruptionBudgets that select its pods
 }
 
 func (t *Terminator) status(ctx context.Context, w Workload) (workloadStatus, error) {
@@ -404,6 +428,7 @@ func (t *Terminator) status(ctx context.Context, w Workload) (workloadStatus, er
 				continue
 			}
 			budgets = append(budgets, Budget{Name: pdb.Name, MinAvailable: pdb.Spec.MinAvailable, MaxUnavailable: pdb.Spec.MaxUnavailable})
+			st.budgets = append(st.budgets, pdb.Name)
 		}
 	}
 	st.Min, st.MinFrom, err = MinReady(annotations[MinReadyAnnotation], budgets, st.Desired)

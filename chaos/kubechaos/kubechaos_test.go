@@ -1,10 +1,12 @@
 package kubechaos
 
-// No API server can run on the machines these tests run on, so they use
-// client-go's fake clientset (an in-memory object tracker). It stores and
-// lists objects, filters by label selector and records every call, but runs
-// no controller and no kubelet: the tests play the ReplicaSet controller
-// themselves where recovery is tested.
+// These tests use client-go's fake clientset (an in-memory object tracker)
+// for what needs many shapes of cluster at once: the tables of selection
+// and of the minimum of ready pods, and recovery timed by a controller the
+// test plays. The fake stores and lists objects, filters by label selector
+// and records every call, but carries out no eviction and runs no
+// controller. What a real API server decides (evictions under a budget,
+// RBAC, grace periods) is tested against one in real_test.go.
 
 import (
 	"context"
@@ -308,8 +310,9 @@ func TestGuard(t *testing.T) {
 				term := New(cs)
 				id := ns + "/" + tc.victim
 				err := term.Act(context.Background(), chaos.Instance{ID: id, Name: tc.victim}, chaos.Action{Kind: kind})
+				// The fake does not carry out an eviction: a recorded one counts.
 				_, getErr := cs.CoreV1().Pods(ns).Get(context.Background(), tc.victim, metav1.GetOptions{})
-				deleted := apierrors.IsNotFound(getErr)
+				deleted := apierrors.IsNotFound(getErr) || killOptions(cs) != nil
 				var refused *RefusedError
 				switch {
 				case tc.err != "":
@@ -332,35 +335,50 @@ func TestGuard(t *testing.T) {
 					t.Errorf("%s: pod deleted = %v, want %v", kind, deleted, want)
 				}
 				if deleted {
-					checkGrace(t, cs, kind)
+					checkGrace(t, killOptions(cs), kind)
 				}
 			}
 		})
 	}
 }
 
-// checkGrace finds the delete call: terminate asks for a grace period of
-// 0, stop and restart leave the pod's own.
-func checkGrace(t *testing.T, cs *fake.Clientset, kind chaos.Kind) {
-	t.Helper()
+// killOptions are the options of the pod delete or eviction recorded by
+// the fake, nil when there is none.
+func killOptions(cs *fake.Clientset) *metav1.DeleteOptions {
 	for _, a := range cs.Actions() {
-		del, ok := a.(k8stesting.DeleteActionImpl)
-		if !ok || a.GetResource().Resource != "pods" {
+		if a.GetResource().Resource != "pods" {
 			continue
 		}
-		grace := del.DeleteOptions.GracePeriodSeconds
-		if kind == chaos.Terminate && (grace == nil || *grace != 0) {
-			t.Errorf("terminate deleted with grace %v, want 0", grace)
+		switch a := a.(type) {
+		case k8stesting.DeleteActionImpl:
+			return &a.DeleteOptions
+		case k8stesting.CreateActionImpl:
+			if ev, ok := a.GetObject().(*policyv1.Eviction); ok && a.GetSubresource() == "eviction" {
+				return ev.DeleteOptions
+			}
 		}
-		if kind != chaos.Terminate && grace != nil {
-			t.Errorf("%s deleted with grace %d, want the pod's own", kind, *grace)
-		}
-		if pre := del.DeleteOptions.Preconditions; pre == nil || pre.UID == nil {
-			t.Errorf("%s deleted without a UID precondition: a replacement with the same name could be deleted instead", kind)
-		}
+	}
+	return nil
+}
+
+// checkGrace checks the kill's options: terminate asks for a grace period
+// of 0, stop and restart leave the pod's own.
+func checkGrace(t *testing.T, opts *metav1.DeleteOptions, kind chaos.Kind) {
+	t.Helper()
+	if opts == nil {
+		t.Errorf("%s: no pod delete or eviction recorded", kind)
 		return
 	}
-	t.Errorf("%s: no pod delete call recorded", kind)
+	grace := opts.GracePeriodSeconds
+	if kind == chaos.Terminate && (grace == nil || *grace != 0) {
+		t.Errorf("terminate deleted with grace %v, want 0", grace)
+	}
+	if kind != chaos.Terminate && grace != nil {
+		t.Errorf("%s deleted with grace %d, want the pod's own", kind, *grace)
+	}
+	if pre := opts.Preconditions; pre == nil || pre.UID == nil {
+		t.Errorf("%s deleted without a UID precondition: a replacement with the same name could be deleted instead", kind)
+	}
 }
 
 func TestPauseAndBurnNotSupported(t *testing.T) {

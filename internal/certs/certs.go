@@ -60,11 +60,18 @@ type Leaf struct {
 // Issue signs a certificate for cn, valid for hosts (IP addresses or DNS
 // names) as a TLS server and as a client.
 func (ca *CA) Issue(cn string, hosts ...string) (Leaf, error) {
+	return ca.IssueOrg(cn, nil, hosts...)
+}
+
+// IssueOrg is Issue with the subject's organizations, which some servers
+// read as the client's groups (the Kubernetes API server does).
+func (ca *CA) IssueOrg(cn string, orgs []string, hosts ...string) (Leaf, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return Leaf{}, err
 	}
 	tmpl := template(cn)
+	tmpl.Subject.Organization = orgs
 	tmpl.KeyUsage = x509.KeyUsageDigitalSignature
 	tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}
 	for _, h := range hosts {
