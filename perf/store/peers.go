@@ -163,6 +163,15 @@ func peersExperiment(ctx context.Context, cfg config, ps *procSet, bins binaries
 				}
 			}
 		}
+		if cfg.Pprof != "" { // rack1's node, which takes the load
+			for _, t := range targets {
+				if strings.HasPrefix(t.name, "troop_") {
+					if err := profile(ctx, cfg, t, p, fmt.Sprintf("peers-%s-P%d-node1.pprof", t.name, p)); err != nil {
+						res.note("profile of %s at P=%d failed: %v", t.name, p, err)
+					}
+				}
+			}
+		}
 	}
 	return peersLatency(ctx, cfg, ps, bins, targets, res, log)
 }
