@@ -3,7 +3,8 @@
 // It measures what a troop node costs in front of redis-server, against two
 // anchors on the same machine in the same run: redis-server itself (direct)
 // and nutcracker (twemproxy) in front of the same redis-server. A second
-// experiment runs a three-rack troop cluster at DC_ONE and DC_QUORUM.
+// experiment runs a three-rack troop cluster at DC_ONE and DC_QUORUM, and
+// the peers experiment sets three racks of troop beside three of Dynomite.
 //
 // The machines this runs on have two shared cores, so absolute throughput
 // swings from run to run. The harness therefore interleaves the targets

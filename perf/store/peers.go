@@ -301,6 +301,9 @@ func printPeers(w io.Writer, r *result) {
 	fmt.Fprintf(w, "\nPeers: troop beside Dynomite (three racks, a node and a redis-server each, the load through rack1's node; the level set in each cluster's config)\n")
 	fmt.Fprintf(w, "and beside nutcracker (one proxy in front of one redis-server). Medians of %d interleaved rounds; ratios: troop ÷ peer, round by round.\n", r.Config.Rounds)
 	fmt.Fprintf(w, "proxies: CPU µs/op of the proxies (all three nodes for a cluster); redis: of the redis-servers behind them.\n")
+	if r.Peers != nil {
+		fmt.Fprintf(w, "Dynomite: %s\n", r.Peers.Dynomite)
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "comparison\tP\ttroop ops/s\tpeer ops/s\tthroughput ratio\tproxies µs/op troop : peer\tratio\tredis µs/op troop : peer\tratio\tgen cores\tmachine busy\t\n")
 	for _, pair := range peerPairs {
