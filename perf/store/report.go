@@ -104,7 +104,7 @@ type check struct {
 // add records a round and prints its progress line.
 func (r *result) add(rd round, log io.Writer) {
 	r.Rounds = append(r.Rounds, rd)
-	line := fmt.Sprintf("%-7s P=%-3d round %d  %-15s %9.0f ops/s  generator %5.1f µs/op  proxy %5.1f µs/op  redis %5.1f µs/op",
+	line := fmt.Sprintf("%-7s P=%-3d round %d  %-18s %9.0f ops/s  generator %5.1f µs/op  proxy %5.1f µs/op  redis %5.1f µs/op",
 		rd.Experiment, rd.Pipeline, rd.Round, rd.Target, rd.OpsPerSec, rd.GeneratorUsPerOp, rd.ProxyUsPerOp, rd.RedisUsPerOp)
 	if rd.ErrorReplies > 0 || rd.BadReplies > 0 {
 		line += fmt.Sprintf("  ERRORS %d BAD %d (%s)", rd.ErrorReplies, rd.BadReplies, rd.FirstErrorReply)
