@@ -99,14 +99,23 @@ func (b bounds) at(r Command) (lo, hi int64) {
 	return lo, hi
 }
 
+// maxWitnesses bounds the changes a read out of bounds is shown with.
+const maxWitnesses = 4
+
 // witnesses are the operations that show a read out of bounds: the last
-// change acknowledged before it began, the read, and the first change
-// begun after it ended.
+// change each client had acknowledged before it began (of a few clients),
+// the read, and the first change begun after it ended.
 func (b bounds) witnesses(r Command) []Command {
 	var out []Command
-	if d := sort.Search(len(b.acked), func(i int) bool { return b.acked[i].Return >= r.Call }); d > 0 {
-		out = append(out, b.acked[d-1])
+	seen := map[int]bool{}
+	d := sort.Search(len(b.acked), func(i int) bool { return b.acked[i].Return >= r.Call })
+	for i := d - 1; i >= 0 && len(out) < maxWitnesses; i-- {
+		if c := b.acked[i]; !seen[c.Client] {
+			seen[c.Client] = true
+			out = append(out, c)
+		}
 	}
+	slices.Reverse(out)
 	out = append(out, r)
 	if p := sort.Search(len(b.called), func(i int) bool { return b.called[i].Call >= r.Return }); p < len(b.called) {
 		out = append(out, b.called[p])

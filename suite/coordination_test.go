@@ -112,7 +112,7 @@ func asToday(t *testing.T, workload string, f check.Finding) {
 //     then, once the holds are let go, the other's; the last rack's, the
 //     other way round: their final reads differ;
 //   - counter: each INCRBY's reply counts only its own client's changes,
-//     not the other's, acknowledged before it: out of bounds;
+//     not the other's acknowledged before it: out of bounds;
 //   - set: a quorum read asks the middle rack's replica, which holds every
 //     acknowledged element, and the set comes out whole.
 func TestTroopQuorumBreaksLocksIDsAndListsToday(t *testing.T) {
@@ -139,8 +139,11 @@ func TestTroopQuorumBreaksLocksIDsAndListsToday(t *testing.T) {
 	cfg.Scopes, cfg.Redis = scopes, redis
 	asToday(t, "list", judged(t, RunList, check.CheckList, ends, cfg))
 
+	// No reads but the final ones either: a quorum read writes the middle
+	// rack's count back over a coordinator's own, which would make its
+	// next replies right.
 	cfg = coordination("counter", 2, 200)
-	cfg.Scopes, cfg.ReadEvery = scopes, 10
+	cfg.Scopes = scopes
 	asToday(t, "counter", judged(t, RunCounter, check.CheckCounter, ends, cfg))
 
 	cfg = coordination("set", 2, 200)
