@@ -173,7 +173,8 @@ func TestTroopQuorumBreaksQueueAndCASToday(t *testing.T) {
 
 	// The queue's elements, on every replica before the partition.
 	pre := coordination("queue", 1, 40)
-	pushed, err := runEach(ctx, time.Now(), racks[:1], pre, func(i, seq int) (check.Command, []byte) {
+	preStart := time.Now()
+	pushed, err := runEach(ctx, preStart, racks[:1], pre, func(i, seq int) (check.Command, []byte) {
 		e := "pre." + strconv.Itoa(seq)
 		return check.Command{Key: pre.Prefix + ":queue", Name: check.RPush, Arg: e}, []byte(e)
 	}, popped(pre.Prefix+":queue"))
@@ -187,6 +188,11 @@ func TestTroopQuorumBreaksQueueAndCASToday(t *testing.T) {
 	both := racks[:2]
 	cfg := coordination("queue", 4, 20)
 	cfg.ReadEvery = 1 // pops only
+	// The pushes' times, from the queue workload's start, which is later
+	// than this: they come out later than they were, never earlier.
+	for i, since := range pushed {
+		pushed[i].Call, pushed[i].Return = since.Call-int64(time.Since(preStart)), since.Return-int64(time.Since(preStart))
+	}
 	h, err := RunQueue(ctx, both, cfg)
 	if err != nil {
 		t.Fatal(err)
