@@ -190,8 +190,10 @@ func TestTroopQuorumBreaksQueueAndCASToday(t *testing.T) {
 	cfg.ReadEvery = 1 // pops only
 	// The pushes' times, from the queue workload's start, which is later
 	// than this: they come out later than they were, never earlier.
-	for i, since := range pushed {
-		pushed[i].Call, pushed[i].Return = since.Call-int64(time.Since(preStart)), since.Return-int64(time.Since(preStart))
+	shift := int64(time.Since(preStart))
+	for i := range pushed {
+		pushed[i].Call -= shift
+		pushed[i].Return -= shift
 	}
 	h, err := RunQueue(ctx, both, cfg)
 	if err != nil {
