@@ -45,10 +45,11 @@ const coordinationClientsPerNode = 2
 func runCoordination(ctx context.Context, nodes []client.Node, rc RegisterConfig, d time.Duration, step func(string, ...any)) ([]check.Finding, []string, error) {
 	var findings []check.Finding
 	var keys []string
+	prefix := fmt.Sprintf("troop:coordination:%d:%s", time.Now().UnixNano(), strings.ReplaceAll(cmpLevel(rc.Level), " ", "-"))
 	for _, cc := range coordinationChecks {
 		cfg := CoordinationConfig{Clients: coordinationClientsPerNode * len(firstDC(nodes)), Ops: cc.ops, Duration: d,
 			Level: rc.Level, Dial: rc.Dial, Timeout: rc.Timeout, ReadEvery: cc.reads, Settle: d,
-			Prefix: rc.Prefix + ":" + strings.ReplaceAll(cc.name, " ", "-")}
+			Prefix: prefix + ":" + strings.ReplaceAll(cc.name, " ", "-")}
 		step("coordination at %s: %s, %d clients for at most %s", cmpLevel(rc.Level), cc.name, cfg.Clients, d)
 		h, err := cc.run(ctx, nodes, cfg)
 		for _, c := range h {
