@@ -219,14 +219,20 @@ func RunCAS(ctx context.Context, nodes []client.Node, cfg CoordinationConfig) ([
 // was sent. An attempt that fails before leaves the connection with no
 // transaction and no watch.
 func casAttempt(ctx context.Context, c *plainTo, key string, start time.Time) (op check.Command, sent bool) {
+	op, ok := casRead(ctx, c, key, start)
+	if !ok {
+		return op, false
+	}
+	return casCommit(ctx, c, op, start)
+}
+
+// casRead is an attempt's WATCH and GET of key on c, and whether both
+// answered; when not, the connection is left with no watch.
+func casRead(ctx context.Context, c *plainTo, key string, start time.Time) (op check.Command, ok bool) {
 	op = check.Command{Key: key, Name: check.CAS, Call: int64(time.Since(start))}
 	k := []byte(key)
-	abort := func() {
-		c.Do(ctx, []byte("DISCARD"))
-		c.Do(ctx, []byte("UNWATCH"))
-	}
 	if _, err := reply(c.Do(ctx, []byte("WATCH"), k)); err != nil {
-		abort()
+		casAbort(ctx, c)
 		return op, false
 	}
 	v, err := reply(c.Do(ctx, []byte("GET"), k))
@@ -234,16 +240,22 @@ func casAttempt(ctx context.Context, c *plainTo, key string, start time.Time) (o
 		op.Number, err = number(v)
 	}
 	if err != nil {
-		abort()
+		casAbort(ctx, c)
 		return op, false
 	}
-	for _, args := range [][][]byte{{[]byte("MULTI")}, {[]byte("SET"), k, strconv.AppendInt(nil, op.Number+1, 10)}} {
+	return op, true
+}
+
+// casCommit is an attempt's MULTI, SET of what it read plus one, and EXEC
+// on c, after casRead; and whether its EXEC was sent.
+func casCommit(ctx context.Context, c *plainTo, op check.Command, start time.Time) (check.Command, bool) {
+	for _, args := range [][][]byte{{[]byte("MULTI")}, {[]byte("SET"), []byte(op.Key), strconv.AppendInt(nil, op.Number+1, 10)}} {
 		if _, err := reply(c.Do(ctx, args...)); err != nil {
-			abort()
+			casAbort(ctx, c)
 			return op, false
 		}
 	}
-	v, err = reply(c.Do(ctx, []byte("EXEC")))
+	v, err := reply(c.Do(ctx, []byte("EXEC")))
 	op.Return = int64(time.Since(start))
 	switch {
 	case err != nil:
@@ -255,4 +267,10 @@ func casAttempt(ctx context.Context, c *plainTo, key string, start time.Time) (o
 		op.Failed, op.Error = true, fmt.Sprintf("EXEC: unexpected reply %s", v)
 	}
 	return op, true
+}
+
+// casAbort leaves c with no transaction and no watch.
+func casAbort(ctx context.Context, c *plainTo) {
+	c.Do(ctx, []byte("DISCARD"))
+	c.Do(ctx, []byte("UNWATCH"))
 }
