@@ -265,13 +265,10 @@ func lookup(name []byte) *command {
 }
 
 // streamsKeys are the keys of XREAD and XREADGROUP: after STREAMS, the
-// first half of what follows (the IDs are the other). BLOCK is refused:
-// a blocking stream read is not supported.
+// first half of what follows (the IDs are the other).
 func streamsKeys(a [][]byte) ([][]byte, string) {
 	for i := 1; i < len(a); i++ {
 		switch strings.ToUpper(string(a[i])) {
-		case "BLOCK":
-			return nil, "troop: " + strings.ToUpper(string(a[0])) + " with BLOCK is not supported"
 		case "STREAMS":
 			rest := a[i+1:]
 			if len(rest) == 0 || len(rest)%2 != 0 {
@@ -316,6 +313,9 @@ func sortKeys(args [][]byte) (keys, patterns [][]byte) {
 
 // kindFor is the kind of this call of c: SORT without STORE only reads.
 func (c *command) kindFor(args [][]byte) kind {
+	if blockingStreamRead(c, args) {
+		return kindBlocking // blocking.go
+	}
 	if c.name == "SORT" {
 		if keys, _ := sortKeys(args); len(keys) == 1 {
 			return kindMultiRead
