@@ -221,7 +221,7 @@ func TestBlockingPopsInsideMulti(t *testing.T) {
 	c.must("MULTI")
 	for _, cmd := range [][]string{
 		{"BLPOP", "{m}none", "{m}src", "0"},
-		{"BRPOP", "{m}none", "5"},
+		{"brpop", "{m}none", "5"}, // in any case
 		{"BRPOPLPUSH", "{m}src", "{m}dst", "0"},
 		{"BLMOVE", "{m}src", "{m}dst", "LEFT", "LEFT", "0"},
 		{"BZPOPMIN", "{m}z", "0"},

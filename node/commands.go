@@ -209,6 +209,9 @@ func init() {
 	commandTable["XREAD"].keys, commandTable["XREADGROUP"].keys = streamsKeys, streamsKeys
 	for _, n := range []string{"XINFO", "XGROUP"} {
 		commandTable[n].keys = func(a [][]byte) ([][]byte, string) {
+			if strings.EqualFold(string(a[1]), "HELP") && len(a) > 2 { // Redis's arity error, not a key
+				return nil, "wrong number of arguments for '" + strings.ToLower(string(a[0])) + "|help' command"
+			}
 			if len(a) < 3 {
 				return nil, "troop: " + strings.ToUpper(string(a[0])) + " " + strings.ToUpper(printableArg(a[1])) + " names no key"
 			}
