@@ -219,21 +219,21 @@ func RunCAS(ctx context.Context, nodes []client.Node, cfg CoordinationConfig) ([
 // was sent. An attempt that fails before leaves the connection with no
 // transaction and no watch.
 func casAttempt(ctx context.Context, c *plainTo, key string, start time.Time) (op check.Command, sent bool) {
-	op, ok := casRead(ctx, c, key, start)
-	if !ok {
+	op, err := casRead(ctx, c, key, start)
+	if err != nil {
 		return op, false
 	}
 	return casCommit(ctx, c, op, start)
 }
 
-// casRead is an attempt's WATCH and GET of key on c, and whether both
-// answered; when not, the connection is left with no watch.
-func casRead(ctx context.Context, c *plainTo, key string, start time.Time) (op check.Command, ok bool) {
+// casRead is an attempt's WATCH and GET of key on c, or why they did not
+// both answer; then the connection is left with no watch.
+func casRead(ctx context.Context, c *plainTo, key string, start time.Time) (op check.Command, err error) {
 	op = check.Command{Key: key, Name: check.CAS, Call: int64(time.Since(start))}
 	k := []byte(key)
 	if _, err := reply(c.Do(ctx, []byte("WATCH"), k)); err != nil {
 		casAbort(ctx, c)
-		return op, false
+		return op, fmt.Errorf("WATCH: %w", err)
 	}
 	v, err := reply(c.Do(ctx, []byte("GET"), k))
 	if err == nil {
@@ -241,9 +241,9 @@ func casRead(ctx context.Context, c *plainTo, key string, start time.Time) (op c
 	}
 	if err != nil {
 		casAbort(ctx, c)
-		return op, false
+		return op, fmt.Errorf("GET: %w", err)
 	}
-	return op, true
+	return op, nil
 }
 
 // casCommit is an attempt's MULTI, SET of what it read plus one, and EXEC
