@@ -169,7 +169,7 @@ func (l *Lab) nodeArgv(n Node) []string {
 		return l.spec.NodeCommand(n)
 	}
 	if n.Engine == EngineDynomite {
-		return dynomiteCommand(l.spec.Dynomite, n)
+		return DynomiteCommand(l.spec.Dynomite, n)
 	}
 	return append(slices.Clone(l.spec.nodeProgram), "--config", n.Config, "--log-format", l.spec.LogFormat)
 }
