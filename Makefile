@@ -32,8 +32,10 @@ export CGO_ENABLED := 0
 
 .PHONY: build test test-k8s unit fuzz demo bench compat image clean
 
+# bin/troop-node is the node alone, which the lab's nodes run when it sits
+# next to bin/troop.
 build:
-	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/troop
+	$(GO) build -ldflags "$(LDFLAGS)" -o bin/ ./cmd/troop ./cmd/troop-node
 
 test:
 	@scripts/need redis-server redis-cli redis-benchmark nutcracker chromium tclsh promtool rq celery sidekiq
@@ -91,15 +93,18 @@ compat:
 	@scripts/need redis-server tclsh
 	TROOP_REDIS_SUITE=all TROOP_REDIS_SUITE_REPORT=$(CURDIR)/.troop/redis-suite.md $(GO) test -count=1 -run TestRedisSuite -timeout 30m -v ./node
 
-# The container image (docs/deploy.md), built with no registry: this static
-# troop plus this host's redis-server and bash with their libraries, loaded
-# into the Docker Engine as `docker import` does; tagged troop:latest and
-# troop:VERSION. The image's troop is stripped of its symbol tables (-s -w),
-# a quarter of its size.
+# The container images (docs/deploy.md), built with no registry and loaded
+# into the Docker Engine as `docker import` does, each tagged latest and
+# VERSION: troop-node, the node alone with this host's redis-server and bash
+# and their libraries, which the Compose file's and the manifests' nodes
+# run; troop, the whole troop with bash, which their bench shards run. The
+# binaries are stripped of their symbol tables (-s -w), a quarter of their
+# size.
 image:
 	@scripts/need redis-server bash
-	$(GO) build -ldflags "$(LDFLAGS) -s -w" -o bin/troop-image ./cmd/troop
-	$(GO) run ./deploy/mkimage --troop bin/troop-image --tag troop:latest --tag troop:$(VERSION)
+	$(GO) build -ldflags "$(LDFLAGS) -s -w" -o bin/image/ ./cmd/troop ./cmd/troop-node
+	$(GO) run ./deploy/mkimage --node bin/image/troop-node --tag troop-node:latest --tag troop-node:$(VERSION)
+	$(GO) run ./deploy/mkimage --troop bin/image/troop --tag troop:latest --tag troop:$(VERSION)
 
 clean:
 	rm -rf bin .troop

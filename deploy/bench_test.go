@@ -1,8 +1,8 @@
 package deploy
 
 // troop bench as shards in containers: the Compose file's bench service,
-// three replicas of the image on the Docker Engine, driving a lab of this
-// host's processes; their results merged.
+// three replicas of the troop image on the Docker Engine, driving a lab of
+// this host's processes; their results merged.
 
 import (
 	"context"
@@ -70,7 +70,7 @@ func composeBench(t *testing.T, path string) benchService {
 // are exactly the shards' added (the same buckets, so the same p99), and
 // the keys the shards wrote are disjoint ranges that cover the key set.
 func TestBenchShardsInContainers(t *testing.T) {
-	image := testImage(t)
+	image := testTroopImage(t)
 	svc := composeBench(t, "compose/docker-compose.yml")
 	l := testlab.Start(t, lab.Spec{Troop: troopBin})
 	dir := t.TempDir()

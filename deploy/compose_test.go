@@ -21,6 +21,7 @@ import (
 // composeFile is what the test reads of the Compose file.
 type composeFile struct {
 	Services map[string]struct {
+		Image       string   `yaml:"image"`
 		Profiles    []string `yaml:"profiles"`
 		Hostname    string   `yaml:"hostname"`
 		Restart     string   `yaml:"restart"`
@@ -112,4 +113,26 @@ func TestComposeConfigsMesh(t *testing.T) {
 		nodes = append(nodes, meshNode{what: path, host: fmt.Sprintf("node%d", i), cfg: cfg})
 	}
 	checkMesh(t, nodes)
+}
+
+// The Compose file's nodes run the node image and its bench the troop
+// image, each named by a variable whose default is what make image tags.
+func TestComposeImages(t *testing.T) {
+	data, err := os.ReadFile("compose/docker-compose.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cf composeFile
+	if err := yaml.Unmarshal(data, &cf); err != nil {
+		t.Fatal(err)
+	}
+	for name, s := range cf.Services {
+		want := "${TROOP_NODE_IMAGE:-troop-node:latest}"
+		if slices.Contains(s.Profiles, "bench") {
+			want = "${TROOP_IMAGE:-troop:latest}"
+		}
+		if s.Image != want {
+			t.Errorf("service %s: image %q, want %q", name, s.Image, want)
+		}
+	}
 }

@@ -1,9 +1,9 @@
 package deploy
 
-// The harness of the tests against the real Docker Engine: the image is
-// built as make image builds it, once per test run, and clusters of its
-// containers run on networks of their own. Every container, network and
-// image the tests create carries the run's label and is removed when its
+// The harness of the tests against the real Docker Engine: the images are
+// built as make image builds them, each once per test run, and clusters of
+// their containers run on networks of their own. Every container, network
+// and image the tests create carries the run's label and is removed when its
 // test (or the run) ends, whatever the outcome; where no engine answers,
 // the tests that need one skip and say so.
 
@@ -48,12 +48,25 @@ var (
 	engineErr error // no engine answers: the tests that need one skip
 	runID     = func() string { var b [6]byte; rand.Read(b[:]); return hex.EncodeToString(b[:]) }()
 
-	imageOnce sync.Once
-	imageTag  string // the image built for this run, once a test asked for it
-	imageErr  error
-	troopDir  string // holds troopBin, the static troop the image runs, for the tests to run too
-	troopBin  string
+	binsOnce sync.Once
+	binsErr  error
+	troopDir string // holds troopBin and troop-node, static, for the images and for the tests to run too
+	troopBin string
+
+	nodeImage  = testImageOf{name: "troop-node", path: "troop-node", build: NodeImage}
+	troopImage = testImageOf{name: "troop", path: "troop", build: TroopImage}
 )
+
+// testImageOf is one of the images, built for this run once a test asked
+// for it.
+type testImageOf struct {
+	name, path string // its name, and its binary's in troopDir
+	build      func(bin string) (*Image, error)
+
+	once sync.Once
+	tag  string
+	err  error
+}
 
 func TestMain(m *testing.M) {
 	var err error
@@ -65,10 +78,13 @@ func TestMain(m *testing.M) {
 	}
 	engineErr = err
 	code := m.Run()
-	if imageTag != "" {
+	for _, img := range []*testImageOf{&nodeImage, &troopImage} {
+		if img.tag == "" {
+			continue
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		if _, err := api.ImageRemove(ctx, imageTag, client.ImageRemoveOptions{Force: true, PruneChildren: true}); err != nil && !cerrdefs.IsNotFound(err) {
-			fmt.Fprintf(os.Stderr, "deploy tests: remove image %s: %v\n", imageTag, err)
+		if _, err := api.ImageRemove(ctx, img.tag, client.ImageRemoveOptions{Force: true, PruneChildren: true}); err != nil && !cerrdefs.IsNotFound(err) {
+			fmt.Fprintf(os.Stderr, "deploy tests: remove image %s: %v\n", img.tag, err)
 			code = 1
 		}
 		cancel()
@@ -82,22 +98,36 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// testImage builds a static troop and imports the image, as make image
+// testImage is the node image, which runs a node and its redis-server.
+func testImage(t *testing.T) string { return nodeImage.get(t) }
+
+// testTroopImage is the troop image, which runs troop's verbs.
+func testTroopImage(t *testing.T) string { return troopImage.get(t) }
+
+// get builds the static binaries and imports the image, as make image
 // does, once per test process; TestMain removes it. A test calling it skips
 // when no Docker Engine answers.
-func testImage(t *testing.T) string {
+func (img *testImageOf) get(t *testing.T) string {
 	t.Helper()
 	if engineErr != nil {
 		t.Skipf("skipped: no Docker Engine answers (DOCKER_HOST=%q): %v", os.Getenv("DOCKER_HOST"), engineErr)
 	}
-	imageOnce.Do(func() { imageErr = buildImage() })
-	if imageErr != nil {
-		t.Fatal(imageErr)
+	img.once.Do(func() {
+		if binsOnce.Do(func() { binsErr = buildBins() }); binsErr != nil {
+			img.err = binsErr
+			return
+		}
+		img.err = img.importImage()
+	})
+	if img.err != nil {
+		t.Fatal(img.err)
 	}
-	return imageTag
+	return img.tag
 }
 
-func buildImage() error {
+// buildBins builds troop and troop-node, static and stripped as make image
+// builds them, into troopDir.
+func buildBins() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute) // go build on a busy machine
 	defer cancel()
 	dir, err := os.MkdirTemp("", "deploy-test")
@@ -105,23 +135,30 @@ func buildImage() error {
 		return err
 	}
 	troopDir = dir // TestMain removes it
-	bin := filepath.Join(dir, "troop")
 	// CGO_ENABLED=0 as in make test, so that this build reuses its packages
 	// and only links.
-	build := exec.CommandContext(ctx, "go", "build", "-ldflags=-s -w", "-o", bin, "github.com/troop-lab/troop/cmd/troop")
+	build := exec.CommandContext(ctx, "go", "build", "-ldflags=-s -w", "-o", dir+string(filepath.Separator),
+		"github.com/troop-lab/troop/cmd/troop", "github.com/troop-lab/troop/cmd/troop-node")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build a static troop: %w\n%s", err, out)
+		return fmt.Errorf("go build a static troop and troop-node: %w\n%s", err, out)
 	}
-	fs, err := Rootfs(bin)
+	troopBin = filepath.Join(dir, "troop")
+	return nil
+}
+
+func (img *testImageOf) importImage() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	built, err := img.build(filepath.Join(troopDir, img.path))
 	if err != nil {
 		return err
 	}
-	tag := "troop-deploy-test:" + runID
-	if _, err := Import(ctx, api, fs, tag, map[string]string{runLabel: runID}); err != nil {
+	tag := "troop-deploy-test-" + img.name + ":" + runID
+	if _, err := Import(ctx, api, built, tag, map[string]string{runLabel: runID}); err != nil {
 		return err
 	}
-	imageTag, troopBin = tag, bin
+	img.tag = tag
 	return nil
 }
 

@@ -1,8 +1,11 @@
-// Package deploy builds troop's container image with no registry: a static
-// troop, this host's redis-server and bash with the libraries they load,
-// and an entrypoint that runs a node and its redis-server together. They are
-// assembled into a root file system and imported into a Docker Engine, as
-// `docker import` does. deploy/compose and deploy/k8s run the image
+// Package deploy builds troop's two container images with no registry. The
+// node image, troop-node, is what a store node runs: the static troop-node
+// (the node alone), this host's redis-server and bash with the libraries
+// they load, and an entrypoint that runs a node and its redis-server
+// together. The troop image carries the whole static troop and bash, for
+// the verbs that drive a cluster from inside it (troop bench's shards).
+// Each is assembled into a root file system and imported into a Docker
+// Engine, as `docker import` does. deploy/compose and deploy/k8s run them
 // (docs/deploy.md).
 package deploy
 
@@ -23,59 +26,87 @@ import (
 //go:embed entrypoint.sh
 var entrypoint []byte
 
-// Paths in the image.
+// Paths in the images.
 const (
-	TroopPath      = "/usr/bin/troop"
+	TroopNodePath  = "/usr/bin/troop-node" // in the node image
+	TroopPath      = "/usr/bin/troop"      // in the troop image
 	EntrypointPath = "/usr/bin/troop-entrypoint"
 	ConfigDir      = "/etc/troop" // where a node's config is mounted
 	DataDir        = "/data"      // redis-server's files; troop_data_dir goes under it
 )
 
-// Changes are the image's settings, in the form `docker import --change`
-// takes: the entrypoint gets `troop node`'s flags as its arguments.
-var Changes = []string{
-	`ENTRYPOINT ["` + EntrypointPath + `"]`,
-	`CMD ["--config", "` + ConfigDir + `/node.yml"]`,
-	"ENV PATH=/usr/bin:/bin",
-	"WORKDIR " + DataDir,
-	"EXPOSE 8101 8102 22222",
+// An Image is a root file system and its settings, in the form `docker
+// import --change` takes.
+type Image struct {
+	FS      *rootfs.FS
+	Changes []string
+	Message string // the import's commit message
 }
 
-// Rootfs assembles the image's files: troopBin (which must be static), this
+// NodeImage assembles the node image: troopNode (which must be static), this
 // host's redis-server and bash with their loader and libraries, and the
-// entrypoint script.
-func Rootfs(troopBin string) (*rootfs.FS, error) {
-	if err := rootfs.CheckStatic(troopBin); err != nil {
+// entrypoint script, which gets troop-node's flags as its arguments.
+func NodeImage(troopNode string) (*Image, error) {
+	fs, err := staticWithBash(TroopNodePath, troopNode, "redis-server")
+	if err != nil {
 		return nil, err
-	}
-	fs := rootfs.New()
-	if err := fs.AddProgram(TroopPath, troopBin); err != nil {
-		return nil, err
-	}
-	for _, prog := range []string{"redis-server", "bash"} {
-		if err := fs.AddProgram("/usr/bin/"+prog, prog); err != nil {
-			return nil, fmt.Errorf("the image needs %s from this host: %w", prog, err)
-		}
 	}
 	fs.AddFile(EntrypointPath, entrypoint, 0o755)
 	fs.AddDir(ConfigDir, 0o755)
 	fs.AddDir(DataDir, 0o755)
+	return &Image{FS: fs, Message: "troop-node image: static troop-node, redis-server, bash", Changes: []string{
+		`ENTRYPOINT ["` + EntrypointPath + `"]`,
+		`CMD ["--config", "` + ConfigDir + `/node.yml"]`,
+		"ENV PATH=/usr/bin:/bin",
+		"WORKDIR " + DataDir,
+		"EXPOSE 8101 8102 22222",
+	}}, nil
+}
+
+// TroopImage assembles the troop image: troop (which must be static) as its
+// entrypoint, and this host's bash, which the bench's shard scripts run in.
+func TroopImage(troop string) (*Image, error) {
+	fs, err := staticWithBash(TroopPath, troop)
+	if err != nil {
+		return nil, err
+	}
+	return &Image{FS: fs, Message: "troop image: static troop, bash", Changes: []string{
+		`ENTRYPOINT ["` + TroopPath + `"]`,
+		"ENV PATH=/usr/bin:/bin",
+	}}, nil
+}
+
+// staticWithBash is a root file system with the static binary bin at path,
+// and bash and progs from this host with their loader and libraries.
+func staticWithBash(path, bin string, progs ...string) (*rootfs.FS, error) {
+	if err := rootfs.CheckStatic(bin); err != nil {
+		return nil, err
+	}
+	fs := rootfs.New()
+	if err := fs.AddProgram(path, bin); err != nil {
+		return nil, err
+	}
+	for _, prog := range append(progs, "bash") {
+		if err := fs.AddProgram("/usr/bin/"+prog, prog); err != nil {
+			return nil, fmt.Errorf("the image needs %s from this host: %w", prog, err)
+		}
+	}
 	fs.AddDir("/tmp", 0o1777)
 	return fs, nil
 }
 
-// Import loads fs into the engine as the image ref, with Changes and a
-// LABEL for each of labels, and returns the image's ID.
-func Import(ctx context.Context, api *client.Client, fs *rootfs.FS, ref string, labels map[string]string) (string, error) {
+// Import loads img into the engine as the image ref, with its changes and
+// a LABEL for each of labels, and returns the image's ID.
+func Import(ctx context.Context, api *client.Client, img *Image, ref string, labels map[string]string) (string, error) {
 	pr, pw := io.Pipe()
-	go func() { pw.CloseWithError(fs.WriteTar(pw)) }()
+	go func() { pw.CloseWithError(img.FS.WriteTar(pw)) }()
 	defer pr.Close()
-	changes := append([]string(nil), Changes...)
+	changes := append([]string(nil), img.Changes...)
 	for k, v := range labels {
 		changes = append(changes, fmt.Sprintf("LABEL %s=%q", k, v))
 	}
 	res, err := api.ImageImport(ctx, client.ImageImportSource{Source: pr, SourceName: "-"}, ref,
-		client.ImageImportOptions{Changes: changes, Message: "troop image: static troop, redis-server, bash"})
+		client.ImageImportOptions{Changes: changes, Message: img.Message})
 	if err != nil {
 		return "", fmt.Errorf("import image %s: %w", ref, err)
 	}

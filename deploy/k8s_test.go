@@ -193,6 +193,9 @@ func TestKubernetesManifests(t *testing.T) {
 			t.Fatalf("%s: %d containers, want one (the image runs the node and its redis-server)", what, len(pod.Spec.Containers))
 		}
 		c := pod.Spec.Containers[0]
+		if c.Image != "troop-node:latest" {
+			t.Errorf("%s: image %q, want troop-node:latest, the node image", what, c.Image)
+		}
 		mounts := map[string]string{} // volume -> mount path
 		for _, m := range c.VolumeMounts {
 			mounts[m.Name] = m.MountPath
@@ -477,6 +480,9 @@ func TestKubernetesBenchJob(t *testing.T) {
 		t.Fatalf("%d containers, want one", len(s.Template.Spec.Containers))
 	}
 	c := s.Template.Spec.Containers[0]
+	if c.Image != "troop:latest" {
+		t.Errorf("image %q, want troop:latest, the image with troop bench", c.Image)
+	}
 	env := map[string]string{}
 	var startRef *corev1.ConfigMapKeySelector
 	for _, e := range c.Env {

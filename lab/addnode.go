@@ -98,11 +98,7 @@ func (l *Lab) AddNode(ctx context.Context, dc, rack string, token uint32) (Node,
 	// positions, so those of the others stay where they are.
 	l.nodes = append(append(make([]Node, 0, len(l.nodes)+1), l.nodes...), n)
 	pos := &l.nodes[len(l.nodes)-1]
-	nodeArgv := []string{l.spec.Troop, "node", "--config", n.Config, "--log-format", l.spec.LogFormat}
-	if l.spec.NodeCommand != nil {
-		nodeArgv = l.spec.NodeCommand(n)
-	}
-	np := &proc{node: pos, kind: NodeProc, argv: nodeArgv, log: n.NodeLog(), addr: n.Listen, netns: ns, want: true, state: Stopped}
+	np := &proc{node: pos, kind: NodeProc, argv: l.nodeArgv(n), log: n.NodeLog(), addr: n.Listen, netns: ns, want: true, state: Stopped}
 	rp := &proc{node: pos, kind: RedisProc, argv: redisCommand(l.spec.RedisServer, n), log: n.RedisLog(), addr: n.Redis, netns: ns, want: true, state: Stopped}
 	l.procs = append(l.procs, np, rp)
 	l.log.Info("adding a node", "node", name, "dc", dc, "rack", rack, "token", token, "dyn_listen", n.DynListen)

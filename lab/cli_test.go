@@ -3,6 +3,7 @@ package lab
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -63,6 +64,13 @@ func TestCLI(t *testing.T) {
 
 	out = must("lab", "up", "--dir", dir, "--replace-after", "1s", "--read-consistency", "dc_quorum", "--log-format", "json")
 	st := status()
+	// The nodes run troop-node, the node alone, which BuildTroop put next
+	// to troop.
+	for _, n := range st.Nodes {
+		if exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", n.NodePID)); err != nil || exe != filepath.Join(filepath.Dir(bin), "troop-node") {
+			t.Errorf("%s runs %q (%v), want troop-node next to %s", n.Name, exe, err, bin)
+		}
+	}
 	for _, log := range []string{SupervisorLog(dir), st.Nodes[0].NodeLog()} {
 		b, _ := os.ReadFile(log)
 		lines := strings.Split(strings.TrimSpace(string(b)), "\n")

@@ -443,14 +443,15 @@ func Env(dir string) ([]string, error) {
 }
 
 // BuildTroop builds the troop binary into outDir and returns its path, for
-// tests of other packages that need real nodes. It runs `go build`, so it
-// must be called from inside the module. The binary can run planted bugs
+// tests of other packages that need real nodes; troop-node goes next to it,
+// and a lab's nodes run that (see Spec.Troop). It runs `go build`, so it
+// must be called from inside the module. The binaries can run planted bugs
 // (the build tag planted), which tests plant to check their checkers.
 func BuildTroop(ctx context.Context, outDir string) (string, error) {
-	out := filepath.Join(outDir, "troop")
-	cmd := exec.CommandContext(ctx, "go", "build", "-tags", "planted", "-o", out, "github.com/troop-lab/troop/cmd/troop")
+	cmd := exec.CommandContext(ctx, "go", "build", "-tags", "planted", "-o", outDir+string(filepath.Separator),
+		"github.com/troop-lab/troop/cmd/troop", "github.com/troop-lab/troop/cmd/troop-node")
 	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build troop: %w\n%s", err, b)
+		return "", fmt.Errorf("go build troop and troop-node: %w\n%s", err, b)
 	}
-	return out, nil
+	return filepath.Join(outDir, "troop"), nil
 }

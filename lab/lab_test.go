@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"os"
+	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -423,6 +425,32 @@ func TestSupervisorDeathTakesChildren(t *testing.T) {
 	for _, p := range append(allPIDs(st2), st2.SupervisorPID) {
 		if alive(p) {
 			t.Errorf("pid %d alive after down", p)
+		}
+	}
+}
+
+// Nodes run troop-node when troop's directory has an executable one, else
+// troop's own node verb.
+func TestNodeProgram(t *testing.T) {
+	dir := t.TempDir()
+	troop, lean := filepath.Join(dir, "troop"), filepath.Join(dir, "troop-node")
+	if err := os.WriteFile(troop, nil, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		what string
+		make func() error
+		want []string
+	}{
+		{"no troop-node", func() error { return nil }, []string{troop, "node"}},
+		{"a troop-node that does not execute", func() error { return os.WriteFile(lean, nil, 0o644) }, []string{troop, "node"}},
+		{"a troop-node", func() error { return os.Chmod(lean, 0o755) }, []string{lean}},
+	} {
+		if err := c.make(); err != nil {
+			t.Fatal(err)
+		}
+		if got := nodeProgram(troop); !slices.Equal(got, c.want) {
+			t.Errorf("%s: %q, want %q", c.what, got, c.want)
 		}
 	}
 }

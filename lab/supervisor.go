@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -42,10 +43,16 @@ type Spec struct {
 	Engine   string
 	Dynomite string
 
-	// Troop is the troop binary nodes run as `Troop node --config FILE`.
-	// Default os.Executable(), which is wrong inside a test binary: tests of
-	// other packages pass a built troop (see BuildTroop) or NodeCommand.
+	// Troop is the troop binary: the detached supervisor and the chaos
+	// faults run it. Default os.Executable(), which is wrong inside a test
+	// binary: tests of other packages pass a built troop (see BuildTroop)
+	// or NodeCommand. Nodes run troop-node, the node alone, when Troop's
+	// directory has one (make build and BuildTroop put it there), as
+	// `troop-node --config FILE`; else `Troop node --config FILE`.
 	Troop string
+	// nodeProgram is the nodes' command line before their flags, found
+	// next to Troop by withDefaults.
+	nodeProgram []string
 	// RedisServer is the redis-server binary; default $TROOP_REDIS_SERVER,
 	// then redis-server from PATH.
 	RedisServer string
@@ -141,8 +148,30 @@ func (s Spec) withDefaults() (Spec, error) {
 		if _, err := os.Stat(s.Troop); err != nil {
 			return s, fmt.Errorf("troop binary: %w", err)
 		}
+		s.nodeProgram = nodeProgram(s.Troop)
 	}
 	return s, nil
+}
+
+// nodeProgram is how the nodes run: troop-node from troop's directory when
+// it has one, else troop's own node verb.
+func nodeProgram(troop string) []string {
+	lean := filepath.Join(filepath.Dir(troop), "troop-node")
+	if fi, err := os.Stat(lean); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+		return []string{lean}
+	}
+	return []string{troop, "node"}
+}
+
+// nodeArgv is the command line of the node at position n.
+func (l *Lab) nodeArgv(n Node) []string {
+	if l.spec.NodeCommand != nil {
+		return l.spec.NodeCommand(n)
+	}
+	if n.Engine == EngineDynomite {
+		return DynomiteCommand(l.spec.Dynomite, n)
+	}
+	return append(slices.Clone(l.spec.nodeProgram), "--config", n.Config, "--log-format", l.spec.LogFormat)
 }
 
 // FindRedisServer resolves the redis-server binary: path if given, else
@@ -279,7 +308,7 @@ func Start(ctx context.Context, spec Spec) (*Lab, error) {
 		return nil, err
 	}
 	l.log.Info("lab starting", "dir", spec.Dir, "shape", spec.Shape.String(), "replace_after", spec.ReplaceAfter.String(),
-		"read", spec.ReadConsistency, "write", spec.WriteConsistency, "engine", spec.Engine, "troop", spec.Troop, "dynomite", spec.Dynomite,
+		"read", spec.ReadConsistency, "write", spec.WriteConsistency, "engine", spec.Engine, "troop", spec.Troop, "node_program", strings.Join(spec.nodeProgram, " "), "dynomite", spec.Dynomite,
 		"redis_server", spec.RedisServer)
 	if err := l.startAll(ctx); err != nil {
 		l.log.Error("lab did not start", "err", err)
@@ -335,18 +364,14 @@ func (l *Lab) layout() error {
 	for i := range l.nodes {
 		n := &l.nodes[i]
 		cfg := NodeConfig(*n, l.nodes, l.spec.ReadConsistency, l.spec.WriteConsistency, l.caFile)
-		nodeArgv := []string{l.spec.Troop, "node", "--config", n.Config, "--log-format", l.spec.LogFormat}
 		if l.spec.Engine == EngineDynomite {
 			n.Engine = EngineDynomite
 			cfg = DynomiteConfig(*n, l.nodes, l.spec.ReadConsistency, l.spec.WriteConsistency)
-			nodeArgv = DynomiteCommand(l.spec.Dynomite, *n)
 		}
 		if err := os.WriteFile(n.Config, cfg, 0o644); err != nil {
 			return fmt.Errorf("write %s: %w", n.Config, err)
 		}
-		if l.spec.NodeCommand != nil {
-			nodeArgv = l.spec.NodeCommand(*n)
-		}
+		nodeArgv := l.nodeArgv(*n)
 		var ns *os.File
 		if l.net != nil {
 			ns = l.net.nodes[i]

@@ -1,15 +1,19 @@
-// Command mkimage builds troop's container image without a registry and
-// loads it into the Docker Engine (`make image` runs it):
+// Command mkimage builds one of troop's container images without a registry
+// and loads it into the Docker Engine (`make image` runs it for both):
 //
+//	go run ./deploy/mkimage --node bin/troop-node --tag troop-node:latest [--tag troop-node:VERSION]
 //	go run ./deploy/mkimage --troop bin/troop --tag troop:latest [--tag troop:VERSION]
 //
-// troop must be static (CGO_ENABLED=0); redis-server and bash come from
-// this host, with their libraries. --out also writes the root file system
-// as a tar file, which `docker import` loads the same way.
+// The node image runs a store node and its redis-server; the troop image
+// carries the whole troop, for troop bench's shards. The binary must be
+// static (CGO_ENABLED=0); redis-server and bash come from this host, with
+// their libraries. --out also writes the root file system as a tar file,
+// which `docker import` loads the same way.
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -28,23 +32,36 @@ func (t *tags) Set(s string) error { *t = append(*t, s); return nil }
 
 func main() {
 	var (
-		troop = flag.String("troop", "bin/troop", "the static troop binary to put in the image")
+		node  = flag.String("node", "", "build the node image of this static troop-node binary")
+		troop = flag.String("troop", "", "build the troop image of this static troop binary")
 		out   = flag.String("out", "", "also write the root file system to this tar file")
 		names tags
 	)
-	flag.Var(&names, "tag", "a name for the image (repeat for several); default troop:latest")
+	flag.Var(&names, "tag", "a name for the image (repeat for several); default troop-node:latest or troop:latest")
 	flag.Parse()
-	if len(names) == 0 {
-		names = tags{"troop:latest"}
-	}
-	if err := run(*troop, *out, names); err != nil {
+	if err := run(*node, *troop, *out, names); err != nil {
 		fmt.Fprintln(os.Stderr, "mkimage:", err)
 		os.Exit(1)
 	}
 }
 
-func run(troop, out string, names []string) error {
-	fs, err := deploy.Rootfs(troop)
+func run(node, troop, out string, names []string) error {
+	var img *deploy.Image
+	var err error
+	switch {
+	case (node == "") == (troop == ""):
+		return errors.New("name one binary: --node TROOP-NODE for the node image, or --troop TROOP for the troop image")
+	case node != "":
+		img, err = deploy.NodeImage(node)
+		if len(names) == 0 {
+			names = []string{"troop-node:latest"}
+		}
+	default:
+		img, err = deploy.TroopImage(troop)
+		if len(names) == 0 {
+			names = []string{"troop:latest"}
+		}
+	}
 	if err != nil {
 		return err
 	}
@@ -53,7 +70,7 @@ func run(troop, out string, names []string) error {
 		if err != nil {
 			return err
 		}
-		if err := fs.WriteTar(f); err != nil {
+		if err := img.FS.WriteTar(f); err != nil {
 			f.Close()
 			return err
 		}
@@ -71,7 +88,7 @@ func run(troop, out string, names []string) error {
 	if _, err := api.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true}); err != nil {
 		return fmt.Errorf("no Docker Engine answers: %w", err)
 	}
-	id, err := deploy.Import(ctx, api, fs, names[0], nil)
+	id, err := deploy.Import(ctx, api, img, names[0], nil)
 	if err != nil {
 		return err
 	}
@@ -80,6 +97,6 @@ func run(troop, out string, names []string) error {
 			return fmt.Errorf("tag %s: %w", n, err)
 		}
 	}
-	fmt.Printf("%s: %s (%.1f MB of files)\n", strings.Join(names, ", "), id, float64(fs.Size())/1e6)
+	fmt.Printf("%s: %s (%.1f MB of files)\n", strings.Join(names, ", "), id, float64(img.FS.Size())/1e6)
 	return nil
 }
