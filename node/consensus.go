@@ -3,6 +3,7 @@ package node
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strconv"
@@ -10,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/troop-lab/troop/fit"
 	"github.com/troop-lab/troop/node/consistency"
 	"github.com/troop-lab/troop/node/decide"
 	"github.com/troop-lab/troop/resp"
@@ -51,7 +53,7 @@ var luaPrelude = "local PROMISE = '" + PromisePrefix + "'\nlocal PROMISED = '" +
 
 // prepareScript promises ARGV[1] unless the key's promise or version is at
 // or above it, and answers {1 or 0, the promise after, the version, the
-// DUMP of the value ("" for none), its PTTL}. KEYS are the key, its version
+// DUMP of the value ("" for none), its PEXPIRETIME}. KEYS are the key, its version
 // key and its promise key; ARGV[2] is the tombstone grace (ms), the life
 // of a promise of a key that holds nothing.
 const prepareScript = `
@@ -64,11 +66,11 @@ if b <= top then return {0, top, v, '', -2} end
 local vt = redis.call('PTTL', KEYS[2])
 if vt == -2 then vt = tonumber(ARGV[2]) end
 if vt > 0 then redis.call('SET', KEYS[3], b, 'PX', vt) else redis.call('SET', KEYS[3], b) end
-return {1, b, v, redis.call('DUMP', KEYS[1]) or '', redis.call('PTTL', KEYS[1])}
+return {1, b, v, redis.call('DUMP', KEYS[1]) or '', redis.call('PEXPIRETIME', KEYS[1])}
 `
 
-// acceptScript accepts ARGV[3] (a DUMP, "" for none) with PTTL ARGV[4] (0:
-// none) at ballot ARGV[1] unless the key's promise or version is above it,
+// acceptScript accepts ARGV[3] (a DUMP, "" for none) expiring at ARGV[4]
+// (Unix ms, as PEXPIRETIME; 0: never) at ballot ARGV[1] unless the key's promise or version is above it,
 // and promises ARGV[2] (the proposer's next ballot) as it does. It answers
 // {1 or 0, the promise after, the version after}. KEYS as prepareScript's;
 // ARGV[5] is the tombstone grace (ms): the version and promise of a key
@@ -84,13 +86,14 @@ if b < p or b < v then
 end
 local np = b
 if ARGV[2] > np then np = ARGV[2] end
-local ttl, grace = tonumber(ARGV[4]), tonumber(ARGV[5])
-if ARGV[3] == '' then
+local grace = tonumber(ARGV[5])
+if ARGV[3] ~= '' then redis.call('RESTORE', KEYS[1], ARGV[4], ARGV[3], 'REPLACE', 'ABSTTL') end
+local ttl = redis.call('PTTL', KEYS[1])
+if ARGV[3] == '' or ttl == -2 then
   redis.call('DEL', KEYS[1])
   ttl = grace
-else
-  redis.call('RESTORE', KEYS[1], ttl, ARGV[3], 'REPLACE')
-  if ttl > 0 then ttl = ttl + grace end
+elseif ttl > 0 then
+  ttl = ttl + grace
 end
 if ttl > 0 and ttl <= 9007199254740991 then
   redis.call('SET', KEYS[2], b, 'PX', ttl)
@@ -103,15 +106,17 @@ return {1, np, b}
 `
 
 // changeScript runs a command (ARGV[3:], its key the scratch key KEYS[1])
-// on a value (ARGV[1], a DUMP or "" for none, with PTTL ARGV[2], 0 for
-// none) and answers {the command's reply, the DUMP after ("" for none),
-// the PTTL after}. It leaves the scratch key empty.
+// on a value (ARGV[1], a DUMP or "" for none, expiring at ARGV[2], Unix ms,
+// 0 for never) and answers {the command's reply, the DUMP after ("" for
+// none), the PEXPIRETIME after}. It leaves the scratch key empty. Expiries
+// travel as absolute times: a relative one far off (PEXPIREAT of a
+// distant time) would overflow when RESTORE adds the time to it.
 const changeScript = `
 redis.call('DEL', KEYS[1])
-if ARGV[1] ~= '' then redis.call('RESTORE', KEYS[1], ARGV[2], ARGV[1]) end
+if ARGV[1] ~= '' then redis.call('RESTORE', KEYS[1], ARGV[2], ARGV[1], 'ABSTTL') end
 local r = redis.pcall(unpack(ARGV, 3))
 local d = redis.call('DUMP', KEYS[1]) or ''
-local t = redis.call('PTTL', KEYS[1])
+local t = redis.call('PEXPIRETIME', KEYS[1])
 redis.call('DEL', KEYS[1])
 return {r, d, t}
 `
@@ -132,11 +137,11 @@ func appendPromiseKey(dst, key []byte) []byte {
 }
 
 // consensusWrite reports whether a write at level goes through consensus:
-// a versioned write of one key that changes its value in place, at a
-// quorum level.
+// a versioned write of one key (its first argument) that changes its
+// value in place, a pop included, at a quorum level.
 func (n *Node) consensusWrite(level consistency.Level, cmd *command, keys, args [][]byte) bool {
-	return level != consistency.DCOne && n.cfg.Versions && len(keys) == 1 && cmd.kind == kindWrite && !cmd.isLWW(args) &&
-		!(planted && n.noConsensus)
+	return level != consistency.DCOne && n.cfg.Versions && len(keys) == 1 && cmd.keys == nil &&
+		(cmd.kind == kindWrite && !cmd.isLWW(args) || cmd.kind == kindDrawn) && !(planted && n.noConsensus)
 }
 
 // ballotVersion writes a ballot as a version.
@@ -159,18 +164,18 @@ func versionBallot(v []byte) (decide.Ballot, bool) {
 // version its clock issues.
 func (n *Node) proposerID() uint64 { return uint64(n.clock.node ^ 0x8000) }
 
-// A value as the proposer carries it: nil for none, else the PTTL (ms, 0
-// for none) in 8 bytes, then the DUMP.
-func packValue(dump []byte, pttl int64) []byte {
+// A value as the proposer carries it: nil for none, else its expiry (Unix
+// ms, as PEXPIRETIME, 0 for none) in 8 bytes, then the DUMP.
+func packValue(dump []byte, expireAt int64) []byte {
 	if len(dump) == 0 {
 		return nil
 	}
 	out := make([]byte, 8, 8+len(dump))
-	binary.BigEndian.PutUint64(out, uint64(max(pttl, 0)))
+	binary.BigEndian.PutUint64(out, uint64(max(expireAt, 0)))
 	return append(out, dump...)
 }
 
-func unpackValue(v []byte) (dump []byte, pttl int64) {
+func unpackValue(v []byte) (dump []byte, expireAt int64) {
 	if len(v) < 8 {
 		return nil, 0
 	}
@@ -237,8 +242,15 @@ const (
 // consensus runs a write of one key through consensus among its local
 // replicas (consensusWrite) and answers its reply. It holds the key in the
 // connection's gate until it is decided, so a client's next command on the
-// key comes after it; its rounds run on a goroutine of their own, which
-// may wait for the key's proposer.
+// key comes after it.
+//
+// The key's deciding replica (decider: the first rack's replica this node
+// does not mark down) proposes, so that coordinators do not duel over a
+// key and its changes take one round trip: this node sends it the command
+// (DECIDE), unless it is that replica, or the request could not be sent
+// (an injected fault), when it proposes itself. Safety does not depend on
+// this rule: two coordinators that disagree on who is down both propose,
+// and consensus orders them.
 func (n *Node) consensus(tr *trace, level consistency.Level, cmd *command, keys, args [][]byte, g *keyGate, h *hold, done replyFunc) {
 	v := n.view()
 	reps := v.replicas(n.token(keys[0]))
@@ -248,14 +260,54 @@ func (n *Node) consensus(tr *trace, level consistency.Level, cmd *command, keys,
 	key := keys[0]
 	h.add(1)
 	ungate := g.hold(key)
+	finish := func(reply []byte) { ungate(); done(reply); h.done() }
+	d, _ := n.decider(reps)
+	if d.self || d.isDown() {
+		n.decideHere(tr, v, level, cmd, key, args, reps, h, finish)
+		return
+	}
+	n.toPeer(nil, tr, d, appendPeerRequest(nil, "DECIDE", []byte(level.String()), args), fromPeer(func(raw []byte, err error) {
+		var injected *fit.InjectedError
+		switch {
+		case errors.As(err, &injected): // never sent: nothing of it can be applied
+			n.decideHere(tr, v, level, cmd, key, args, reps, h, finish)
+		case err != nil:
+			n.countFailure(err)
+			n.stats.quorumFailures.Add(1)
+			finish(resp.AppendError(nil, fmt.Sprintf("ERR troop: %s write (%s) failed, outcome unknown: %s, which decides it, did not answer (%v); it may have been applied, once", level, args[0], replicaName(d), err)))
+		default:
+			finish(raw)
+		}
+	}))
+}
+
+// serveDecide runs a peer's DECIDE level cmd args...: the command, as the
+// key's deciding replica, whatever this node's own view of who decides.
+func (n *Node) serveDecide(tr *trace, args [][]byte, s *slot) {
+	level, err := consistency.ParseLevel(string(args[1]))
+	c, keys, bad := peerCommand(args[2:])
+	if bad == "" && (err != nil || !n.consensusWrite(level, c, keys, args[2:])) {
+		bad = "ERR troop peer protocol: DECIDE carries a quorum level and a write of one key decided by consensus"
+	}
+	if bad != "" {
+		s.complete(resp.AppendError(nil, bad))
+		return
+	}
+	v := n.view()
+	n.decideHere(tr, v, level, c, keys[0], args[2:], v.replicas(n.token(keys[0])), nil, s.complete)
+}
+
+// decideHere runs the change with this node as the proposer, on a
+// goroutine of its own, which may wait for the key's proposer.
+func (n *Node) decideHere(tr *trace, v *view, level consistency.Level, cmd *command, key []byte, args [][]byte, reps []*member, h *hold, finish replyFunc) {
+	h.add(1)
 	go func() {
 		defer h.done()
 		reply, decided := n.decide(tr, level, cmd, key, args, reps)
-		ungate()
-		done(reply)
 		if decided != nil {
 			n.forwardDecided(tr, v, key, decided, h)
 		}
+		finish(reply)
 	}()
 }
 
@@ -278,8 +330,8 @@ func (n *Node) decide(tr *trace, level consistency.Level, cmd *command, key []by
 	var changeErr error
 	expires := false
 	change := func(cur []byte) []byte {
-		dump, pttl := unpackValue(cur)
-		raw, err := n.runChange(tr, key, dump, pttl, args)
+		dump, expireAt := unpackValue(cur)
+		raw, err := n.runChange(tr, key, dump, expireAt, args)
 		if err != nil {
 			changeErr, reply = err, nil
 			return cur
@@ -293,6 +345,9 @@ func (n *Node) decide(tr *trace, level consistency.Level, cmd *command, key []by
 		d, _ := resp.Parse(frames[1])
 		t, _ := resp.Parse(frames[2])
 		reply = frames[0]
+		if nilIsArray(cmd, args) && isNullBulk(reply) { // Lua turned redis-server's null array into false, a null bulk
+			reply = []byte("*-1\r\n")
+		}
 		expires = t.Int > 0
 		return packValue(d.Str, t.Int)
 	}
@@ -457,14 +512,14 @@ func (n *Node) sendAcceptors(tr *trace, key []byte, reps []*member, req decide.R
 }
 
 // appendAcceptorRequest encodes `PREPARE key ballot` or `ACCEPT key ballot
-// next dump pttl` for a peer.
+// next dump expireat` for a peer.
 func appendAcceptorRequest(dst, key []byte, req decide.Request) []byte {
 	switch m := req.(type) {
 	case decide.Prepare:
 		return resp.AppendCommand(dst, []byte("PREPARE"), key, ballotVersion(m.Ballot))
 	case decide.Accept:
-		dump, pttl := unpackValue(m.Value)
-		return resp.AppendCommand(dst, []byte("ACCEPT"), key, ballotVersion(m.Ballot), ballotVersion(m.Next), dump, strconv.AppendInt(nil, pttl, 10))
+		dump, expireAt := unpackValue(m.Value)
+		return resp.AppendCommand(dst, []byte("ACCEPT"), key, ballotVersion(m.Ballot), ballotVersion(m.Next), dump, strconv.AppendInt(nil, expireAt, 10))
 	}
 	panic(fmt.Sprintf("troop: unknown acceptor request %T", req))
 }
@@ -483,8 +538,8 @@ func (n *Node) localAcceptor(b *batch, tr *trace, key []byte, req decide.Request
 	case decide.Accept:
 		ballot, next := ballotVersion(m.Ballot), ballotVersion(m.Next)
 		n.versions.record(key, []byte(max(string(ballot), string(next))), mayExpire)
-		dump, pttl := unpackValue(m.Value)
-		args = [][]byte{[]byte("EVALSHA"), []byte(acceptSHA), []byte("3"), key, nil, nil, ballot, next, dump, strconv.AppendInt(nil, pttl, 10), grace}
+		dump, expireAt := unpackValue(m.Value)
+		args = [][]byte{[]byte("EVALSHA"), []byte(acceptSHA), []byte("3"), key, nil, nil, ballot, next, dump, strconv.AppendInt(nil, expireAt, 10), grace}
 	}
 	args[4] = append([]byte(VersionPrefix), key...)
 	args[5] = append([]byte(PromisePrefix), key...)
@@ -528,7 +583,7 @@ func parseAcceptorReply(req decide.Request, raw []byte) (decide.Reply, error) {
 }
 
 // serveAcceptor serves a peer's PREPARE key ballot or ACCEPT key ballot
-// next dump pttl.
+// next dump expireat.
 func (n *Node) serveAcceptor(tr *trace, op string, args [][]byte, b *batch, done func([]byte, error)) {
 	var req decide.Request
 	ballot, ok := versionBallot(args[2])
@@ -538,9 +593,9 @@ func (n *Node) serveAcceptor(tr *trace, op string, args [][]byte, b *batch, done
 		req = decide.Prepare{Ballot: ballot}
 	case op == "ACCEPT" && len(args) == 6:
 		next, ok := versionBallot(args[3])
-		pttl, err := strconv.ParseInt(string(args[5]), 10, 64)
-		if ok && err == nil && pttl >= 0 {
-			req = decide.Accept{Ballot: ballot, Next: next, Value: packValue(args[4], pttl)}
+		expireAt, err := strconv.ParseInt(string(args[5]), 10, 64)
+		if ok && err == nil && expireAt >= 0 {
+			req = decide.Accept{Ballot: ballot, Next: next, Value: packValue(args[4], expireAt)}
 		}
 	}
 	if req == nil {
@@ -551,12 +606,12 @@ func (n *Node) serveAcceptor(tr *trace, op string, args [][]byte, b *batch, done
 	n.localAcceptor(b, tr, args[1], req, done)
 }
 
-// runChange runs the command args on a value (dump, "" for none, with
-// pttl) in the scratch key of this node's redis-server, waiting for the
-// answer: changeScript's {reply, dump, pttl}.
-func (n *Node) runChange(tr *trace, key, dump []byte, pttl int64, args [][]byte) ([]byte, error) {
+// runChange runs the command args on a value (dump, "" for none, expiring
+// at expireAt) in the scratch key of this node's redis-server, waiting for
+// the answer: changeScript's {reply, dump, expiry}.
+func (n *Node) runChange(tr *trace, key, dump []byte, expireAt int64, args [][]byte) ([]byte, error) {
 	call := make([][]byte, 0, 6+len(args))
-	call = append(call, []byte("EVALSHA"), []byte(changeSHA), []byte("1"), []byte(scratchKey), dump, strconv.AppendInt(nil, pttl, 10), args[0], []byte(scratchKey))
+	call = append(call, []byte("EVALSHA"), []byte(changeSHA), []byte("1"), []byte(scratchKey), dump, strconv.AppendInt(nil, expireAt, 10), args[0], []byte(scratchKey))
 	call = append(call, args[2:]...)
 	type answer struct {
 		raw []byte
@@ -581,8 +636,8 @@ func (n *Node) forwardDecided(tr *trace, v *view, key []byte, d *decidedValue, h
 		return
 	}
 	args := [][]byte{[]byte("DEL"), key}
-	if dump, pttl := unpackValue(d.value); dump != nil {
-		args = [][]byte{[]byte("RESTORE"), key, strconv.AppendInt(nil, pttl, 10), dump, []byte("REPLACE")}
+	if dump, expireAt := unpackValue(d.value); dump != nil {
+		args = [][]byte{[]byte("RESTORE"), key, strconv.AppendInt(nil, expireAt, 10), dump, []byte("REPLACE"), []byte("ABSTTL")}
 	}
 	n.forwardToRemoteDCs(tr, v, key, d.ballot, args, h, nil)
 }

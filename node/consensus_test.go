@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/troop-lab/troop/resp"
 )
 
 // Clients through every node of three racks, at DC_QUORUM, with no pause:
@@ -172,4 +174,70 @@ func TestConsensusPromiseFencesWholeValueWrites(t *testing.T) {
 		t.Errorf("INCR after SET = %s, want 11", got)
 	}
 	tc.redisesHold("k", "11", 5*time.Second)
+}
+
+// Pops through every node at DC_QUORUM are decided by consensus: clients
+// popping one queue through three nodes each get each element at most
+// once, every element pushed comes out unless a pop's outcome is unknown,
+// and LPOP with a count of an empty key answers a null array, as Redis.
+func TestConsensusPopsDeliverOnce(t *testing.T) {
+	tc := startCluster(t, clusterOpts{racks: 3})
+	const elements, clients = 90, 3
+	c := tc.client(0, "DC_QUORUM")
+	for i := 0; i < elements; i++ {
+		c.must("RPUSH", "queue", strconv.Itoa(i))
+	}
+	var mu sync.Mutex
+	got := map[string]int{}
+	unknown := 0
+	var wg sync.WaitGroup
+	for id := 0; id < clients; id++ {
+		cl := tc.client(id, "DC_QUORUM")
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range elements {
+				v, err := cl.try("LPOP", "queue")
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				switch {
+				case v.IsError():
+					unknown++
+				case !v.IsNull:
+					got[string(v.Str)]++
+				}
+				mu.Unlock()
+				if v.IsNull {
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for e, times := range got {
+		if times != 1 {
+			t.Errorf("element %s delivered %d times", e, times)
+		}
+	}
+	if len(got)+unknown < elements {
+		t.Errorf("%d elements delivered and %d pops of unknown outcome, of %d pushed", len(got), unknown, elements)
+	}
+	if v := c.do("LPOP", "queue", "2"); v.Type != resp.Array || !v.IsNull {
+		t.Errorf("LPOP with a count of an empty key = %+v, want a null array", v)
+	}
+	// SPOP draws once, on the coordinator: every replica loses that member.
+	c.must("SADD", "set", "a", "b", "c")
+	popped := c.must("SPOP", "set")
+	for _, tn := range tc.nodes {
+		r := dial(t, tn.redis.Addr)
+		eventually(t, 10*time.Second, func() string {
+			if n := r.must("SCARD", "set"); n != "2" || r.must("SISMEMBER", "set", popped) != "0" {
+				return fmt.Sprintf("%s's redis-server: %s members, %s among them", tn.cfg.Name, n, popped)
+			}
+			return ""
+		})
+	}
 }

@@ -54,16 +54,20 @@ func judged(t *testing.T, run func(context.Context, []client.Node, CoordinationC
 // At DC_QUORUM troop decides read-modify-write commands (SET NX, INCR,
 // RPUSH) by consensus per key, so the checkers find nothing: clients
 // through every node with no think time, first with nothing in the way,
-// then with two coordinators that disagree about who is up.
+// then with two coordinators that cannot reach each other, each of which
+// proposes, then with the calls between them held back.
 //
-// The disagreement is made, not hoped for: the first and the last rack's
-// nodes each hold back their calls to the other for the whole workload
-// (TROOP FIT hold), so to each of them the other is unreachable, and each
-// can only make its quorum with the middle rack's replica. Both decide
-// changes of the same keys; before consensus, each coordinator's own
-// replica granted its client every lock, counted only its own client's
-// INCRs and kept its own order of the list (coordinationBugs, in the
-// planted build, shows the checkers still catch that).
+// The faults are made, not hoped for. With the first and the last rack's
+// nodes failing every call to each other (TROOP FIT error), each cannot
+// send the key's deciding replica (the first rack's) its command, or is
+// it, so both propose changes of the same keys, each making its quorum
+// with the middle rack's replica, while the middle one sees both up. With
+// the calls held back for the whole workload (TROOP FIT hold), each
+// coordinator's own replica sees only its own client's commands until the
+// end: before consensus it granted its client every lock, counted only its
+// own client's INCRs and kept its own order of the list
+// (TestCoordinationCheckersCatchNoConsensus, in the planted build, shows
+// the checkers still catch that).
 func TestTroopQuorumLocksIDsAndListsHold(t *testing.T) {
 	nodes, redis := startLabOf(t, lab.Spec{})
 	racks, why := ProbeNodes(nodes)
@@ -72,14 +76,17 @@ func TestTroopQuorumLocksIDsAndListsHold(t *testing.T) {
 	}
 	first, last := racks[0], racks[2]
 	ends := []client.Node{first, last}
-	scopes := []string{first.Name + "->" + last.Name + "=hold", last.Name + "->" + first.Name + "=hold"}
+	cut := func(action string) []string {
+		return []string{first.Name + "->" + last.Name + "=" + action, last.Name + "->" + first.Name + "=" + action}
+	}
 	for _, c := range []struct {
 		name    string
 		clients []client.Node
 		scopes  []string
 	}{
 		{"every node", racks, nil},
-		{"coordinators that cannot reach each other", ends, scopes},
+		{"coordinators that cannot reach each other", ends, cut("error")},
+		{"calls between coordinators held back", ends, cut("hold")},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			for _, w := range []struct {
