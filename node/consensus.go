@@ -371,12 +371,12 @@ func (n *Node) decide(tr *trace, level consistency.Level, cmd *command, key []by
 	sent := 0
 	for try := 1; ; try++ {
 		st, reasons = n.round(tr, key, reps, p, req, replies, &sent, deadline)
-		if changeErr != nil { // this node's redis-server could not run the command: nothing of it went out
+		if changeErr != nil {
+			// This node's redis-server could not run the command: what went
+			// out for acceptance was the value as it was, without it.
 			p.GiveUp()
-			if !p.MayHaveApplied() {
-				return resp.AppendError(nil, fmt.Sprintf("ERR troop: %s write (%s) failed and was not applied: this node's redis-server could not run it (%v)", level, args[0], changeErr)), nil
-			}
-			st = decide.Refused
+			n.stats.quorumFailures.Add(1)
+			return resp.AppendError(nil, fmt.Sprintf("ERR troop: %s write (%s) failed and was not applied: this node's redis-server could not run it (%v)", level, args[0], changeErr)), nil
 		}
 		if st != decide.Refused || try >= maxConsensusTries || time.Now().After(deadline) {
 			break
