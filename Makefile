@@ -36,7 +36,7 @@ build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/troop
 
 test:
-	@scripts/need redis-server redis-cli redis-benchmark nutcracker chromium tclsh promtool rq celery
+	@scripts/need redis-server redis-cli redis-benchmark nutcracker chromium tclsh promtool rq celery sidekiq
 	@scripts/dynomite >/dev/null || [ $$? -eq 3 ] # 3: no Dynomite to build here; its tests say so and skip
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt would change:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) vet ./...
@@ -79,6 +79,7 @@ demo: build
 
 bench: build
 	@scripts/need redis-server redis-cli redis-benchmark nutcracker
+	@scripts/dynomite >/dev/null || [ $$? -eq 3 ] # 3: no Dynomite to build here; the peers experiment says so and skips
 	$(GO) run ./perf/store --troop $(BIN) --out .troop/perf-store.json
 	perf/store/rediscost.sh
 	$(BIN) ldfi bench --out .troop/ldfi-bench.json

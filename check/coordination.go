@@ -18,6 +18,12 @@ import (
 //   - CheckList: RPUSH of unique elements and LRANGE reads of one key, as
 //     Elle's list-append model has it: every read, and every replica's
 //     final read, a prefix of one order.
+//   - CheckCounter: INCRBY and DECRBY of one key, with reads (counter.go).
+//   - CheckSet: SADD of unique elements and SMEMBERS reads, a grow-only
+//     set (set.go).
+//   - CheckQueue: RPUSH and LPOP of one key as a queue (queue.go).
+//   - CheckCAS: WATCH/GET/MULTI/SET/EXEC increments, redis-py's
+//     transaction() pattern (cas.go).
 //
 // An operation of unknown outcome (an error reply, a timeout) may have
 // taken effect or not: the checkers count it as possibly applied, never as
@@ -25,22 +31,33 @@ import (
 
 // Command names of the histories these checkers read.
 const (
-	SetNX  = "SET NX"
-	Incr   = "INCR"
-	RPush  = "RPUSH"
-	LRange = "LRANGE"
-	Get    = "GET"
+	SetNX    = "SET NX"
+	Incr     = "INCR"
+	RPush    = "RPUSH"
+	LRange   = "LRANGE"
+	Get      = "GET"
+	IncrBy   = "INCRBY" // Delta is the amount, negative for DECRBY
+	DecrBy   = "DECRBY"
+	SAdd     = "SADD"
+	SMembers = "SMEMBERS"
+	LPop     = "LPOP"
+	// CAS is one WATCH k, GET k, MULTI, SET k read+1, EXEC attempt:
+	// Number is the value GET read, Acquired whether EXEC committed.
+	CAS = "WATCH CAS"
 )
 
-// Command is one operation of a lock, id or list history. Times are
+// Command is one operation of a history these checkers read. Times are
 // nanoseconds since the workload began.
 type Command struct {
 	Client int    `json:"client"`
 	Node   string `json:"node,omitempty"` // the node it went through, or the redis-server read directly
 	Key    string `json:"key"`
-	Name   string `json:"name"`          // SetNX, Incr, RPush, LRange or Get
-	Arg    string `json:"arg,omitempty"` // SET NX's value, RPUSH's element
-	// The reply: SET NX's (true for OK), INCR's and GET's number, LRANGE's
+	Name   string `json:"name"`          // one of the command names above
+	Arg    string `json:"arg,omitempty"` // SET NX's value, RPUSH's and SADD's element, LPOP's reply ("" for nil)
+	// Delta is what an INCRBY or DECRBY adds (negative for DECRBY).
+	Delta int64 `json:"delta,omitempty"`
+	// The reply: SET NX's (true for OK; EXEC's for CAS), INCR's, INCRBY's
+	// and GET's number (the value read, for CAS), LRANGE's and SMEMBERS's
 	// elements.
 	Acquired bool     `json:"acquired,omitempty"`
 	Number   int64    `json:"number,omitempty"`
@@ -73,15 +90,32 @@ func (c Command) String() string {
 		what = fmt.Sprintf("INCR %s -> %d", c.Key, c.Number)
 	case Get:
 		what = fmt.Sprintf("GET %s -> %d", c.Key, c.Number)
+	case IncrBy, DecrBy:
+		what = fmt.Sprintf("%s %s %d -> %d", c.Name, c.Key, max(c.Delta, -c.Delta), c.Number)
 	case RPush:
 		what = fmt.Sprintf("RPUSH %s %s", c.Key, c.Arg)
+	case SAdd:
+		what = fmt.Sprintf("SADD %s %s", c.Key, c.Arg)
+	case LPop:
+		what = fmt.Sprintf("LPOP %s -> %s", c.Key, cmp.Or(c.Arg, "nil"))
 	case LRange:
 		what = fmt.Sprintf("LRANGE %s -> %d elements %s", c.Key, len(c.List), shownList(c.List, c.Focus))
+	case SMembers:
+		what = fmt.Sprintf("SMEMBERS %s -> %d elements %s", c.Key, len(c.List), shownList(c.List, c.Focus))
+	case CAS:
+		what = fmt.Sprintf("WATCH %s, GET -> %d, MULTI, SET %d, EXEC -> nil", c.Key, c.Number, c.Number+1)
+		if c.Acquired {
+			what = strings.TrimSuffix(what, "nil") + "OK"
+		}
 	default:
 		what = c.Name + " " + c.Key
 	}
 	if c.Failed {
-		what = strings.TrimSuffix(strings.TrimSuffix(what, " -> nil"), " -> OK") + " -> unknown (" + c.Error + ")"
+		what = strings.TrimSuffix(strings.TrimSuffix(what, " -> nil"), " -> OK")
+		if i := strings.LastIndex(what, " -> "); c.Name != CAS && i >= 0 {
+			what = what[:i] // a reply it did not get
+		}
+		what += " -> unknown (" + c.Error + ")"
 	}
 	via := ""
 	if c.Node != "" {
@@ -115,16 +149,21 @@ type Anomaly struct {
 
 // The kinds of anomaly.
 const (
-	SeveralWinners   = "several winners"    // of one lock
-	NoWinner         = "no winner"          // of a fresh lock, every acquire refused
-	DuplicateID      = "duplicate id"       // a number handed out twice
-	ImpossibleID     = "impossible id"      // a number past every INCR that may have happened
-	WrongFinal       = "wrong final value"  // a counter's final value that lost or made up INCRs
-	OrderDiffers     = "order differs"      // a list read that is not a prefix of the longest
-	MissingElement   = "missing element"    // an acknowledged element a later read lacks
-	DuplicateElement = "duplicate element"  // an element twice in one read
-	UnknownElement   = "unknown element"    // an element that no RPUSH pushed
-	ReplicasDiffer   = "final reads differ" // final reads, through nodes or on replicas, not equal
+	SeveralWinners   = "several winners"     // of one lock
+	NoWinner         = "no winner"           // of a fresh lock, every acquire refused
+	DuplicateID      = "duplicate id"        // a number handed out twice
+	ImpossibleID     = "impossible id"       // a number past every INCR that may have happened
+	WrongFinal       = "wrong final value"   // a counter's final value that lost or made up INCRs
+	OrderDiffers     = "order differs"       // a list read that is not a prefix of the longest
+	MissingElement   = "missing element"     // an acknowledged element a later read lacks
+	DuplicateElement = "duplicate element"   // an element twice in one read
+	UnknownElement   = "unknown element"     // an element that no RPUSH pushed
+	ReplicasDiffer   = "final reads differ"  // final reads, through nodes or on replicas, not equal
+	OutOfBounds      = "value out of bounds" // a counter's value no order of the INCRBYs could give
+	DeliveredTwice   = "delivered twice"     // a queue's element popped twice
+	LostElement      = "lost element"        // an acknowledged element a drained queue never delivered
+	LostUpdate       = "lost update"         // two committed CAS that read the same value
+	StaleCAS         = "stale read"          // a committed CAS that read less than one committed before it began
 )
 
 // Finding is a checker's verdict on a history.

@@ -74,10 +74,10 @@ func DynomiteConfig(n Node, all []Node, readConsistency, writeConsistency string
 	return []byte(b.String())
 }
 
-// dynomiteCommand is the command line of a position's Dynomite: its config,
+// DynomiteCommand is the command line of a position's Dynomite: its config,
 // its log on stderr (the supervisor's node.log) at Dynomite's default
 // verbosity less one, which leaves out a line per connection.
-func dynomiteCommand(bin string, n Node) []string {
+func DynomiteCommand(bin string, n Node) []string {
 	return []string{bin, "--conf-file", n.Config, "--verbosity", "4"}
 }
 

@@ -339,7 +339,7 @@ func (l *Lab) layout() error {
 		if l.spec.Engine == EngineDynomite {
 			n.Engine = EngineDynomite
 			cfg = DynomiteConfig(*n, l.nodes, l.spec.ReadConsistency, l.spec.WriteConsistency)
-			nodeArgv = dynomiteCommand(l.spec.Dynomite, *n)
+			nodeArgv = DynomiteCommand(l.spec.Dynomite, *n)
 		}
 		if err := os.WriteFile(n.Config, cfg, 0o644); err != nil {
 			return fmt.Errorf("write %s: %w", n.Config, err)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strings"
 	"sync"
@@ -87,7 +88,7 @@ func (p *testPoller) Poll(conn *rawio.Conn, readable func()) (func(), error) {
 func TestLinkPolled(t *testing.T) {
 	r := testredis.Start(t)
 	p := newTestPoller(t)
-	l := New("redis", r.Addr, 5*time.Second, nil)
+	l := New("redis", r.Addr, patience, nil)
 	l.PollWith(p)
 	defer l.Close()
 	sizes := []int{0, 1, 100, 4 << 10, 60 << 10, 64 << 10, 200 << 10, 3 << 20, 7}
@@ -127,7 +128,7 @@ func TestLinkPolled(t *testing.T) {
 	}
 	r.Restart(t)
 	var res result
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(patience); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		l.Do(resp.AppendCommandStrings(nil, "PING"), collect(ch))
 		if res = <-ch; res.err == nil {
 			break
@@ -213,7 +214,7 @@ func TestLinkPolledMalformedReply(t *testing.T) {
 	addr := oneConnServer(t, func(c net.Conn) {
 		resp.NewReader(c, resp.DefaultLimits).ReadRaw(nil)
 		c.Write([]byte("?what\r\n"))
-		time.Sleep(time.Second) // the link, not the server, ends the connection
+		io.Copy(io.Discard, c) // the link, not the server, ends the connection
 	})
 	p := newTestPoller(t)
 	l := New("peer", addr, 10*time.Second, nil)
@@ -229,7 +230,7 @@ func TestLinkPolledMalformedReply(t *testing.T) {
 			if !errors.Is(res.err, ErrDown) || !strings.Contains(res.err.Error(), "unknown frame type") {
 				t.Fatalf("request %d: %q, %v; want the link down for the protocol error", i, res.raw, res.err)
 			}
-		case <-time.After(5 * time.Second):
+		case <-time.After(patience):
 			t.Fatalf("request %d never failed", i)
 		}
 	}

@@ -13,13 +13,100 @@ import (
 	"testing"
 	"time"
 
-	"github.com/troop-lab/troop/node/consistency"
+	"github.com/troop-lab/troop/internal/testlab"
+	"github.com/troop-lab/troop/lab"
 )
 
-// rqJobs are the job, the enqueuer and the checker of TestRQ. A job
-// records its id in the list ran, so a job run twice shows twice; the
-// jobs from the 10th on wait (30 s at most) for the key gate, so that a
-// test can act while jobs run.
+// The application tests run job frameworks from Debian's packages, unchanged,
+// on a lab of three troop processes (one per rack) at DC_QUORUM: jobs are
+// pushed through one node and run by workers through the others. Each job
+// records its id in the list ran as it starts, so a job run twice shows
+// twice, and the jobs from the 10th on wait (30 s at most) for the key gate,
+// so that a test can act while jobs run.
+//
+// With "a node killed", the third node's troop process is killed (SIGKILL)
+// once 11 jobs have started, so at least one job is running and the rest
+// wait in the queue, and the gate opens after the kill. The killed node is
+// one the applications do not connect to: every key loses one of its three
+// replicas, and DC_QUORUM goes on with the two left. None of the
+// framework's connections breaks, so each promises what it promises on a
+// healthy Redis: every job taken off the queue once, run once, its result
+// kept. What each promises when its own connection breaks or its worker
+// dies is weaker, and not tested here: RQ marks a job whose worker died
+// failed (at most once); Celery acknowledges a task as its worker receives
+// it (acks_late off, the default: at most once); Sidekiq's open-source
+// fetch (BRPOP) loses the jobs of a worker that dies, and pushes back
+// those of one stopped cleanly (at least once).
+
+// appLab starts the application tests' lab.
+func appLab(t *testing.T) (*lab.Lab, []lab.Node) {
+	l := testlab.Start(t, lab.Spec{ReplaceAfter: time.Hour, ReadConsistency: "DC_QUORUM", WriteConsistency: "DC_QUORUM"})
+	return l, l.Nodes()
+}
+
+// killWhenStarted waits until 11 jobs have started (the 11th waits at the
+// gate), kills victim's troop process, and opens the gate, through c.
+func killWhenStarted(t *testing.T, l *lab.Lab, victim lab.Node, c *client) {
+	t.Helper()
+	eventually(t, 2*time.Minute, func() string {
+		if n := c.do("LLEN", "ran").Int; n < 11 {
+			return fmt.Sprintf("%d jobs started, waiting for 11 before the kill", n)
+		}
+		return ""
+	})
+	if _, err := l.Kill(victim.Name, lab.NodeProc); err != nil {
+		t.Fatal(err)
+	}
+	c.must("SET", "gate", "open")
+}
+
+// countRuns counts each id of the reply of LRANGE ran.
+func countRuns(ids []string) map[string]int {
+	ran := map[string]int{}
+	for _, id := range ids {
+		ran[id]++
+	}
+	return ran
+}
+
+// checkOnce checks that each job of want (id to the result it returns)
+// ran once and that nothing else ran.
+func checkOnce(t *testing.T, want map[string]string, ran map[string]int) {
+	t.Helper()
+	for id := range want {
+		if ran[id] != 1 {
+			t.Errorf("job %s ran %d times, want once", id, ran[id])
+		}
+	}
+	for id := range ran {
+		if _, ok := want[id]; !ok {
+			t.Errorf("job %s ran, and was never pushed", id)
+		}
+	}
+}
+
+// lrange is the list key's elements, read through c.
+func lrange(c *client, key string) []string {
+	var out []string
+	for _, e := range c.do("LRANGE", key, "0", "-1").Elems {
+		out = append(out, string(e.Str))
+	}
+	return out
+}
+
+// appProcess is a framework's process in a group of its own, killed with
+// the group when the test ends.
+func appProcess(ctx context.Context, dir string, env []string, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, args[0], args[1:]...)
+	cmd.Dir, cmd.Env = dir, append(os.Environ(), env...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	return cmd
+}
+
+const appJobs = 30 // jobs per run
+
+// rqJobs are the job, the enqueuer and the checker of TestRQ.
 var rqJobs = map[string]string{
 	"jobs.py": `import time
 from rq import get_current_job
@@ -49,16 +136,14 @@ for line in sys.stdin:
     id, i = line.split()
     job = Job.fetch(id, connection=conn)
     print(id, job.get_status(), job.result)
-print('ran', ' '.join(x.decode() for x in conn.lrange('ran', 0, -1)))
 `,
 }
 
-// TestRQ runs RQ, Debian's python3-rq, as a new user would: jobs enqueued
-// through one node of a 3-rack cluster at DC_QUORUM, burst workers through
-// the others, and the results read back through the first. Every job runs
-// once, and its result comes back: with two workers through the other two
-// nodes at once, and with one worker while the third node is killed once
-// jobs have run.
+// TestRQ runs RQ, Debian's python3-rq: jobs enqueued through the first node,
+// burst workers through the others, and the results read back through the
+// first. Every job runs once, and its result comes back: with two workers
+// through the other two nodes at once, and with one worker while the third
+// node is killed.
 func TestRQ(t *testing.T) {
 	if _, err := exec.LookPath("rq"); err != nil {
 		t.Skip("RQ (Debian's python3-rq, which make test installs) is not installed")
@@ -68,22 +153,16 @@ func TestRQ(t *testing.T) {
 }
 
 // runRQ enqueues jobs through node 0 and runs a burst worker through each
-// of workers; with kill, node 2 is stopped while the 11th job runs.
+// of workers; with kill, node 2 is killed while the 11th job runs.
 func runRQ(t *testing.T, workers []int, kill bool) {
 	python := "/usr/bin/python3" // Debian's, which python3-rq installs for
 	dir := writeFiles(t, rqJobs)
-	tc := startCluster(t, clusterOpts{racks: 3, read: consistency.DCQuorum, write: consistency.DCQuorum, timeout: 5 * time.Second})
-	hostPort := func(i int) (string, string) {
-		h, p, _ := strings.Cut(tc.nodes[i].cfg.Listen, ":")
-		return h, p
-	}
+	l, nodes := appLab(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	run := func(stdin string, args ...string) string {
 		t.Helper()
-		cmd := exec.CommandContext(ctx, args[0], args[1:]...)
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "PYTHONPATH="+dir)
+		cmd := appProcess(ctx, dir, []string{"PYTHONPATH=" + dir}, args...)
 		cmd.Stdin = strings.NewReader(stdin)
 		out, err := cmd.CombinedOutput()
 		if err != nil {
@@ -92,21 +171,17 @@ func runRQ(t *testing.T, workers []int, kill bool) {
 		return string(out)
 	}
 
-	const jobs = 30
-	h, p := hostPort(0)
-	c := tc.client(0, "")
+	h, p, _ := strings.Cut(nodes[0].Listen, ":")
+	c := dial(t, nodes[0].Listen)
 	if !kill {
 		c.must("SET", "gate", "open")
 	}
-	enqueued := run("", python, filepath.Join(dir, "enqueue.py"), h, p, strconv.Itoa(jobs))
+	enqueued := run("", python, filepath.Join(dir, "enqueue.py"), h, p, strconv.Itoa(appJobs))
 	var wg sync.WaitGroup
 	outs := make([]string, len(workers))
 	errs := make([]error, len(workers))
 	for w, node := range workers {
-		wh, wp := hostPort(node)
-		cmd := exec.CommandContext(ctx, "rq", "worker", "--burst", "--url", "redis://"+wh+":"+wp, "--name", "troop-"+strconv.Itoa(w), "troop")
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "PYTHONPATH="+dir)
+		cmd := appProcess(ctx, dir, []string{"PYTHONPATH=" + dir}, "rq", "worker", "--burst", "--url", "redis://"+nodes[node].Listen, "--name", "troop-"+strconv.Itoa(w), "troop")
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -114,45 +189,31 @@ func runRQ(t *testing.T, workers []int, kill bool) {
 			outs[w], errs[w] = string(out), err
 		}()
 	}
-	if kill { // once the 11th job waits at the gate, kill node 2, then open it
-		eventually(t, time.Minute, func() string {
-			if n := c.do("LLEN", "ran").Int; n < 11 {
-				return fmt.Sprintf("%d jobs started, waiting for 11 before the kill", n)
-			}
-			return ""
-		})
-		tc.nodes[2].stop()
-		c.must("SET", "gate", "open")
+	if kill {
+		killWhenStarted(t, l, nodes[2], c)
 	}
 	wg.Wait()
 	for w, err := range errs {
 		if err != nil {
-			t.Fatalf("the worker through %s: %v\n%s", tc.nodes[workers[w]].cfg.Name, err, outs[w])
+			t.Fatalf("the worker through %s: %v\n%s", nodes[workers[w]].Name, err, outs[w])
 		}
 	}
-	checked := run(enqueued, python, filepath.Join(dir, "check.py"), h, p)
-	lines := strings.Split(strings.TrimSpace(checked), "\n")
 	want := map[string]string{} // id -> the square its job returns
 	for _, line := range strings.Split(strings.TrimSpace(enqueued), "\n") {
 		f := strings.Fields(line)
 		i, _ := strconv.Atoi(f[1])
 		want[f[0]] = strconv.Itoa(i * i)
 	}
-	ran := map[string]int{}
-	for _, id := range strings.Fields(strings.TrimPrefix(lines[len(lines)-1], "ran")) {
-		ran[id]++
-	}
-	for _, line := range lines[:len(lines)-1] {
+	checked := strings.Split(strings.TrimSpace(run(enqueued, python, filepath.Join(dir, "check.py"), h, p)), "\n")
+	for _, line := range checked {
 		f := strings.Fields(line)
 		if len(f) != 3 || f[1] != "finished" || f[2] != want[f[0]] {
-			t.Errorf("job %s: %q, want finished with result %s", f[0], line, want[f[0]])
-		}
-		if ran[f[0]] != 1 {
-			t.Errorf("job %s ran %d times, want once", f[0], ran[f[0]])
+			t.Errorf("job %q: want finished with result %s", line, want[f[0]])
 		}
 	}
-	if len(lines)-1 != jobs || len(ran) != jobs {
-		t.Fatalf("%d jobs checked and %d ran, want %d\nworkers:\n%s", len(lines)-1, len(ran), jobs, strings.Join(outs, "\n"))
+	checkOnce(t, want, countRuns(lrange(c, "ran")))
+	if len(want) != appJobs || len(checked) != appJobs {
+		t.Fatalf("%d jobs enqueued and %d checked, want %d\nworkers:\n%s", len(want), len(checked), appJobs, strings.Join(outs, "\n"))
 	}
 }
 
@@ -160,7 +221,7 @@ func runRQ(t *testing.T, workers []int, kill bool) {
 // in the list ran, through the worker's node, and returns a sum; the
 // client sends tasks through its node and waits for their results.
 var celeryApp = map[string]string{
-	"tasks.py": `import os, redis
+	"tasks.py": `import os, time, redis
 from celery import Celery
 node = os.environ['TROOP_NODE']
 app = Celery('tasks', broker='redis://' + node + '/0', backend='redis://' + node + '/0')
@@ -170,43 +231,47 @@ ran = redis.Redis.from_url('redis://' + node + '/0')
 @app.task(bind=True)
 def add(self, x, y):
     ran.rpush('ran', self.request.id)
+    if x >= 10:
+        for _ in range(600):
+            if ran.exists('gate'):
+                break
+            time.sleep(0.05)
     return x + y
 `,
 	"client.py": `import sys
-from tasks import add, ran
+from tasks import add
 n = int(sys.argv[1])
 results = [add.delay(i, i) for i in range(n)]
 for i, r in enumerate(results):
-    got = r.get(timeout=60)
-    assert got == 2 * i, (i, got)
-    print(r.id)
-print('ran', ' '.join(x.decode() for x in ran.lrange('ran', 0, -1)))
+    got = r.get(timeout=120)
+    print(r.id, got)
 `,
 }
 
 // TestCelery runs Celery, Debian's python3-celery, with troop as its broker
-// and result backend: a worker through one node of a 3-rack cluster at
-// DC_QUORUM, tasks sent and their results awaited (a subscription to the
-// result's channel, published through the worker's node) through another.
-// Every task runs once, and its result comes back.
+// and result backend: a worker through the second node, tasks sent and
+// their results awaited (a subscription to the result's channel, published
+// through the worker's node) through the first. Every task runs once, and
+// its result comes back: on the healthy lab, and while the third node is
+// killed.
 func TestCelery(t *testing.T) {
-	python := "/usr/bin/python3"
 	if _, err := exec.LookPath("celery"); err != nil {
 		t.Skip("Celery (Debian's celery, which make test installs) is not installed")
 	}
+	t.Run("healthy", func(t *testing.T) { runCelery(t, false) })
+	t.Run("a node killed", func(t *testing.T) { runCelery(t, true) })
+}
+
+func runCelery(t *testing.T, kill bool) {
+	python := "/usr/bin/python3"
 	dir := writeFiles(t, celeryApp)
-	tc := startCluster(t, clusterOpts{racks: 3, read: consistency.DCQuorum, write: consistency.DCQuorum, timeout: 5 * time.Second})
-	env := func(i int) []string {
-		return append(os.Environ(), "PYTHONPATH="+dir, "TROOP_NODE="+tc.nodes[i].cfg.Listen)
-	}
+	l, nodes := appLab(t)
+	env := func(i int) []string { return []string{"PYTHONPATH=" + dir, "TROOP_NODE=" + nodes[i].Listen} }
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	worker := exec.CommandContext(ctx, python, "-m", "celery", "-A", "tasks", "worker", "--pool=solo", "--without-gossip", "--without-mingle", "--without-heartbeat", "--loglevel=INFO")
-	worker.Dir, worker.Env = dir, env(1)
+	worker := appProcess(ctx, dir, env(1), python, "-m", "celery", "-A", "tasks", "worker", "--pool=solo", "--without-gossip", "--without-mingle", "--without-heartbeat", "--loglevel=INFO")
 	var log strings.Builder
 	worker.Stdout, worker.Stderr = &log, &log
-	worker.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	worker.Cancel = func() error { return syscall.Kill(-worker.Process.Pid, syscall.SIGKILL) }
 	if err := worker.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -217,25 +282,151 @@ func TestCelery(t *testing.T) {
 	}
 	defer stopWorker()
 
-	const tasks = 20
-	client := exec.CommandContext(ctx, python, filepath.Join(dir, "client.py"), strconv.Itoa(tasks))
-	client.Dir, client.Env = dir, env(0)
-	out, err := client.CombinedOutput()
+	c := dial(t, nodes[0].Listen)
+	if !kill {
+		c.must("SET", "gate", "open")
+	}
+	client := appProcess(ctx, dir, env(0), python, filepath.Join(dir, "client.py"), strconv.Itoa(appJobs))
+	var out []byte
+	var err error
+	sent := make(chan struct{})
+	go func() { out, err = client.CombinedOutput(); close(sent) }()
+	if kill {
+		killWhenStarted(t, l, nodes[2], c)
+	}
+	<-sent
 	if err != nil {
 		t.Fatalf("the client: %v\n%s\nthe worker:\n%s", err, out, stopWorker())
 	}
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	ran := map[string]int{}
-	for _, id := range strings.Fields(strings.TrimPrefix(lines[len(lines)-1], "ran")) {
-		ran[id]++
+	want := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 2 {
+			t.Fatalf("the client printed %q, want a task id and its result\n%s", line, out)
+		}
+		want[f[0]] = f[1]
 	}
-	for _, id := range lines[:len(lines)-1] {
-		if ran[id] != 1 {
-			t.Errorf("task %s ran %d times, want once", id, ran[id])
+	i := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") { // in the order sent
+		if f := strings.Fields(line); f[1] != strconv.Itoa(2*i) {
+			t.Errorf("task %s returned %s, want %d", f[0], f[1], 2*i)
+		}
+		i++
+	}
+	checkOnce(t, want, countRuns(lrange(c, "ran")))
+	if len(want) != appJobs {
+		t.Fatalf("%d results, want %d\n%s", len(want), appJobs, out)
+	}
+}
+
+// sidekiqApp is the Sidekiq app of TestSidekiq: a job that records its run
+// in the list ran and its result in the hash results (Sidekiq keeps no
+// results), and a script that pushes jobs and prints their ids.
+var sidekiqApp = map[string]string{
+	"jobs.rb": `require 'sidekiq'
+Redis.silence_deprecations = true
+
+class Square
+  include Sidekiq::Worker
+  sidekiq_options queue: 'troop', retry: false
+
+  def perform(i)
+    Sidekiq.redis { |r| r.rpush('ran', jid) }
+    if i >= 10
+      600.times do
+        break if Sidekiq.redis { |r| r.exists?('gate') }
+        sleep 0.05
+      end
+    end
+    Sidekiq.redis { |r| r.hset('results', jid, i * i) }
+  end
+end
+`,
+	"push.rb": `require_relative 'jobs'
+ARGV[0].to_i.times { |i| puts "#{Square.perform_async(i)} #{i}" }
+`,
+}
+
+// TestSidekiq runs Sidekiq, Debian's ruby-sidekiq: jobs pushed through the
+// first node, a worker (5 threads) through the second. Every job runs once,
+// and its result is kept: on the healthy lab, and while the third node is
+// killed. The worker is then stopped (SIGTERM, Sidekiq's clean stop) and
+// the queue is empty.
+func TestSidekiq(t *testing.T) {
+	if _, err := exec.LookPath("sidekiq"); err != nil {
+		t.Skip("Sidekiq (Debian's ruby-sidekiq, which make test installs) is not installed")
+	}
+	t.Run("healthy", func(t *testing.T) { runSidekiq(t, false) })
+	t.Run("a node killed", func(t *testing.T) { runSidekiq(t, true) })
+}
+
+func runSidekiq(t *testing.T, kill bool) {
+	dir := writeFiles(t, sidekiqApp)
+	l, nodes := appLab(t)
+	env := func(i int) []string { return []string{"REDIS_URL=redis://" + nodes[i].Listen + "/0"} }
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	c := dial(t, nodes[0].Listen)
+	if !kill {
+		c.must("SET", "gate", "open")
+	}
+	push := appProcess(ctx, dir, env(0), "ruby", filepath.Join(dir, "push.rb"), strconv.Itoa(appJobs))
+	var pushErr strings.Builder
+	push.Stderr = &pushErr
+	pushed, err := push.Output()
+	if err != nil {
+		t.Fatalf("push.rb: %v\n%s%s", err, pushed, pushErr.String())
+	}
+	want := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(pushed)), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 2 {
+			t.Fatalf("push.rb printed %q, want a job id and its number\n%s", line, pushed)
+		}
+		i, _ := strconv.Atoi(f[1])
+		want[f[0]] = strconv.Itoa(i * i)
+	}
+
+	worker := appProcess(ctx, dir, env(1), "sidekiq", "-r", filepath.Join(dir, "jobs.rb"), "-q", "troop", "-c", "5", "-t", "10")
+	var log strings.Builder
+	worker.Stdout, worker.Stderr = &log, &log
+	if err := worker.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- worker.Wait() }()
+	defer func() {
+		syscall.Kill(-worker.Process.Pid, syscall.SIGKILL)
+		<-exited
+	}()
+	if kill {
+		killWhenStarted(t, l, nodes[2], c)
+	}
+	eventually(t, 2*time.Minute, func() string {
+		if n := c.do("HLEN", "results").Int; n < appJobs {
+			return fmt.Sprintf("%d of %d jobs done\nthe worker:\n%s", n, appJobs, log.String())
+		}
+		return ""
+	})
+	syscall.Kill(worker.Process.Pid, syscall.SIGTERM)
+	select {
+	case <-exited:
+	case <-time.After(time.Minute):
+		t.Fatalf("Sidekiq did not stop within a minute of SIGTERM\n%s", log.String())
+	}
+	exited <- nil // for the deferred kill
+	results := c.do("HGETALL", "results").Elems
+	for i := 0; i+1 < len(results); i += 2 {
+		if id, got := string(results[i].Str), string(results[i+1].Str); got != want[id] {
+			t.Errorf("job %s kept %s, want %s", id, got, want[id])
 		}
 	}
-	if len(lines)-1 != tasks || len(ran) != tasks {
-		t.Fatalf("%d results and %d tasks ran, want %d\n%s", len(lines)-1, len(ran), tasks, out)
+	checkOnce(t, want, countRuns(lrange(c, "ran")))
+	if n := c.do("LLEN", "queue:troop").Int; n != 0 {
+		t.Errorf("%d jobs left in the queue after the worker's clean stop", n)
+	}
+	if len(want) != appJobs {
+		t.Fatalf("%d jobs pushed, want %d", len(want), appJobs)
 	}
 }
 

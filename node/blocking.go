@@ -138,6 +138,10 @@ func parseBlockingTimeout(a []byte) (time.Duration, string) {
 
 // blocking runs one blocking command outside MULTI.
 func (n *Node) blocking(tr *trace, level consistency.Level, c *command, keys, args [][]byte, sess *session, h *hold, done replyFunc) {
+	if c.name == "XREAD" || c.name == "XREADGROUP" {
+		n.blockingStreams(tr, level, c, keys, args, sess, h, done)
+		return
+	}
 	spec := blockingSpecs[c.name]
 	timeout, bad := parseBlockingTimeout(args[spec.timeoutIndex(args)])
 	if bad == "" {
@@ -181,6 +185,7 @@ type blockedWait struct {
 	done     replyFunc
 	deadline time.Time // zero: none
 	interval time.Duration
+	stream   *streamWait   // a blocking stream read's; nil for a pop
 	looked   bool          // a look ended with nothing to pop: the client blocks
 	wake     chan struct{} // a write through this node touched one of the keys
 	// turns are the writes waiting for this wait to look again (guarded
@@ -194,6 +199,10 @@ type blockedWait struct {
 // come, first served); with none, it waits.
 func (w *blockedWait) look() {
 	w.n.blockers.startLook(w)
+	if w.stream != nil {
+		w.lookStreams()
+		return
+	}
 	w.lookFrom(0)
 }
 
@@ -439,4 +448,204 @@ func (b *blockers) endLook(w *blockedWait) {
 	for _, t := range looked {
 		t.Done()
 	}
+}
+
+// Blocking stream reads, XREAD and XREADGROUP with BLOCK ms, wait the same
+// way: the node looks at the streams on its own rack's replica, and when one
+// has entries past what the client asked for, it runs the read without BLOCK
+// as any (XREAD at the connection's read level; XREADGROUP as the stream
+// write it is, so every replica delivers the same entries), and waits again
+// when that finds nothing after all. XREAD's $ is the stream's last ID when
+// the wait begins, as in Redis. XREADGROUP blocks only when every ID is >,
+// as in Redis; while it waits, a key deleted or no longer a stream ends it
+// with Redis's UNBLOCKED error, and a group destroyed with NOGROUP.
+
+// streamWait is what a blocking stream read waits for: XREADGROUP's group,
+// or nil for XREAD.
+type streamWait struct{ group []byte }
+
+// blockingStreams runs XREAD or XREADGROUP with BLOCK outside MULTI.
+func (n *Node) blockingStreams(tr *trace, level consistency.Level, c *command, keys, args [][]byte, sess *session, h *hold, done replyFunc) {
+	ms, bad := streamBlockTimeout(args)
+	if bad != "" {
+		done(resp.AppendError(nil, bad))
+		return
+	}
+	if !n.sameReplicas(keys) {
+		done(resp.AppendError(nil, fmt.Sprintf("ERR troop: the keys of '%s' belong to different nodes, and troop does not split it", c.name)))
+		return
+	}
+	plain := withoutBlock(args) // a copy: resolveLast changes its IDs
+	ids := plain[len(plain)-len(keys):]
+	w := &blockedWait{n: n, tr: tr, level: level, probes: keys, keys: keys, args: plain, sess: sess,
+		h: h, done: done, wake: make(chan struct{}, 1), interval: time.Millisecond, stream: &streamWait{}}
+	if c.name == "XREADGROUP" {
+		for _, id := range ids {
+			if string(id) != ">" { // history: Redis answers at once
+				n.decided(tr, level, c, keys, plain, h, nil, done)
+				return
+			}
+		}
+		w.stream.group = plain[2] // XREADGROUP GROUP group consumer ...
+	}
+	if ms > 0 {
+		w.deadline = time.Now().Add(time.Duration(ms) * time.Millisecond)
+	}
+	h.add(1) // the wait: the connection's token stays taken until the reply
+	w.resolveLast(0, func() {
+		n.stats.blocked.Add(1)
+		sess.client.blockStarted()
+		n.blockers.add(w)
+		w.look()
+	})
+}
+
+// streamBlockTimeout is BLOCK's milliseconds, or Redis's error for them.
+func streamBlockTimeout(args [][]byte) (int64, string) {
+	for i := 1; i+1 < len(args); i++ {
+		if strings.EqualFold(string(args[i]), "BLOCK") {
+			ms, err := strconv.ParseInt(string(args[i+1]), 10, 64)
+			if err != nil {
+				return 0, "ERR timeout is not an integer or out of range"
+			}
+			if ms < 0 {
+				return 0, "ERR timeout is negative"
+			}
+			return ms, ""
+		}
+	}
+	return 0, ""
+}
+
+// blockingStreamRead says whether args are XREAD or XREADGROUP with BLOCK.
+func blockingStreamRead(c *command, args [][]byte) bool {
+	if c.name != "XREAD" && c.name != "XREADGROUP" {
+		return false
+	}
+	return len(withoutBlock(args)) != len(args)
+}
+
+// resolveLast replaces XREAD's $ IDs, from the i-th key on, with the
+// stream's last ID on the own rack's replica (0-0 for no stream), then
+// calls next; a key that is not a stream ends the wait with WRONGTYPE.
+func (w *blockedWait) resolveLast(i int, next func()) {
+	ids := w.args[len(w.args)-len(w.keys):]
+	for i < len(w.keys) && (w.stream.group != nil || string(ids[i]) != "$") {
+		i++
+	}
+	if i == len(w.keys) {
+		next()
+		return
+	}
+	key := w.keys[i]
+	w.n.read(nil, consistency.DCOne, [][]byte{key}, [][]byte{[]byte("XINFO"), []byte("STREAM"), key}, nil, func(reply []byte) {
+		v, err := resp.Parse(reply)
+		last := "0-0"
+		switch {
+		case err == nil && v.IsError() && strings.HasPrefix(string(v.Str), "WRONGTYPE"):
+			w.done(reply) // Redis answers it at once, before blocking
+			w.h.done()
+			return
+		case err == nil && !v.IsError():
+			if id := mapField(v, "last-generated-id"); id != nil {
+				last = string(id)
+			}
+		}
+		w.args[len(w.args)-len(w.keys)+i] = []byte(last)
+		w.resolveLast(i+1, next)
+	})
+}
+
+// mapField is the value of field in a map reply (a flat array in RESP2).
+func mapField(v resp.Value, field string) []byte {
+	for i := 0; i+1 < len(v.Elems); i += 2 {
+		if string(v.Elems[i].Str) == field {
+			return v.Elems[i+1].Str
+		}
+	}
+	return nil
+}
+
+// lookStreams looks whether the streams have entries for the client: on
+// the first look, XREADGROUP runs at once (Redis serves a group read that
+// has entries without blocking, and answers its errors).
+func (w *blockedWait) lookStreams() {
+	if w.stream.group != nil && !w.looked {
+		w.readStreams()
+		return
+	}
+	if w.stream.group == nil {
+		w.n.read(nil, consistency.DCOne, w.keys, w.args, nil, func(reply []byte) {
+			v, err := resp.Parse(reply)
+			switch {
+			case err == nil && v.IsError() && w.looked && strings.HasPrefix(string(v.Str), "WRONGTYPE"):
+				w.wait() // no longer a stream: Redis wakes its readers only for a stream
+			case err != nil || v.IsError():
+				w.finish(reply)
+			case v.IsNull || (v.Type == resp.Array && len(v.Elems) == 0):
+				w.wait()
+			default:
+				w.readStreams()
+			}
+		})
+		return
+	}
+	w.groupHasNews(0)
+}
+
+// groupHasNews looks, from the i-th key on, for a stream with entries past
+// the group's last delivered, and runs the read at the first.
+func (w *blockedWait) groupHasNews(i int) {
+	if i == len(w.keys) {
+		w.wait()
+		return
+	}
+	key := w.keys[i]
+	w.n.read(nil, consistency.DCOne, [][]byte{key}, [][]byte{[]byte("XINFO"), []byte("GROUPS"), key}, nil, func(reply []byte) {
+		v, err := resp.Parse(reply)
+		if err != nil || v.IsError() {
+			if err == nil && (strings.HasPrefix(string(v.Str), "WRONGTYPE") || strings.Contains(string(v.Str), "no such key")) {
+				w.finish(resp.AppendError(nil, "UNBLOCKED the stream key no longer exists"))
+				return
+			}
+			w.finish(reply)
+			return
+		}
+		var last []byte
+		for _, g := range v.Elems {
+			if bytes.Equal(mapField(g, "name"), w.stream.group) {
+				last = mapField(g, "last-delivered-id")
+			}
+		}
+		if last == nil {
+			w.finish(resp.AppendError(nil, "NOGROUP the consumer group this client was blocked on no longer exists"))
+			return
+		}
+		probe := [][]byte{[]byte("XREAD"), []byte("COUNT"), []byte("1"), []byte("STREAMS"), key, last}
+		w.n.read(nil, consistency.DCOne, [][]byte{key}, probe, nil, func(reply []byte) {
+			v, err := resp.Parse(reply)
+			if err != nil || v.IsError() || v.IsNull || len(v.Elems) == 0 {
+				w.groupHasNews(i + 1)
+				return
+			}
+			w.readStreams()
+		})
+	})
+}
+
+// readStreams runs the read without BLOCK; nothing read, it waits.
+func (w *blockedWait) readStreams() {
+	answer := func(reply []byte) {
+		v, err := resp.Parse(reply)
+		if err == nil && !v.IsError() && (v.IsNull || (v.Type == resp.Array && len(v.Elems) == 0)) {
+			w.wait()
+			return
+		}
+		w.finish(reply)
+	}
+	if w.stream.group == nil {
+		w.n.read(w.tr, w.level, w.keys, w.args, nil, answer)
+		return
+	}
+	w.n.decided(w.tr, w.level, lookup(w.args[0]), w.keys, w.args, w.h, nil, answer)
 }

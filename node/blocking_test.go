@@ -221,7 +221,7 @@ func TestBlockingPopsInsideMulti(t *testing.T) {
 	c.must("MULTI")
 	for _, cmd := range [][]string{
 		{"BLPOP", "{m}none", "{m}src", "0"},
-		{"BRPOP", "{m}none", "5"},
+		{"brpop", "{m}none", "5"}, // in any case
 		{"BRPOPLPUSH", "{m}src", "{m}dst", "0"},
 		{"BLMOVE", "{m}src", "{m}dst", "LEFT", "LEFT", "0"},
 		{"BZPOPMIN", "{m}z", "0"},
@@ -289,5 +289,81 @@ func TestBlockingPopsAsRedisDoes(t *testing.T) {
 	c.must("LPUSH", "{r}k", "b")
 	if v := <-got; v.String() != `["{r}k" "b"]` {
 		t.Errorf("BLPOP on a key that was a string for a while: %s, want [{r}k b]", v)
+	}
+}
+
+// XREAD and XREADGROUP with BLOCK wait for an entry added through another
+// node; a group's entry goes to one of the consumers blocked on it through
+// different nodes; a timeout answers nil, and a group destroyed while a
+// client waits answers NOGROUP.
+func TestBlockingStreams(t *testing.T) {
+	tc := startCluster(t, clusterOpts{racks: 3, configure: func(c *topology.Config) { c.HashTag = "{}" }})
+	c0, c1, c2 := tc.client(0, "DC_QUORUM"), tc.client(1, "DC_QUORUM"), tc.client(2, "DC_QUORUM")
+	blocked := func(c *client, want int) {
+		t.Helper()
+		eventually(t, 10*time.Second, func() string {
+			if info := c.must("INFO", "clients"); !strings.Contains(info, fmt.Sprintf("blocked_clients:%d\r", want)) {
+				return fmt.Sprintf("waiting for %d blocked clients:\n%s", want, info)
+			}
+			return ""
+		})
+	}
+	later := func(c *client, args ...string) <-chan resp.Value {
+		out := make(chan resp.Value, 1)
+		go func() {
+			v, err := c.try(args...)
+			if err != nil {
+				v = resp.Value{Type: resp.Error, Str: []byte(err.Error())}
+			}
+			out <- v
+		}()
+		return out
+	}
+
+	start := time.Now()
+	if v := c0.do("XREAD", "BLOCK", "100", "STREAMS", "{s}:none", "$"); !v.IsNull {
+		t.Errorf("XREAD BLOCK 100 with nothing to read: %s, want nil", v)
+	} else if d := time.Since(start); d < 100*time.Millisecond {
+		t.Errorf("XREAD BLOCK 100 answered after %v", d)
+	}
+	if v := c0.do("XREAD", "BLOCK", "-1", "STREAMS", "{s}:none", "$"); !v.IsError() || !strings.Contains(string(v.Str), "timeout is negative") {
+		t.Errorf("XREAD BLOCK -1: %s", v)
+	}
+
+	c1.must("XADD", "{s}:b", "*", "old", "1")
+	read := later(tc.client(0, "DC_QUORUM"), "XREAD", "BLOCK", "0", "STREAMS", "{s}:b", "$")
+	blocked(c0, 1)
+	id := c1.must("XADD", "{s}:b", "*", "new", "2")
+	if v := <-read; len(v.Elems) != 1 || string(v.Elems[0].Elems[1].Elems[0].Elems[0].Str) != id {
+		t.Errorf("XREAD BLOCK 0 ... $: %s, want the entry %s added through another node", v, id)
+	}
+
+	c0.must("XGROUP", "CREATE", "{s}:b", "g", "$")
+	reads := []<-chan resp.Value{
+		later(tc.client(0, "DC_QUORUM"), "XREADGROUP", "GROUP", "g", "a", "COUNT", "1", "BLOCK", "5000", "STREAMS", "{s}:b", ">"),
+		later(tc.client(2, "DC_QUORUM"), "XREADGROUP", "GROUP", "g", "b", "COUNT", "1", "BLOCK", "5000", "STREAMS", "{s}:b", ">"),
+	}
+	blocked(c0, 1)
+	blocked(c2, 1)
+	id = c1.must("XADD", "{s}:b", "*", "job", "3")
+	var got []string
+	for _, r := range reads {
+		v := <-r
+		if v.IsError() {
+			t.Fatalf("XREADGROUP BLOCK: %s", v.Str)
+		}
+		if !v.IsNull {
+			got = append(got, string(v.Elems[0].Elems[1].Elems[0].Elems[0].Str))
+		}
+	}
+	if len(got) != 1 || got[0] != id {
+		t.Errorf("two consumers blocked through two nodes got %v, want the entry %s once", got, id)
+	}
+
+	read = later(tc.client(2, "DC_QUORUM"), "XREADGROUP", "GROUP", "g", "a", "BLOCK", "0", "STREAMS", "{s}:b", ">")
+	blocked(c2, 1)
+	c1.must("XGROUP", "DESTROY", "{s}:b", "g")
+	if v := <-read; !v.IsError() || !strings.HasPrefix(string(v.Str), "NOGROUP") {
+		t.Errorf("XREADGROUP BLOCK 0 when its group is destroyed: %s, want NOGROUP", v)
 	}
 }

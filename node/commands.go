@@ -209,6 +209,9 @@ func init() {
 	commandTable["XREAD"].keys, commandTable["XREADGROUP"].keys = streamsKeys, streamsKeys
 	for _, n := range []string{"XINFO", "XGROUP"} {
 		commandTable[n].keys = func(a [][]byte) ([][]byte, string) {
+			if strings.EqualFold(string(a[1]), "HELP") && len(a) > 2 { // Redis's arity error, not a key
+				return nil, "wrong number of arguments for '" + strings.ToLower(string(a[0])) + "|help' command"
+			}
 			if len(a) < 3 {
 				return nil, "troop: " + strings.ToUpper(string(a[0])) + " " + strings.ToUpper(printableArg(a[1])) + " names no key"
 			}
@@ -265,13 +268,10 @@ func lookup(name []byte) *command {
 }
 
 // streamsKeys are the keys of XREAD and XREADGROUP: after STREAMS, the
-// first half of what follows (the IDs are the other). BLOCK is refused:
-// a blocking stream read is not supported.
+// first half of what follows (the IDs are the other).
 func streamsKeys(a [][]byte) ([][]byte, string) {
 	for i := 1; i < len(a); i++ {
 		switch strings.ToUpper(string(a[i])) {
-		case "BLOCK":
-			return nil, "troop: " + strings.ToUpper(string(a[0])) + " with BLOCK is not supported"
 		case "STREAMS":
 			rest := a[i+1:]
 			if len(rest) == 0 || len(rest)%2 != 0 {
@@ -316,6 +316,9 @@ func sortKeys(args [][]byte) (keys, patterns [][]byte) {
 
 // kindFor is the kind of this call of c: SORT without STORE only reads.
 func (c *command) kindFor(args [][]byte) kind {
+	if blockingStreamRead(c, args) {
+		return kindBlocking // blocking.go
+	}
 	if c.name == "SORT" {
 		if keys, _ := sortKeys(args); len(keys) == 1 {
 			return kindMultiRead

@@ -21,7 +21,11 @@ func TestBrokenReport(t *testing.T) {
 		Baseline:   []suite.BenchPhase{{Level: "DC_QUORUM", Result: res}},
 		Durability: &bench.AuditResult{Keys: 10, Lost: 2, Samples: []string{"GET key:1: missing, but the latest acknowledged write is a value"}},
 		Consistency: []suite.ConsistencyPhase{{Level: "DC_QUORUM", Verdict: check.Verdict{Result: "Illegal", Ops: 3,
-			Counterexample: &check.Counterexample{Key: "k<1>", Ops: []check.Op{{Key: "k<1>", Value: 5}}}}}},
+			Counterexample: &check.Counterexample{Key: "k<1>", Ops: []check.Op{{Key: "k<1>", Value: 5}}}},
+			Coordination: []check.Finding{check.CheckLocks([]check.Command{
+				{Client: 0, Key: "lock<1>", Name: check.SetNX, Arg: "me", Acquired: true},
+				{Client: 1, Key: "lock<1>", Name: check.SetNX, Arg: "me", Acquired: true},
+			})}}},
 		Verdict: suite.Verdict{Broke: []string{"durability: 2 acknowledged writes lost"}},
 	}
 	var b strings.Builder
@@ -33,6 +37,8 @@ func TestBrokenReport(t *testing.T) {
 		"Something broke: 1 finding", "durability: 2 acknowledged writes lost",
 		"missing, but the latest acknowledged write is a value",
 		"Counterexample at DC_QUORUM: key k&lt;1&gt;", "lab &lt;x&gt;", "troop run --seed 7 --quick",
+		"Coordination at DC_QUORUM", "several winners (1): 2 clients were told they hold the lock lock&lt;1&gt;",
+		"client 1  SET lock&lt;1&gt; me NX -&gt; OK",
 	} {
 		if !strings.Contains(html, want) {
 			t.Errorf("report lacks %q", want)

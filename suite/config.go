@@ -240,6 +240,8 @@ func (c *Config) Validate() error {
 		return fieldErr("ldfi_max_faults", "ldfi_max_faults %d: want 0 (skip the phase) to 3", c.LDFIMaxFaults)
 	case len(c.Levels) == 0:
 		return fieldErr("levels", "levels must name at least one consistency level")
+	case c.Coordination && c.CoordinationDuration <= 0:
+		return fieldErr("coordination_duration", "coordination_duration must be a positive duration such as 3s (each coordination workload's)")
 	case r.Keys < 1 || r.Clients < 1 || r.Duration <= 0 || r.Timeout <= 0:
 		return fieldErr("register", "register: keys, clients, duration and timeout must be positive")
 	case r.Ops < 0:

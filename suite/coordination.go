@@ -18,7 +18,8 @@ import (
 // The coordination workloads run the commands Redis users build locks, id
 // generators and logs on, with clients through every node of the first
 // datacenter and no think time, and return histories for check.CheckLocks,
-// check.CheckIDs and check.CheckList.
+// check.CheckIDs and check.CheckList; coordination_rmw.go has the counter,
+// set, queue and WATCH compare-and-set workloads.
 
 // CoordinationConfig is one run of the lock, id or list workload.
 type CoordinationConfig struct {
@@ -36,11 +37,12 @@ type CoordinationConfig struct {
 	// the run, so that a hold in it holds those messages back until the
 	// workload's end (docs/store.md, "Failure injection and lineage").
 	Scopes []string
-	// ReadEvery: in the list workload, every ReadEvery-th operation of a
-	// client reads the whole list; 0 for no reads but the final ones.
+	// ReadEvery: in the list, counter and set workloads, every ReadEvery-th
+	// operation of a client reads the whole value (in the queue workload,
+	// every ReadEvery-th is an LPOP); 0 for no reads but the final ones.
 	ReadEvery int
-	// Redis are the replicas' redis-servers, which the list workload's
-	// final read also reads directly.
+	// Redis are the replicas' redis-servers, which the final reads of the
+	// list, counter and set workloads also read directly.
 	Redis []string
 	// Settle bounds how long the final reads wait for the replicas to hold
 	// the same thing.
@@ -170,6 +172,11 @@ func elements(v resp.Value) []string {
 	return out
 }
 
+// reads says whether command name changes nothing.
+func reads(name string) bool {
+	return name == check.LRange || name == check.Get || name == check.SMembers
+}
+
 // runEach runs the clients at once, timing operations from start, each doing next's command (with its
 // argument, if any, after the key) one after another, and fill to read the
 // reply into the operation, until the client has done cfg.Ops or the
@@ -205,7 +212,7 @@ func runEach(ctx context.Context, start time.Time, nodes []client.Node, cfg Coor
 					err = fill(&op, v)
 				}
 				if err != nil {
-					if op.Name == check.LRange {
+					if reads(op.Name) {
 						continue // a read that got no answer said nothing
 					}
 					op.Failed, op.Error = true, err.Error()

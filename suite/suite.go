@@ -10,7 +10,8 @@
 //  4. consistency: a contended register workload per level (clients
 //     through every node, no think time, delays between nodes, one clock
 //     ahead), each key's history checked for linearizability, stale reads
-//     counted;
+//     counted; with Coordination, the lock, id, list, counter, set, queue
+//     and WATCH workloads too, each judged by its checker;
 //  5. lineage-driven fault injection on the store's GET and SET.
 //
 // Run returns a Report; package report renders it as HTML.
@@ -103,6 +104,10 @@ type Config struct {
 	Nemesis        NemesisConfig  `json:"nemesis" yaml:"nemesis"`
 	Levels         []string       `json:"levels" yaml:"levels"`                   // of the baseline and the consistency phase
 	LDFIMaxFaults  int            `json:"ldfi_max_faults" yaml:"ldfi_max_faults"` // k of the LDFI phase; 0 skips it
+	// Coordination adds the coordination checks to the consistency phase
+	// (coordination_run.go), each workload for CoordinationDuration.
+	Coordination         bool          `json:"coordination" yaml:"coordination"`
+	CoordinationDuration time.Duration `json:"coordination_duration" yaml:"coordination_duration"`
 	// Out is where the run writes what it produces beside the report (the
 	// LDFI phase's reports and scenario files).
 	Out string `json:"out" yaml:"-"`
@@ -119,7 +124,7 @@ func DefaultConfig() Config {
 		ReadersPerNode: 32, WritersPerNode: 8,
 		Baseline: 20 * time.Second, Fault: 40 * time.Second, KillAt: 10 * time.Second,
 		ReplaceAfter: 5 * time.Second, ContendedKeys: 100, RequestTimeout: requestTimeout, Register: reg, Nemesis: DefaultNemesisConfig(),
-		Levels: []string{"DC_ONE", "DC_QUORUM"}, LDFIMaxFaults: 2,
+		Levels: []string{"DC_ONE", "DC_QUORUM"}, LDFIMaxFaults: 2, CoordinationDuration: 3 * time.Second,
 	}
 }
 
@@ -132,6 +137,7 @@ func QuickConfig() Config {
 	c.Baseline, c.Fault, c.KillAt, c.ReplaceAfter = 5*time.Second, 15*time.Second, 4*time.Second, 2*time.Second
 	c.Register.Duration = 5 * time.Second
 	c.Nemesis.Fault, c.Nemesis.Levels = 4*time.Second, []string{"DC_QUORUM"}
+	c.CoordinationDuration = 2 * time.Second
 	return c
 }
 
@@ -209,11 +215,13 @@ type Event struct {
 	What   string  `json:"what"`
 }
 
-// ConsistencyPhase is the register workload at one level and its verdict.
+// ConsistencyPhase is the register workload at one level and its verdict,
+// and the coordination checks' findings when they ran.
 type ConsistencyPhase struct {
-	Level   string         `json:"level"`
-	Config  RegisterConfig `json:"config"`
-	Verdict check.Verdict  `json:"verdict"`
+	Level        string          `json:"level"`
+	Config       RegisterConfig  `json:"config"`
+	Verdict      check.Verdict   `json:"verdict"`
+	Coordination []check.Finding `json:"coordination,omitempty"`
 }
 
 // LDFIPhase is what lineage-driven fault injection found for each class.
@@ -359,7 +367,16 @@ func (rep *Report) runPhases(ctx context.Context, cfg Config, cl *cluster, step 
 		if err != nil {
 			return fmt.Errorf("consistency at %s: %w", level, err)
 		}
-		rep.Consistency = append(rep.Consistency, ConsistencyPhase{Level: level, Config: rc, Verdict: check.CheckRegisters(hist, 10*time.Second)})
+		ph := ConsistencyPhase{Level: level, Config: rc, Verdict: check.CheckRegisters(hist, 10*time.Second)}
+		if cfg.Coordination {
+			var keys []string
+			ph.Coordination, keys, err = runCoordination(ctx, coordinators, rc, cfg.CoordinationDuration, func(format string, args ...any) { step(4, format, args...) })
+			cl.registerKeys = append(cl.registerKeys, keys...)
+			if err != nil {
+				return fmt.Errorf("consistency at %s: %w", level, err)
+			}
+		}
+		rep.Consistency = append(rep.Consistency, ph)
 	}
 
 	switch {

@@ -75,6 +75,7 @@ func judge(rep *Report) Verdict {
 		if promised && cv.StaleReads > 0 {
 			broke("consistency at %s: %d stale reads", c.Level, cv.StaleReads)
 		}
+		judgeCoordination(c.Level, c.Coordination, held, broke, note)
 	}
 	if n := rep.Nemesis; n != nil {
 		judgeNemesis(n, held, broke, note)

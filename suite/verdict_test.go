@@ -43,6 +43,35 @@ func TestJudgeConsistencyLevels(t *testing.T) {
 	}
 }
 
+// A coordination checker's anomaly breaks the verdict at a quorum level,
+// with its first anomaly, and is a grey note at DC_ONE, which is eventual.
+func TestJudgeCoordination(t *testing.T) {
+	dup := check.CheckQueue([]check.Command{
+		{Key: "q", Name: check.RPush, Arg: "a", Call: 0, Return: 10},
+		{Key: "q", Name: check.LPop, Arg: "a", Call: 20, Return: 30},
+		{Key: "q", Name: check.LPop, Arg: "a", Call: 20, Return: 30},
+	})
+	good := check.CheckCounter([]check.Command{{Key: "n", Name: check.IncrBy, Delta: 2, Number: 2, Call: 0, Return: 10}})
+	for _, tc := range []struct {
+		level             string
+		broke, held, note string
+	}{
+		{"DC_QUORUM", "coordination at DC_QUORUM, queue: 1 delivered twice in 3 operations; first: q: a was delivered 2 times", "coordination at DC_QUORUM, counter: 1 operations", ""},
+		{"DC_ONE", "", "coordination at DC_ONE, counter: 1 operations", "coordination at DC_ONE, queue: 1 delivered twice in 3 operations; first: q: a was delivered 2 times (the level allows it)"},
+	} {
+		v := judge(&Report{Consistency: []ConsistencyPhase{{Level: tc.level, Verdict: check.Verdict{Result: "Ok"}, Coordination: []check.Finding{dup, good}}}})
+		last := func(lines []string) string {
+			if len(lines) == 0 {
+				return ""
+			}
+			return lines[len(lines)-1]
+		}
+		if !strings.HasPrefix(last(v.Broke), tc.broke) || !strings.HasPrefix(last(v.Held), tc.held) || !strings.HasPrefix(last(v.Notes), tc.note) || v.OK != (tc.broke == "") {
+			t.Errorf("%s: broke %q, held %q, notes %q; want broke %q, held %q, note %q", tc.level, v.Broke, v.Held, v.Notes, tc.broke, tc.held, tc.note)
+		}
+	}
+}
+
 // The report names the store, its version and where its level came from.
 func TestStoreString(t *testing.T) {
 	for _, tc := range []struct {

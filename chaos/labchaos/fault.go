@@ -134,16 +134,16 @@ func (t *Terminator) faultRecovered(ctx context.Context, st *lab.Status, n *lab.
 
 // holdsUp returns nil when from's failure detector holds peer up.
 func holdsUp(ctx context.Context, from, peer lab.Node) error {
-	state, err := peerState(ctx, from, peer)
+	state, err := PeerState(ctx, from, peer)
 	if err == nil && state != "up" {
 		err = fmt.Errorf("%s holds %s %s", from.Name, peer.Name, state)
 	}
 	return err
 }
 
-// peerState is what from's failure detector says of peer in its /info:
+// PeerState is what from's failure detector says of peer in its /info:
 // "up" or "down".
-func peerState(ctx context.Context, from, peer lab.Node) (string, error) {
+func PeerState(ctx context.Context, from, peer lab.Node) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+from.StatsListen+"/info", nil)

@@ -51,7 +51,7 @@ func leaseOn(t *testing.T, term *Terminator, x string, a chaos.Action, d time.Du
 // stateOf is what x's failure detector says of peer.
 func stateOf(t *testing.T, x, peer lab.Node) string {
 	t.Helper()
-	state, err := peerState(t.Context(), x, peer)
+	state, err := PeerState(t.Context(), x, peer)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,6 +30,7 @@ func init() { subcommands = append(subcommands, newRunCmd) }
 func newRunCmd() *cobra.Command {
 	var (
 		quick, strict bool
+		coordination  bool
 		loopback      bool
 		out, labDir   string
 		targets       string
@@ -53,7 +54,9 @@ the phases that need faults then say they did not run, unless
 --chaos-config gives them a backend), and run the suite:
 a baseline benchmark at DC_ONE and DC_QUORUM, a run at DC_QUORUM during which the chaos monkey terminates a node and the lab
 replaces it, an audit of every acknowledged write, a linearizability check of
-a register workload per level, a nemesis (partitions, packet loss and delay,
+a register workload per level (with --coordination, also a lock, unique
+ids, list append, counter, grow-only set, queue and WATCH compare-and-set
+workload per level, each judged by its checker), a nemesis (partitions, packet loss and delay,
 clock skew) while those workloads run, and lineage-driven fault injection.
 Each run keeps its files in OUT/runs/<time>-<seed>/: report.html
 (self-contained), report.json and the lab's directory; OUT/report.html and
@@ -90,6 +93,9 @@ end, and at once on Ctrl-C. See docs/run.md.`,
 			}
 			if cmd.Flags().Changed("seed") || configFile == "" {
 				cfg.Seed = seed
+			}
+			if cmd.Flags().Changed("coordination") {
+				cfg.Coordination = coordination
 			}
 			cfg.Lab, cfg.Version, cfg.Loopback, cfg.Engine = labDir, version, loopback, engine
 			cfg.Cluster, cfg.ClientPort, cfg.Access, cfg.Level = clusterAddr, clientPort, access, level
@@ -146,6 +152,7 @@ end, and at once on Ctrl-C. See docs/run.md.`,
 	f.StringVar(&level, "level", "", "with --target or --cluster: the level the cluster runs at, for endpoints that do not say (a Dynomite's admin API says; DC_ONE, DC_QUORUM, DC_SAFE_QUORUM ...): at a quorum level a register history that is not linearizable breaks the verdict")
 	f.IntVar(&clientPort, "client-port", 0, "with --cluster of Dynomite nodes: their client port (default: each server's peer port plus one)")
 	f.Uint64Var(&seed, "seed", 1, "seed of the workloads and of the chaos monkey's choice")
+	f.BoolVar(&coordination, "coordination", false, "add the coordination checks to the consistency phase: lock (SET NX), unique ids (INCR), list append, counter, grow-only set, queue and WATCH compare-and-set, at each level (see docs/run.md)")
 	f.BoolVar(&strict, "strict", false, "exit with status 1 when the verdict says something broke")
 	f.StringVar(&engine, "engine", lab.EngineTroop, "what the nodes of the lab the run starts run: troop, or dynomite (Dynomite's own binary at --level, default DC_QUORUM; see troop lab up --engine)")
 	f.BoolVar(&loopback, "loopback", false, "start the lab on loopback even as root (the nemesis then runs only its clock faults)")

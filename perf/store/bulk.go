@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/troop-lab/troop/node/consistency"
 	"github.com/troop-lab/troop/resp"
 )
 
@@ -50,7 +51,7 @@ func bulkExperiment(ctx context.Context, cfg config, ps *procSet, bins binaries,
 	if err != nil {
 		return err
 	}
-	cluster, err := startCluster(ctx, cfg, ps, bins.redisServer, bins.troop, "bulk_", false)
+	cluster, err := startCluster(ctx, cfg, ps, bins.redisServer, bins.troop, "bulk_", false, consistency.DCOne)
 	if err != nil {
 		return err
 	}

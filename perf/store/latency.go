@@ -39,6 +39,15 @@ func (r latencyRun) p99() float64 {
 	return p
 }
 
+// p50 is the larger of its tasks' medians of response time.
+func (r latencyRun) p50() float64 {
+	var p float64
+	for _, row := range r.Rows {
+		p = max(p, row.Response.P50)
+	}
+	return p
+}
+
 // latencyExperiment measures the response time the node adds where a proxy
 // is not saturated: nutcracker's closed-loop rate first (troop bench mixed,
 // cfg.Conns connections), then open-loop runs at half of it, nutcracker and
@@ -65,17 +74,8 @@ func latencyExperiment(ctx context.Context, cfg config, ps *procSet, bins binari
 		return err
 	}
 	defer logFile.Close()
-	window := time.Duration(cfg.Duration).String()
 	mixed := func(name, addr string, extra ...string) ([]bench.Row, error) {
-		out := filepath.Join(ps.dir, "latency-"+name+".json")
-		args := append([]string{"bench", "mixed", "--target", addr, "--conns", strconv.Itoa(cfg.Conns), "--keys", strconv.Itoa(cfg.Keys),
-			"--seed", strconv.FormatUint(cfg.Seed, 10), "--duration", window, "--out", out}, extra...)
-		cmd := exec.CommandContext(ctx, bins.troop, args...)
-		cmd.Stdout, cmd.Stderr = logFile, logFile
-		if err := cmd.Run(); err != nil {
-			return nil, fmt.Errorf("latency: troop bench against %s: %w (log: %s)", name, err, logFile.Name())
-		}
-		return benchTotals(out)
+		return benchMixed(ctx, cfg, bins.troop, filepath.Join(ps.dir, "latency-"+name+".json"), logFile, addr, extra...)
 	}
 	l := &latencyResult{}
 	res.Latency = l
@@ -131,4 +131,19 @@ func latencyCheck(l *latencyResult) []check {
 	}
 	return []check{{Name: "node p99 <= nutcracker p99, open loop at half of nutcracker's saturating rate", Kind: "target",
 		Measured: node, Limit: nc, Pass: node <= nc, Text: text}}
+}
+
+// benchMixed runs troop bench mixed against addr for one window of
+// cfg.Duration (its default 80:20 GET:SET of 1 KB values, like the
+// harness's own load), writes its result to out and answers its totals;
+// its output goes to log.
+func benchMixed(ctx context.Context, cfg config, troop, out string, log *os.File, addr string, extra ...string) ([]bench.Row, error) {
+	args := append([]string{"bench", "mixed", "--target", addr, "--conns", strconv.Itoa(cfg.Conns), "--keys", strconv.Itoa(cfg.Keys),
+		"--seed", strconv.FormatUint(cfg.Seed, 10), "--duration", time.Duration(cfg.Duration).String(), "--out", out}, extra...)
+	cmd := exec.CommandContext(ctx, troop, args...)
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("troop bench mixed against %s: %w (log: %s)", addr, err, log.Name())
+	}
+	return benchTotals(out)
 }

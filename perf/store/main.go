@@ -3,7 +3,8 @@
 // It measures what a troop node costs in front of redis-server, against two
 // anchors on the same machine in the same run: redis-server itself (direct)
 // and nutcracker (twemproxy) in front of the same redis-server. A second
-// experiment runs a three-rack troop cluster at DC_ONE and DC_QUORUM.
+// experiment runs a three-rack troop cluster at DC_ONE and DC_QUORUM, and
+// the peers experiment sets three racks of troop beside three of Dynomite.
 //
 // The machines this runs on have two shared cores, so absolute throughput
 // swings from run to run. The harness therefore interleaves the targets
@@ -43,6 +44,8 @@ type config struct {
 	Anchor    bool    `json:"anchor"`   // also run redis-benchmark against redis-server
 	Proxy     bool    `json:"proxy"`    // run the proxy-overhead experiment
 	Cluster   bool    `json:"cluster"`  // also run the three-rack experiment
+	Peers     bool    `json:"peers"`    // also run the peers experiment: troop beside Dynomite and nutcracker
+	Dynomite  string  `json:"dynomite"` // Dynomite's binary for it; "" finds it as the lab does
 	TLS       bool    `json:"tls"`      // also run the TLS experiment: DC_QUORUM, plain vs TLS client and peer links
 	Repair    bool    `json:"repair"`   // also run the repair experiments
 	Bulk      int     `json:"bulk"`     // SETs of the bulk-load experiment; 0 skips it
@@ -94,6 +97,7 @@ func defaultConfig() config {
 		Anchor:           true,
 		Proxy:            true,
 		Cluster:          true,
+		Peers:            true,
 		TLS:              true,
 		Repair:           true,
 		Bulk:             1_000_000,
@@ -248,7 +252,7 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 
 Benchmarks a troop node against redis-server (direct) and nutcracker in front
 of the same redis-server, then a three-rack troop cluster at DC_ONE and
-DC_QUORUM. Targets are interleaved round by round; the table reports medians,
+DC_QUORUM, then troop beside Dynomite (the peers experiment). Targets are interleaved round by round; the table reports medians,
 ratios, and CPU microseconds per operation of each process. The JSON file
 holds every round.
 
@@ -271,6 +275,8 @@ Flags:
 	fs.BoolVar(&c.Anchor, "anchor", c.Anchor, "also run redis-benchmark (GET) against redis-server: the load generator's anchor")
 	fs.BoolVar(&c.Proxy, "proxy", c.Proxy, "run the proxy-overhead experiment (direct, nutcracker, one troop node)")
 	fs.BoolVar(&c.Cluster, "cluster", c.Cluster, "also run the three-rack DC_ONE vs DC_QUORUM experiment")
+	fs.BoolVar(&c.Peers, "peers", c.Peers, "also run the peers experiment: three racks of troop and of Dynomite at DC_ONE and DC_QUORUM through rack1's node, redis-server direct, nutcracker and a troop node, interleaved; then each in an open loop at half load (--latency-rounds rounds) for p50 and p99")
+	fs.StringVar(&c.Dynomite, "dynomite", c.Dynomite, "Dynomite binary for the peers experiment (default: $TROOP_DYNOMITE, dynomite on PATH, or the one scripts/dynomite built)")
 	fs.BoolVar(&c.TLS, "tls", c.TLS, "also run the TLS experiment: the three-rack cluster at DC_QUORUM, plain vs with its client and peer links over TLS")
 	fs.BoolVar(&c.Repair, "repair", c.Repair, "also run the repair experiments: DC_QUORUM writes with hints, read repair and versions on vs off (all up, one node down), and an anti-entropy pass")
 	fs.IntVar(&c.AEKeys, "ae-keys", c.AEKeys, "anti-entropy experiment: keys preloaded on three racks")

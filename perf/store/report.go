@@ -37,6 +37,7 @@ type result struct {
 	Memory      *memoryResult     `json:"memory,omitempty"`
 	Membership  *membershipResult `json:"membership,omitempty"`
 	Latency     *latencyResult    `json:"latency,omitempty"`
+	Peers       *peersResult      `json:"peers,omitempty"`
 }
 
 // env is what the figures depend on besides the configuration.
@@ -103,7 +104,7 @@ type check struct {
 // add records a round and prints its progress line.
 func (r *result) add(rd round, log io.Writer) {
 	r.Rounds = append(r.Rounds, rd)
-	line := fmt.Sprintf("%-7s P=%-3d round %d  %-15s %9.0f ops/s  generator %5.1f µs/op  proxy %5.1f µs/op  redis %5.1f µs/op",
+	line := fmt.Sprintf("%-7s P=%-3d round %d  %-18s %9.0f ops/s  generator %5.1f µs/op  proxy %5.1f µs/op  redis %5.1f µs/op",
 		rd.Experiment, rd.Pipeline, rd.Round, rd.Target, rd.OpsPerSec, rd.GeneratorUsPerOp, rd.ProxyUsPerOp, rd.RedisUsPerOp)
 	if rd.ErrorReplies > 0 || rd.BadReplies > 0 {
 		line += fmt.Sprintf("  ERRORS %d BAD %d (%s)", rd.ErrorReplies, rd.BadReplies, rd.FirstErrorReply)
@@ -132,7 +133,7 @@ func (r *result) rounds(f func(round) bool) int {
 // baselines: the target each experiment's ratios are taken against. The
 // load generator anchors (redis-benchmark, troop bench) run GET only, so a
 // ratio would compare different workloads; they have none.
-var baselines = map[string]string{"proxy": "direct", "cluster": "dc_one", "tls": "dc_quorum", "writes": "off", "writes_one_down": "off"}
+var baselines = map[string]string{"proxy": "direct", "peers": "direct", "cluster": "dc_one", "tls": "dc_quorum", "writes": "off", "writes_one_down": "off"}
 
 func hasBaseline(target string) bool { return target != "redis-benchmark" && target != "troop-bench" }
 
@@ -225,15 +226,15 @@ func find(ss []summary, exp string, p int, target string) *summary {
 }
 
 // pairedRatio is, over the rounds that measured both targets a and b of
-// exp at depth p, the median and the range of a's proxy CPU per operation
-// over b's in the same round: pairing the rounds takes out what the machine
-// did between them, so a small change shows where medians of each would
-// drown it.
-func pairedRatio(rounds []round, exp string, p int, a, b string) (med, lo, hi float64, n int) {
-	us := map[[2]any]float64{} // (target, round) -> µs/op
+// exp at depth p, the median and the range of a's figure f (proxy CPU per
+// operation, throughput) over b's in the same round: pairing the rounds
+// takes out what the machine did between them, so a small change shows
+// where medians of each would drown it.
+func pairedRatio(rounds []round, exp string, p int, a, b string, f func(round) float64) (med, lo, hi float64, n int) {
+	us := map[[2]any]float64{} // (target, round) -> the figure
 	for _, r := range rounds {
 		if r.Experiment == exp && r.Pipeline == p && r.Error == "" && (r.Target == a || r.Target == b) {
-			us[[2]any{r.Target, r.Round}] = r.ProxyUsPerOp
+			us[[2]any{r.Target, r.Round}] = f(r)
 		}
 	}
 	var ratios []float64
@@ -247,6 +248,11 @@ func pairedRatio(rounds []round, exp string, p int, a, b string) (med, lo, hi fl
 	}
 	return median(ratios), slices.Min(ratios), slices.Max(ratios), len(ratios)
 }
+
+// The figures pairedRatio compares.
+func proxyUs(r round) float64   { return r.ProxyUsPerOp }
+func redisUs(r round) float64   { return r.RedisUsPerOp }
+func opsPerSec(r round) float64 { return r.OpsPerSec }
 
 // Targets of the proxy and cluster experiments.
 const (
@@ -269,7 +275,7 @@ func evaluate(ss []summary, rounds []round) []check {
 		node, nc := find(ss, "proxy", p, "troop-node"), find(ss, "proxy", p, "nutcracker")
 		if node != nil && nc != nil {
 			r := node.ProxyUsPerOp / nc.ProxyUsPerOp
-			med, lo, hi, n := pairedRatio(rounds, "proxy", p, "troop-node", "nutcracker")
+			med, lo, hi, n := pairedRatio(rounds, "proxy", p, "troop-node", "nutcracker", proxyUs)
 			out = append(out, check{
 				Name: fmt.Sprintf("node CPU/op <= %.1f x nutcracker CPU/op, P=%d", nodeOverNutcracker, p), Kind: "target",
 				Measured: r, Limit: nodeOverNutcracker, Pass: r <= nodeOverNutcracker,
@@ -285,7 +291,7 @@ func evaluate(ss []summary, rounds []round) []check {
 			})
 		}
 		if node != nil && find(ss, "proxy", p, "base_troop-node") != nil {
-			med, lo, hi, n := pairedRatio(rounds, "proxy", p, "troop-node", "base_troop-node")
+			med, lo, hi, n := pairedRatio(rounds, "proxy", p, "troop-node", "base_troop-node", proxyUs)
 			out = append(out, check{
 				Name: fmt.Sprintf("node CPU/op <= the base build's, P=%d", p), Kind: "target",
 				Measured: med, Limit: 1, Pass: med <= 1,
@@ -440,6 +446,7 @@ func printSummary(w io.Writer, r *result) {
 				slices.Min(busy), slices.Max(busy), r.Env.CPUs, slices.Min(steal), slices.Max(steal))
 		}
 	}
+	printPeers(w, r)
 	if ae := r.AntiEntropy; ae != nil {
 		fmt.Fprintf(w, "\nAnti-entropy: %d keys on three racks, %d made to differ on one replica (preloaded in %.0f s)\n", ae.Keys, ae.Differing, ae.PreloadSeconds)
 		fmt.Fprintf(w, "  first pass:  %s\n  second pass: %s\n  converged: %v\n", ae.First, ae.Second, ae.Converged)

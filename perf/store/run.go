@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/troop-lab/troop/internal/certs"
+	"github.com/troop-lab/troop/node/consistency"
 	"github.com/troop-lab/troop/topology"
 )
 
@@ -114,12 +115,12 @@ func roundOrder[T any](targets []T, n, size int) []T {
 // DC_QUORUM, interleaved. With a base build, the same cluster of it runs
 // beside, its targets (base_dc_one, base_dc_quorum) interleaved with these.
 func clusterExperiment(ctx context.Context, cfg config, ps *procSet, bins binaries, res *result, log io.Writer) error {
-	targets, err := startCluster(ctx, cfg, ps, bins.redisServer, bins.troop, "", false)
+	targets, err := startCluster(ctx, cfg, ps, bins.redisServer, bins.troop, "", false, consistency.DCOne)
 	if err != nil {
 		return err
 	}
 	if bins.base != "" {
-		base, err := startCluster(ctx, cfg, ps, bins.redisServer, bins.base, "base_", false)
+		base, err := startCluster(ctx, cfg, ps, bins.redisServer, bins.base, "base_", false, consistency.DCOne)
 		if err != nil {
 			return err
 		}
@@ -150,8 +151,9 @@ func clusterExperiment(ctx context.Context, cfg config, ps *procSet, bins binari
 // startCluster starts three racks of troop, a node and a redis-server
 // each, preloads the keys, and returns its targets at DC_ONE and
 // DC_QUORUM, named with prefix. With encrypt, the client and peer links
-// are TLS, with a CA made for the run.
-func startCluster(ctx context.Context, cfg config, ps *procSet, redisServer, troop, prefix string, encrypt bool) ([]*target, error) {
+// are TLS, with a CA made for the run. level is the nodes' configured
+// level, what a client that does not set its own gets.
+func startCluster(ctx context.Context, cfg config, ps *procSet, redisServer, troop, prefix string, encrypt bool, level consistency.Level) ([]*target, error) {
 	const racks = 3
 	var cfgs []*topology.Config
 	var redises, nodes []*proc
@@ -165,6 +167,7 @@ func startCluster(ctx context.Context, cfg config, ps *procSet, redisServer, tro
 		if err != nil {
 			return nil, err
 		}
+		c.ReadConsistency, c.WriteConsistency = level, level
 		redises, cfgs, redisAddrs = append(redises, redis), append(cfgs, c), append(redisAddrs, redisAddr)
 		addrs, admin = append(addrs, c.Listen), append(admin, c.StatsListen)
 	}
@@ -238,7 +241,7 @@ func tlsExperiment(ctx context.Context, cfg config, ps *procSet, bins binaries, 
 		if encrypt {
 			prefix = "tls_"
 		}
-		ts, err := startCluster(ctx, cfg, ps, bins.redisServer, bins.troop, prefix, encrypt)
+		ts, err := startCluster(ctx, cfg, ps, bins.redisServer, bins.troop, prefix, encrypt, consistency.DCOne)
 		if err != nil {
 			return err
 		}
@@ -329,6 +332,10 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 		err = clusterExperiment(ctx, cfg, ps, bins, res, out)
 		ps.stopAll()
 	}
+	if err == nil && cfg.Peers {
+		err = peersExperiment(ctx, cfg, ps, bins, res, out)
+		ps.stopAll()
+	}
 	if err == nil && cfg.TLS {
 		err = tlsExperiment(ctx, cfg, ps, bins, res, out)
 		ps.stopAll()
@@ -370,6 +377,7 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 	res.Checks = append(append(evaluate(res.Summary, res.Rounds), bulkCheck(res.Bulk)...), commandsCheck(res.Commands)...)
 	res.Checks = append(res.Checks, memoryCheck(res.Memory, time.Duration(cfg.MemoryAfter))...)
 	res.Checks = append(res.Checks, latencyCheck(res.Latency)...)
+	res.Checks = append(res.Checks, peersCheck(res.Summary, res.Rounds, res.Peers)...)
 	printSummary(out, res)
 	if werr := writeJSON(cfg.Out, res); werr != nil {
 		return errors.Join(err, werr)
