@@ -169,7 +169,7 @@ func (n *Node) handleClient(cmd resp.Command, s *slot, sess *session, b *batch) 
 	case kindSplit:
 		n.split(tr, c, level, keys, args, &sess.gate, h, b, done)
 	case kindDrawn:
-		n.drawn(tr, level, c, keys, args, h, b, done)
+		n.pop(tr, level, c, keys, args, &sess.gate, h, b, done)
 	case kindBlocking:
 		n.blocking(tr, level, c, keys, args, sess, h, done)
 	case kindScript:

@@ -271,7 +271,7 @@ func TestScriptlessInPlaceWrites(t *testing.T) {
 	tc := startCluster(t, clusterOpts{racks: 1})
 	tn := tc.nodes[0]
 	r := dial(t, tn.redis.Addr)
-	c := tc.client(0, "DC_QUORUM")
+	c := tc.client(0, "DC_ONE") // at the quorum levels in-place writes are decided by consensus (consensus.go)
 	fast := func() int64 { return tn.node.stats.scriptlessWrites.Load() }
 	step := func(want int64, args ...string) string {
 		t.Helper()

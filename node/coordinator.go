@@ -131,6 +131,10 @@ func (n *Node) write(tr *trace, level consistency.Level, cmd *command, keys [][]
 		n.writeAt(tr, v, level, cmd, keys, args, reps, []byte{}, nil, h, b, done)
 		return
 	}
+	if n.consensusWrite(level, cmd, keys, args) {
+		n.consensus(tr, level, cmd, keys, args, g, h, done)
+		return
+	}
 	if level == consistency.DCOne || !cmd.isLWW(args) || planted && n.noVersionQuery {
 		n.writeAt(tr, v, level, cmd, keys, args, reps, n.clock.next(), nil, h, b, done)
 		return

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"bytes"
 	"crypto/sha1"
 	"encoding/hex"
 	"fmt"
@@ -29,11 +30,15 @@ const VersionPrefix = "__troop:v:"
 // without expiry (so PTTL need not be asked), then the command. A
 // last-writer-wins write older than the key's version is not run: the
 // script answers the status STALE, which the node turns into the command's
-// own reply (writeLocal).
-const writeScript = `
+// own reply (writeLocal). A last-writer-wins write at or below the key's
+// promise (consensus.go) is refused with the PROMISED error: a change
+// decided by consensus may be built on a value without it.
+var writeScript = luaPrelude + `
 local v = ARGV[1]
 local lww = ARGV[2] == 'lww'
 if lww then
+  local p = redis.call('GET', PROMISE .. KEYS[1])
+  if p and p >= v then return redis.error_reply(PROMISED) end
   local cur = redis.call('GET', KEYS[2])
   if cur and cur >= v then return redis.status_reply('STALE') end
 end
@@ -88,9 +93,12 @@ return {redis.call('GET', KEYS[2]) or '', redis.call('DUMP', KEYS[1]) or '',
 // tombstone: the value is deleted, the version kept), the value's PTTL and
 // the version's PTTL as fetched. At the same version it replaces the value
 // only when it differs (a replica changed behind troop's back). It answers
-// 1 when it changed something, else 0.
-const repairScript = `
+// 1 when it changed something, else 0; below the key's promise it is
+// refused, as an accept below it would be (consensus.go).
+var repairScript = luaPrelude + `
 local v = ARGV[1]
+local p = redis.call('GET', PROMISE .. KEYS[1])
+if p and p > v then return redis.error_reply(PROMISED) end
 local cur = redis.call('GET', KEYS[2])
 if cur and cur > v then return 0 end
 local dump = ARGV[2]
@@ -128,7 +136,7 @@ func scriptSHA(s string) string {
 }
 
 // troopScripts are the scripts troop runs with EVALSHA.
-var troopScripts = []string{writeScript, readScript, fetchScript, repairScript, digestScript, txScript, watchScript, scriptEffects}
+var troopScripts = []string{writeScript, readScript, fetchScript, repairScript, digestScript, txScript, watchScript, scriptEffects, prepareScript, acceptScript, changeScript}
 
 // appendLoadScripts encodes SCRIPT LOAD of each of troopScripts.
 func appendLoadScripts(dst []byte) []byte {
@@ -422,7 +430,9 @@ func (n *Node) readLocal(tr *trace, keys, args [][]byte, b *batch, done func(ver
 // localVersion answers a version query (ABD's first phase) for key from
 // this node's replica: the version cache's bound when it is known and the
 // request is not traced (a traced request passes the datastore's injection
-// point), else the version key as redis-server holds it. done gets b when
+// point), else the newer of the version key and the promise key as
+// redis-server holds them: a write stamped above a promise is not refused
+// by it (the cache's bound covers promises too, consensus.go). done gets b when
 // it runs at once, nil when it runs on a reply.
 func (n *Node) localVersion(b *batch, tr *trace, key []byte, done func(version []byte, err error, b *batch)) {
 	if tr == nil {
@@ -431,12 +441,26 @@ func (n *Node) localVersion(b *batch, tr *trace, key []byte, done func(version [
 			return
 		}
 	}
-	req := resp.AppendArrayHeader(nil, 2)
-	req = resp.AppendBulkString(req, "GET")
+	req := resp.AppendArrayHeader(nil, 3)
+	req = resp.AppendBulkString(req, "MGET")
 	req = appendVersionKey(req, key)
+	req = appendPromiseKey(req, key)
 	n.toStore(b, tr, n.storeFor(key), req, func(raw []byte, err error) {
-		v, err := parseVersionReply(raw, err)
-		done(v, err, nil)
+		var version, promise []byte
+		frames, perr := resp.Elements(raw)
+		if err == nil && (perr != nil || len(frames) != 2) {
+			err = unexpectedAnswer(raw)
+		}
+		if err == nil {
+			version, err = parseVersionReply(frames[0], nil)
+		}
+		if err == nil {
+			promise, err = parseVersionReply(frames[1], nil)
+		}
+		if bytes.Compare(promise, version) > 0 {
+			version = promise
+		}
+		done(version, err, nil)
 	})
 }
 

@@ -9,6 +9,17 @@ import (
 	"github.com/troop-lab/troop/resp"
 )
 
+// pop runs a pop: by consensus at a quorum level when it takes from one
+// key (consensus.go), which orders it with every other change of the key
+// whoever coordinates them; else as drawn.
+func (n *Node) pop(tr *trace, level consistency.Level, cmd *command, keys, args [][]byte, g *keyGate, h *hold, b *batch, done replyFunc) {
+	if n.consensusWrite(level, cmd, keys, args) {
+		n.consensus(tr, level, cmd, keys, args, g, h, done)
+		return
+	}
+	n.drawn(tr, level, cmd, keys, args, h, b, done)
+}
+
 // drawn runs a write whose effect depends on the order writes reach a
 // replica, or on chance: the pops (LPOP, RPOP, ZPOPMIN, LMOVE, LMPOP ...)
 // and SPOP. Were every replica to run it, two pops through two nodes at
@@ -23,6 +34,10 @@ import (
 // replica as one. A deciding replica that cannot be reached fails the
 // command, with nothing applied anywhere.
 func (n *Node) drawn(tr *trace, level consistency.Level, cmd *command, keys, args [][]byte, h *hold, b *batch, done replyFunc) {
+	if n.consensusWrite(level, cmd, keys, args) { // a blocking pop that found something: its client waits, and sends nothing meanwhile
+		n.consensus(tr, level, cmd, keys, args, &keyGate{}, h, done)
+		return
+	}
 	if len(keys) > 1 && !n.sameReplicas(keys) {
 		done(resp.AppendError(nil, fmt.Sprintf("ERR troop: the keys of '%s' belong to different nodes, and troop does not split it", cmd.name)))
 		return

@@ -94,6 +94,7 @@ var scalars = []scalar{
 	{desc("troop_read_repairs_lost_total", "Read repairs not done (too many under way, or failed)."), prometheus.CounterValue, func(n *Node) int64 { return n.stats.readRepairsLost.Load() }},
 	{desc("troop_handoff_mirror_failures_total", "Writes to a key moving in a membership change that failed because their copy to the key's other owner failed."), prometheus.CounterValue, func(n *Node) int64 { return n.stats.mirrorFailures.Load() }},
 	{desc("troop_handoff_keys_total", "Keys this node streamed to their new owner in membership changes."), prometheus.CounterValue, func(n *Node) int64 { return n.stats.handoffKeys.Load() }},
+	{desc("troop_consensus_writes_total", "Quorum writes that change a value in place, decided by consensus per key."), prometheus.CounterValue, func(n *Node) int64 { return n.stats.consensusWrites.Load() }},
 	{desc("troop_read_write_backs_total", "Quorum reads that wrote their answer back to a quorum of replicas before giving it."), prometheus.CounterValue, func(n *Node) int64 { return n.stats.readWriteBacks.Load() }},
 	{desc("troop_auth_failures_total", "AUTH attempts with a wrong user or password."), prometheus.CounterValue, func(n *Node) int64 { return n.stats.authFailures.Load() }},
 	{desc("troop_auth_rate_limited_total", "AUTH attempts refused unchecked after too many failures from the address."), prometheus.CounterValue, func(n *Node) int64 { return n.stats.authRateLimited.Load() }},

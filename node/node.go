@@ -95,6 +95,7 @@ type Node struct {
 	datastore *reachability      // whether the redis-server answers, for the log and /metrics
 	dataDir   string             // where hints live (troop_data_dir)
 	repair    *repairer          // read repair and anti-entropy
+	proposers keyProposers       // this node's proposer of each key it decides by consensus (consensus.go)
 
 	// When the redis-server last answered the heartbeat's PING, Unix ns:
 	// for /ready (health.go).
@@ -103,7 +104,7 @@ type Node struct {
 	// Planted bugs (troop_planted_bug), for testing the testers; every
 	// check of one is "planted && ...", compiled out of a build without
 	// them.
-	noReadFailover, localWritesOnly, noVersionQuery, noReadWriteBack, noHints, noMirror bool
+	noReadFailover, localWritesOnly, noVersionQuery, noReadWriteBack, noHints, noMirror, noConsensus bool
 
 	readLevel, writeLevel atomic.Int32
 	state                 atomic.Int32
@@ -155,6 +156,7 @@ func New(cfg *topology.Config, log *slog.Logger) (*Node, error) {
 	n.noReadFailover = cfg.PlantedBug == topology.BugNoReadFailover
 	n.localWritesOnly = cfg.PlantedBug == topology.BugLocalWritesOnly
 	n.noVersionQuery = cfg.PlantedBug == topology.BugNoVersionQuery
+	n.noConsensus = cfg.PlantedBug == topology.BugNoConsensus
 	n.noReadWriteBack = cfg.PlantedBug == topology.BugNoReadWriteBack
 	n.noHints = cfg.PlantedBug == topology.BugNoHintedHandoff
 	n.noMirror = cfg.PlantedBug == topology.BugNoHandoffMirror

@@ -110,8 +110,8 @@ func (n *Node) servePeer(c net.Conn, secure bool) {
 			}
 			args = args[2:]
 			op = strings.ToUpper(string(args[0]))
-			if op != "LOCAL" && op != "READ" && op != "VERSION" && op != "WRITE" && op != "FWD" && op != "STAMP" {
-				s.complete(resp.AppendError(nil, fmt.Sprintf("ERR troop peer protocol: FIT carries LOCAL, READ, VERSION, WRITE, FWD or STAMP, not '%s'", printableArg(args[0]))))
+			if op != "LOCAL" && op != "READ" && op != "VERSION" && op != "WRITE" && op != "FWD" && op != "STAMP" && op != "PREPARE" && op != "ACCEPT" && op != "DECIDE" {
+				s.complete(resp.AppendError(nil, fmt.Sprintf("ERR troop peer protocol: FIT carries LOCAL, READ, VERSION, WRITE, FWD, STAMP, PREPARE, ACCEPT or DECIDE, not '%s'", printableArg(args[0]))))
 				return
 			}
 		}
@@ -163,6 +163,10 @@ func (n *Node) handlePeer(tr *trace, op string, args [][]byte, s *slot, b *batch
 			}
 			s.complete(resp.AppendBulk(nil, version))
 		})
+	case op == "DECIDE" && len(args) >= 4:
+		n.serveDecide(tr, args, s)
+	case (op == "PREPARE" || op == "ACCEPT") && len(args) >= 3:
+		n.serveAcceptor(tr, op, args, b, done)
 	case op == "STAMP" && len(args) >= 5:
 		n.serveStamp(tr, args, s, b)
 	case (op == "WRITE" || op == "FWD") && len(args) >= 4:

@@ -25,6 +25,7 @@ type stats struct {
 	readFailovers    atomic.Int64 // DC_ONE reads that went on to another replica
 	scriptlessWrites atomic.Int64 // versioned SETs sent as MSET, the version cache vouching
 	stampedWrites    atomic.Int64 // quorum writes another replica stamped (stamp.go)
+	consensusWrites  atomic.Int64 // quorum writes decided by consensus per key (consensus.go)
 	timeouts         atomic.Int64 // replica calls that timed out
 	asyncFailures    atomic.Int64 // asynchronous replication that failed
 	protocolErrors   atomic.Int64

@@ -113,6 +113,15 @@ func (c *clock) stampBefore(deadline int64, floor []byte) ([]byte, bool) {
 	return encodeVersion(c.tickLocked(ms), c.node), true
 }
 
+// counter is the clock's reading as a version's counter, or its last
+// version's when that is ahead, without issuing a version: the ballots of
+// this node's proposers start above it (consensus.go).
+func (c *clock) counter() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return max(c.last, uint64(c.skew.at(c.now()).UnixMilli())<<16)
+}
+
 // observe moves the clock past a version seen from another node, so a write
 // that follows a read of that version gets a greater one.
 func (c *clock) observe(version []byte) {

@@ -260,6 +260,27 @@ func (c *versionCache) known(key []byte) ([]byte, bool) {
 	return out, true
 }
 
+// bound returns the key's bound, known or not: no older than any version
+// sent for the key since the entry was made.
+func (c *versionCache) bound(key []byte) ([]byte, bool) {
+	if c == nil {
+		return nil, false
+	}
+	h := c.hash(key)
+	sh := c.shard(h)
+	sh.mu.Lock()
+	sl := sh.find(h)
+	if sl == nil || sl.key != h {
+		sh.mu.Unlock()
+		return nil, false
+	}
+	bound := sl.bound
+	sh.mu.Unlock()
+	out := make([]byte, versionLen)
+	hex.Encode(out, bound[:])
+	return out, true
+}
+
 // queued ends a fast ticket's hold on its shard, once its request is queued.
 func (t cacheTicket) queued() {
 	if t.fast {

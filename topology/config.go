@@ -190,8 +190,14 @@ const (
 	BugNoHandoffMirror = "no-handoff-mirror"
 )
 
+// BugNoConsensus: a quorum write that changes a value in place (INCR,
+// SET NX, RPUSH) runs on every replica in the order it arrives there,
+// answered by the first replica's reply, instead of being decided by
+// consensus per key.
+const BugNoConsensus = "no-consensus"
+
 // PlantedBugs lists the values troop_planted_bug accepts besides none.
-var PlantedBugs = []string{BugNoReadFailover, BugLocalWritesOnly, BugNoVersionQuery, BugNoReadWriteBack, BugNoHintedHandoff, BugNoHandoffMirror}
+var PlantedBugs = []string{BugNoReadFailover, BugLocalWritesOnly, BugNoVersionQuery, BugNoReadWriteBack, BugNoHintedHandoff, BugNoHandoffMirror, BugNoConsensus}
 
 // Defaults of the keys troop honours. Dynomite's own defaults where the key
 // is Dynomite's.

@@ -11,7 +11,7 @@ func TestPlantedBugKey(t *testing.T) {
 	want := map[string]outcome{"none": {}}
 	if PlantedBugsBuilt {
 		want["no-read-failover"] = outcome{read: BugNoReadFailover}
-		want["lose-everything"] = outcome{err: `x.yml:6: troop_planted_bug: "lose-everything" is not a planted bug troop knows (want none, no-read-failover, local-writes-only, no-version-query, no-read-write-back, no-hinted-handoff or no-handoff-mirror)`}
+		want["lose-everything"] = outcome{err: `x.yml:6: troop_planted_bug: "lose-everything" is not a planted bug troop knows (want none, no-read-failover, local-writes-only, no-version-query, no-read-write-back, no-hinted-handoff, no-handoff-mirror or no-consensus)`}
 	} else {
 		want["no-read-failover"] = outcome{err: `x.yml:6: troop_planted_bug: "no-read-failover"` + without}
 		want["lose-everything"] = outcome{err: `x.yml:6: troop_planted_bug: "lose-everything"` + without}

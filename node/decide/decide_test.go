@@ -254,3 +254,29 @@ func TestProposerFastAcceptAfterAnotherProposer(t *testing.T) {
 		}
 	}
 }
+
+func TestProposerObserveStartsAboveAndForgetPrepares(t *testing.T) {
+	// Acceptors hold a value at 100.3, say written by a clock: a proposer
+	// told of 100 prepares above it at once.
+	acc := []Acceptor{{Promised: b(100, 3), Accepted: b(100, 3), Value: []byte("5")}, {Promised: b(100, 3), Accepted: b(100, 3), Value: []byte("5")}, {}}
+	p := NewProposer(1, 3)
+	p.Observe(100)
+	p.Observe(7) // never lowers it
+	if p.Counter() != 100 {
+		t.Fatalf("counter %d after observing 100 and 7", p.Counter())
+	}
+	var reply int
+	req := p.Propose(incr(&reply))
+	if req != (Prepare{b(101, 1)}) {
+		t.Fatalf("first request %+v, want a prepare at 101.1", req)
+	}
+	req, _ = exchange(p, acc, req, 0, 1)
+	if _, st := exchange(p, acc, req, 0, 1); st != Decided || reply != 6 {
+		t.Fatalf("change above the observed counter: %v reply %d", st, reply)
+	}
+	// Forgotten, the next change prepares again instead of accepting at once.
+	p.Forget()
+	if req := p.Propose(incr(&reply)); req != (Prepare{b(103, 1)}) {
+		t.Fatalf("after Forget the change starts with %+v, want a prepare at 103.1", req)
+	}
+}

@@ -118,9 +118,11 @@
 //
 //   - An acceptor's state (value, accepted and promised ballots) lives on the
 //     key's replica and changes atomically (a script on its redis-server).
-//     Every command on a key at DC_QUORUM, plain GET and SET included, must
-//     go through this protocol: mixing it with another way of writing the
-//     key (versions from clocks) would let the two orders disagree.
+//     Mixing this protocol with another way of writing the key (versions
+//     from clocks) would let the two orders disagree, unless the other
+//     writes keep its rules: troop writes ballots as versions, answers a
+//     version query with the promise too, and refuses a whole-value write
+//     at or below the promise (docs/store.md has the argument).
 //   - The change runs the Redis command on the value: for example RESTORE
 //     the value into a scratch key of the coordinator's redis-server, run
 //     the command, DUMP the result; list order then converges with the

@@ -99,6 +99,21 @@ func (p *Proposer) Retry() Request {
 	return p.prepare()
 }
 
+// Observe raises the proposer's counter to at least counter: its next
+// prepare is above it. A caller that keeps other versions beside ballots
+// (a clock's, for writes that replace the whole value) passes them, so
+// that a first prepare is not refused for being below them.
+func (p *Proposer) Observe(counter uint64) { p.counter = max(p.counter, counter) }
+
+// Counter is the highest ballot counter the proposer used or saw.
+func (p *Proposer) Counter() uint64 { return p.counter }
+
+// Forget drops the one-round-trip form: the next change prepares. A
+// caller whose value can change without a change (a key that expires)
+// calls it after a decided change, since the value the acceptors would
+// hold by then is not the one the proposer knows.
+func (p *Proposer) Forget() { p.next, p.known = Ballot{}, nil }
+
 // GiveUp ends the round in progress as Refused: the caller's timeout.
 func (p *Proposer) GiveUp() {
 	if p.phase != idle {

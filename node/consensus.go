@@ -1,0 +1,643 @@
+package node
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/troop-lab/troop/fit"
+	"github.com/troop-lab/troop/node/consistency"
+	"github.com/troop-lab/troop/node/decide"
+	"github.com/troop-lab/troop/resp"
+)
+
+// A write that changes a value in place (INCR, SET NX, RPUSH, APPEND ...)
+// at a quorum level is decided by consensus per key (node/decide, CASPaxos)
+// so that its reply and effect are as if one redis-server ran every
+// command on the key one at a time. Each replica's redis-server is an
+// acceptor: the value under its own key, the accepted ballot in the
+// version key, the promise in PromisePrefix+key, changed together by
+// prepareScript and acceptScript. A ballot is written as a version (its
+// counter where a version has its clock, its proposer where a version has
+// its node), so versions and ballots are one order: hints, read repair,
+// anti-entropy, the version cache and quorum reads, which keep the highest
+// version, keep the highest accepted ballot. The coordinator runs the
+// command on the value the prepares found in a scratch key of its own
+// redis-server (changeScript) and has the replicas accept the result, as
+// a DUMP, so every replica holds the same bytes, list order included.
+//
+// Whole-value writes (SET, DEL ...) stay version writes, fenced by the
+// promise: docs/store.md gives the argument.
+
+// PromisePrefix names the key that holds a key's promise: the highest
+// ballot its replica promised, below which it accepts nothing, whole-value
+// writes included.
+const PromisePrefix = "__troop:p:"
+
+// scratchKey is where the coordinator's redis-server runs a command on a
+// value, inside one script, which leaves it empty.
+const scratchKey = "__troop:scratch"
+
+// promisedError is what a replica answers to a write below the key's
+// promise.
+const promisedError = "PROMISED troop: a change of this key at a newer ballot was promised on this replica; this write was not applied here"
+
+// luaPrelude starts the scripts that check a promise.
+var luaPrelude = "local PROMISE = '" + PromisePrefix + "'\nlocal PROMISED = '" + promisedError + "'\n"
+
+// prepareScript promises ARGV[1] unless the key's promise or version is at
+// or above it, and answers {1 or 0, the promise after, the version, the
+// DUMP of the value ("" for none), its PEXPIRETIME}. KEYS are the key, its version
+// key and its promise key; ARGV[2] is the tombstone grace (ms), the life
+// of a promise of a key that holds nothing.
+const prepareScript = `
+local b = ARGV[1]
+local p = redis.call('GET', KEYS[3]) or ''
+local v = redis.call('GET', KEYS[2]) or ''
+local top = p
+if v > top then top = v end
+if b <= top then return {0, top, v, '', -2} end
+local vt = redis.call('PTTL', KEYS[2])
+if vt == -2 then vt = tonumber(ARGV[2]) end
+if vt > 0 then redis.call('SET', KEYS[3], b, 'PX', vt) else redis.call('SET', KEYS[3], b) end
+return {1, b, v, redis.call('DUMP', KEYS[1]) or '', redis.call('PEXPIRETIME', KEYS[1])}
+`
+
+// acceptScript accepts ARGV[3] (a DUMP, "" for none) expiring at ARGV[4]
+// (Unix ms, as PEXPIRETIME; 0: never) at ballot ARGV[1] unless the key's promise or version is above it,
+// and promises ARGV[2] (the proposer's next ballot) as it does. It answers
+// {1 or 0, the promise after, the version after}. KEYS as prepareScript's;
+// ARGV[5] is the tombstone grace (ms): the version and promise of a key
+// that holds nothing, or holds a value with an expiry, outlive it by it.
+const acceptScript = `
+local b = ARGV[1]
+local p = redis.call('GET', KEYS[3]) or ''
+local v = redis.call('GET', KEYS[2]) or ''
+if b < p or b < v then
+  local top = p
+  if v > top then top = v end
+  return {0, top, v}
+end
+local np = b
+if ARGV[2] > np then np = ARGV[2] end
+local grace = tonumber(ARGV[5])
+if ARGV[3] ~= '' then redis.call('RESTORE', KEYS[1], ARGV[4], ARGV[3], 'REPLACE', 'ABSTTL') end
+local ttl = redis.call('PTTL', KEYS[1])
+if ARGV[3] == '' or ttl == -2 then
+  redis.call('DEL', KEYS[1])
+  ttl = grace
+elseif ttl > 0 then
+  ttl = ttl + grace
+end
+if ttl > 0 and ttl <= 9007199254740991 then
+  redis.call('SET', KEYS[2], b, 'PX', ttl)
+  redis.call('SET', KEYS[3], np, 'PX', ttl)
+else
+  redis.call('SET', KEYS[2], b)
+  redis.call('SET', KEYS[3], np)
+end
+return {1, np, b}
+`
+
+// changeScript runs a command (ARGV[3:], its key the scratch key KEYS[1])
+// on a value (ARGV[1], a DUMP or "" for none, expiring at ARGV[2], Unix ms,
+// 0 for never) and answers {the command's reply, the DUMP after ("" for
+// none), the PEXPIRETIME after}. It leaves the scratch key empty. Expiries
+// travel as absolute times: a relative one far off (PEXPIREAT of a
+// distant time) would overflow when RESTORE adds the time to it.
+const changeScript = `
+redis.call('DEL', KEYS[1])
+if ARGV[1] ~= '' then redis.call('RESTORE', KEYS[1], ARGV[2], ARGV[1], 'ABSTTL') end
+local r = redis.pcall(unpack(ARGV, 3))
+local d = redis.call('DUMP', KEYS[1]) or ''
+local t = redis.call('PEXPIRETIME', KEYS[1])
+redis.call('DEL', KEYS[1])
+return {r, d, t}
+`
+
+var (
+	prepareSHA = scriptSHA(prepareScript)
+	acceptSHA  = scriptSHA(acceptScript)
+	changeSHA  = scriptSHA(changeScript)
+)
+
+func appendPromiseKey(dst, key []byte) []byte {
+	dst = append(dst, '$')
+	dst = strconv.AppendInt(dst, int64(len(PromisePrefix)+len(key)), 10)
+	dst = append(dst, '\r', '\n')
+	dst = append(dst, PromisePrefix...)
+	dst = append(dst, key...)
+	return append(dst, '\r', '\n')
+}
+
+// consensusWrite reports whether a write at level goes through consensus:
+// a versioned write of one key (its first argument) that changes its
+// value in place, a pop included, at a quorum level.
+func (n *Node) consensusWrite(level consistency.Level, cmd *command, keys, args [][]byte) bool {
+	return level != consistency.DCOne && n.cfg.Versions && len(keys) == 1 && cmd.keys == nil &&
+		(cmd.kind == kindWrite && !cmd.isLWW(args) || cmd.kind == kindDrawn) && !(planted && n.noConsensus)
+}
+
+// ballotVersion writes a ballot as a version.
+func ballotVersion(b decide.Ballot) []byte { return encodeVersion(b.Counter, uint16(b.Proposer)) }
+
+// versionBallot reads a version as a ballot; none ("") is the zero ballot.
+func versionBallot(v []byte) (decide.Ballot, bool) {
+	if len(v) == 0 {
+		return decide.Ballot{}, true
+	}
+	raw, ok := versionBytes(v)
+	if !ok {
+		return decide.Ballot{}, false
+	}
+	return decide.Ballot{Counter: binary.BigEndian.Uint64(raw[:8]), Proposer: uint64(binary.BigEndian.Uint16(raw[8:]))}, true
+}
+
+// proposerID is the proposer of this node's ballots: its clock's node id
+// with the top bit flipped, so that no ballot of this node equals a
+// version its clock issues.
+func (n *Node) proposerID() uint64 { return uint64(n.clock.node ^ 0x8000) }
+
+// A value as the proposer carries it: nil for none, else its expiry (Unix
+// ms, as PEXPIRETIME, 0 for none) in 8 bytes, then the DUMP.
+func packValue(dump []byte, expireAt int64) []byte {
+	if len(dump) == 0 {
+		return nil
+	}
+	out := make([]byte, 8, 8+len(dump))
+	binary.BigEndian.PutUint64(out, uint64(max(expireAt, 0)))
+	return append(out, dump...)
+}
+
+func unpackValue(v []byte) (dump []byte, expireAt int64) {
+	if len(v) < 8 {
+		return nil, 0
+	}
+	return v[8:], int64(binary.BigEndian.Uint64(v))
+}
+
+// keyProposers holds this node's proposer of each key it decides, so a
+// key's commands through this node take one round trip each. A key's
+// changes run one at a time (decide.Proposer runs one change at a time).
+type keyProposers struct {
+	mu sync.Mutex
+	m  map[string]*keyProposer
+}
+
+type keyProposer struct {
+	turn  chan struct{} // holds one token: the change in progress has it
+	users int           // changes waiting or running, under keyProposers.mu
+	p     *decide.Proposer
+	reps  []*member // the replicas p was made for
+}
+
+// maxIdleProposers bounds the proposers kept for keys nobody changes now;
+// a key whose proposer was dropped takes two round trips once.
+const maxIdleProposers = 10000
+
+func (ps *keyProposers) acquire(key string) *keyProposer {
+	ps.mu.Lock()
+	if ps.m == nil {
+		ps.m = map[string]*keyProposer{}
+	}
+	kp := ps.m[key]
+	if kp == nil {
+		if len(ps.m) >= maxIdleProposers {
+			for k, o := range ps.m {
+				if o.users == 0 {
+					delete(ps.m, k)
+				}
+			}
+		}
+		kp = &keyProposer{turn: make(chan struct{}, 1)}
+		ps.m[key] = kp
+	}
+	kp.users++
+	ps.mu.Unlock()
+	kp.turn <- struct{}{}
+	return kp
+}
+
+func (ps *keyProposers) release(kp *keyProposer) {
+	<-kp.turn
+	ps.mu.Lock()
+	kp.users--
+	ps.mu.Unlock()
+}
+
+// maxConsensusTries bounds the rounds of one change, and consensusBackoff
+// the random wait before each retry, which breaks most duels between
+// coordinators.
+const (
+	maxConsensusTries = 6
+	consensusBackoff  = 20 * time.Millisecond
+)
+
+// consensus runs a write of one key through consensus among its local
+// replicas (consensusWrite) and answers its reply. It holds the key in the
+// connection's gate until it is decided, so a client's next command on the
+// key comes after it.
+//
+// The key's deciding replica (decider: the first rack's replica this node
+// does not mark down) proposes, so that coordinators do not duel over a
+// key and its changes take one round trip: this node sends it the command
+// (DECIDE), unless it is that replica, or the request could not be sent
+// (an injected fault), when it proposes itself. Safety does not depend on
+// this rule: two coordinators that disagree on who is down both propose,
+// and consensus orders them.
+func (n *Node) consensus(tr *trace, level consistency.Level, cmd *command, keys, args [][]byte, g *keyGate, h *hold, done replyFunc) {
+	v := n.view()
+	reps := v.replicas(n.token(keys[0]))
+	if !reps[0].self {
+		n.stats.forwarded.Add(1)
+	}
+	key := keys[0]
+	h.add(1)
+	ungate := g.hold(key)
+	finish := func(reply []byte) { ungate(); done(reply); h.done() }
+	d, _ := n.decider(reps)
+	if d.self || d.isDown() {
+		n.decideHere(tr, v, level, cmd, key, args, reps, h, finish)
+		return
+	}
+	n.toPeer(nil, tr, d, appendPeerRequest(nil, "DECIDE", []byte(level.String()), args), fromPeer(func(raw []byte, err error) {
+		var injected *fit.InjectedError
+		switch {
+		case errors.As(err, &injected): // never sent: nothing of it can be applied
+			n.decideHere(tr, v, level, cmd, key, args, reps, h, finish)
+		case err != nil:
+			n.countFailure(err)
+			n.stats.quorumFailures.Add(1)
+			finish(resp.AppendError(nil, fmt.Sprintf("ERR troop: %s write (%s) failed, outcome unknown: %s, which decides it, did not answer (%v); it may have been applied, once", level, args[0], replicaName(d), err)))
+		default:
+			finish(raw)
+		}
+	}))
+}
+
+// serveDecide runs a peer's DECIDE level cmd args...: the command, as the
+// key's deciding replica, whatever this node's own view of who decides.
+func (n *Node) serveDecide(tr *trace, args [][]byte, s *slot) {
+	level, err := consistency.ParseLevel(string(args[1]))
+	c, keys, bad := peerCommand(args[2:])
+	if bad == "" && (err != nil || !n.consensusWrite(level, c, keys, args[2:])) {
+		bad = "ERR troop peer protocol: DECIDE carries a quorum level and a write of one key decided by consensus"
+	}
+	if bad != "" {
+		s.complete(resp.AppendError(nil, bad))
+		return
+	}
+	v := n.view()
+	n.decideHere(tr, v, level, c, keys[0], args[2:], v.replicas(n.token(keys[0])), nil, s.complete)
+}
+
+// decideHere runs the change with this node as the proposer, on a
+// goroutine of its own, which may wait for the key's proposer.
+func (n *Node) decideHere(tr *trace, v *view, level consistency.Level, cmd *command, key []byte, args [][]byte, reps []*member, h *hold, finish replyFunc) {
+	h.add(1)
+	go func() {
+		defer h.done()
+		reply, decided := n.decide(tr, level, cmd, key, args, reps)
+		if decided != nil {
+			n.forwardDecided(tr, v, key, decided, h)
+		}
+		finish(reply)
+	}()
+}
+
+// decidedValue is a change as decided: its ballot and value.
+type decidedValue struct {
+	ballot []byte
+	value  []byte
+}
+
+// decide runs the command args on key through rounds of consensus among
+// reps: it answers the client's reply and, when decided, the decided value.
+func (n *Node) decide(tr *trace, level consistency.Level, cmd *command, key []byte, args [][]byte, reps []*member) ([]byte, *decidedValue) {
+	kp := n.proposers.acquire(string(key))
+	defer n.proposers.release(kp)
+	if kp.p == nil || !sameMembers(kp.reps, reps) {
+		kp.p, kp.reps = decide.NewProposer(n.proposerID(), len(reps)), reps
+	}
+	p := kp.p
+	var reply []byte
+	var changeErr error
+	expires := false
+	change := func(cur []byte) []byte {
+		dump, expireAt := unpackValue(cur)
+		raw, err := n.runChange(tr, key, dump, expireAt, args)
+		if err != nil {
+			changeErr, reply = err, nil
+			return cur
+		}
+		changeErr = nil
+		frames, err := resp.Elements(raw)
+		if err != nil || len(frames) != 3 {
+			changeErr = unexpectedAnswer(raw)
+			return cur
+		}
+		d, _ := resp.Parse(frames[1])
+		t, _ := resp.Parse(frames[2])
+		reply = frames[0]
+		if nilIsArray(cmd, args) && isNullBulk(reply) { // Lua turned redis-server's null array into false, a null bulk
+			reply = []byte("*-1\r\n")
+		}
+		expires = t.Int > 0
+		return packValue(d.Str, t.Int)
+	}
+	// A whole-value write this node's replica was sent since the last
+	// change outranks the ballot the replicas promised: the accept at it
+	// would be refused, and could not tell it was never taken (the change
+	// would end unknown). Prepare instead.
+	if bound, ok := n.versions.bound(key); ok {
+		if b, _ := versionBallot(bound); (decide.Ballot{Counter: p.Counter(), Proposer: n.proposerID()}).Less(b) {
+			p.Forget()
+		}
+	}
+	// Ballots start above every version this node's clock issued or saw,
+	// so that a whole-value write's version does not keep refusing them.
+	p.Observe(n.clock.counter())
+	replies := make(chan acceptorReply, 2*len(reps)*(maxConsensusTries+2))
+	deadline := time.Now().Add(n.cfg.Timeout)
+	req := p.Propose(change)
+	var reasons []string
+	var st decide.Status
+	sent := 0
+	for try := 1; ; try++ {
+		st, reasons = n.round(tr, key, reps, p, req, replies, &sent, deadline)
+		if changeErr != nil {
+			// This node's redis-server could not run the command: what went
+			// out for acceptance was the value as it was, without it.
+			p.GiveUp()
+			n.stats.quorumFailures.Add(1)
+			return resp.AppendError(nil, fmt.Sprintf("ERR troop: %s write (%s) failed and was not applied: this node's redis-server could not run it (%v)", level, args[0], changeErr)), nil
+		}
+		if st != decide.Refused || try >= maxConsensusTries || time.Now().After(deadline) {
+			break
+		}
+		n.clock.observe(ballotVersion(decide.Ballot{Counter: p.Counter()}))
+		time.Sleep(rand.N(consensusBackoff)) // a random backoff, not a synchronisation
+		// A ballot from the clock, not one past the promise that refused
+		// it: a proposer that decides a change each millisecond raises
+		// its promise by one each time, and would stay ahead.
+		p.Observe(n.clock.counter())
+		req = p.Retry()
+	}
+	n.clock.observe(ballotVersion(p.Ballot()))
+	switch st {
+	case decide.Decided:
+		if expires {
+			p.Forget() // the value changes by itself: the next change reads it afresh
+		}
+		n.stats.consensusWrites.Add(1)
+		return reply, &decidedValue{ballot: ballotVersion(p.Ballot()), value: p.Value()}
+	case decide.Unknown:
+		n.stats.quorumFailures.Add(1)
+		return resp.AppendError(nil, fmt.Sprintf("ERR troop: %s write (%s) failed, outcome unknown: another coordinator changed the key while this one's try may have been accepted; it may have been applied, once", level, args[0])), nil
+	}
+	n.stats.quorumFailures.Add(1)
+	outcome := "not applied"
+	if p.MayHaveApplied() {
+		outcome = "outcome unknown; it may have been applied, once"
+	}
+	return resp.AppendError(nil, fmt.Sprintf("ERR troop: %s write (%s) failed, %s: no quorum of %d of %d replicas took it within %d tries (%s)",
+		level, args[0], outcome, consistency.Quorum(len(reps)), len(reps), maxConsensusTries, strings.Join(reasons, "; "))), nil
+}
+
+func sameMembers(a, b []*member) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// acceptorReply is replica i's answer to the request numbered sent, or
+// why it has none.
+type acceptorReply struct {
+	i, sent int
+	reply   decide.Reply
+	err     error
+}
+
+// round sends req to every replica and steps the proposer on their
+// answers, and on the next requests it returns, until the change is no
+// longer waiting: decided, refused (a quorum refused, or cannot answer,
+// or the deadline passed) or unknown. It returns why replicas did not
+// answer. sent numbers the requests of the change.
+func (n *Node) round(tr *trace, key []byte, reps []*member, p *decide.Proposer, req decide.Request, replies chan acceptorReply, sent *int, deadline time.Time) (decide.Status, []string) {
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	var reasons []string
+	for req != nil {
+		failed := 0
+		reasons = reasons[:0]
+		*sent++
+		n.sendAcceptors(tr, key, reps, req, *sent, replies)
+		req = nil
+		for req == nil {
+			select {
+			case r := <-replies:
+				if r.err != nil {
+					if r.sent == *sent {
+						failed++
+						reasons = append(reasons, replicaName(reps[r.i])+": "+r.err.Error())
+						if failed > len(reps)-consistency.Quorum(len(reps)) {
+							p.GiveUp()
+							return decide.Refused, reasons
+						}
+					}
+					continue
+				}
+				next, st := p.Step(r.i, r.reply)
+				if next != nil {
+					req = next
+					continue
+				}
+				if st != decide.Waiting {
+					return st, reasons
+				}
+			case <-timer.C:
+				p.GiveUp()
+				return decide.Refused, append(reasons, "no quorum answered within the node's timeout")
+			}
+		}
+	}
+	return decide.Waiting, reasons
+}
+
+// sendAcceptors sends a prepare or an accept, numbered sent, to every
+// replica, each answer to replies (which never blocks: it has room for
+// every answer of a change).
+func (n *Node) sendAcceptors(tr *trace, key []byte, reps []*member, req decide.Request, sent int, replies chan acceptorReply) {
+	var peerReq []byte
+	for i, m := range reps {
+		i := i
+		answer := func(raw []byte, err error) {
+			r := acceptorReply{i: i, sent: sent}
+			if err == nil {
+				r.reply, err = parseAcceptorReply(req, raw)
+			}
+			if err != nil {
+				r.reply, r.err = nil, err
+				n.countFailure(err)
+			}
+			select {
+			case replies <- r:
+			default:
+			}
+		}
+		switch {
+		case m.self:
+			n.localAcceptor(nil, tr, key, req, answer)
+		case m.isDown():
+			answer(nil, errMarkedDown(m))
+		default:
+			if peerReq == nil {
+				peerReq = appendAcceptorRequest(nil, key, req)
+			}
+			n.toPeer(nil, tr, m, peerReq, fromPeer(answer))
+		}
+	}
+}
+
+// appendAcceptorRequest encodes `PREPARE key ballot` or `ACCEPT key ballot
+// next dump expireat` for a peer.
+func appendAcceptorRequest(dst, key []byte, req decide.Request) []byte {
+	switch m := req.(type) {
+	case decide.Prepare:
+		return resp.AppendCommand(dst, []byte("PREPARE"), key, ballotVersion(m.Ballot))
+	case decide.Accept:
+		dump, expireAt := unpackValue(m.Value)
+		return resp.AppendCommand(dst, []byte("ACCEPT"), key, ballotVersion(m.Ballot), ballotVersion(m.Next), dump, strconv.AppendInt(nil, expireAt, 10))
+	}
+	panic(fmt.Sprintf("troop: unknown acceptor request %T", req))
+}
+
+// localAcceptor runs a prepare or an accept on this node's redis-server.
+// The version cache's bound is raised to the ballot promised first, so
+// that no whole-value write below the promise skips the write script.
+func (n *Node) localAcceptor(b *batch, tr *trace, key []byte, req decide.Request, done func([]byte, error)) {
+	grace := strconv.AppendInt(nil, max(n.cfg.TombstoneGrace.Milliseconds(), 1), 10)
+	var args [][]byte
+	switch m := req.(type) {
+	case decide.Prepare:
+		ballot := ballotVersion(m.Ballot)
+		n.versions.record(key, ballot, mayExpire)
+		args = [][]byte{[]byte("EVALSHA"), []byte(prepareSHA), []byte("3"), key, nil, nil, ballot, grace}
+	case decide.Accept:
+		ballot, next := ballotVersion(m.Ballot), ballotVersion(m.Next)
+		n.versions.record(key, []byte(max(string(ballot), string(next))), mayExpire)
+		dump, expireAt := unpackValue(m.Value)
+		args = [][]byte{[]byte("EVALSHA"), []byte(acceptSHA), []byte("3"), key, nil, nil, ballot, next, dump, strconv.AppendInt(nil, expireAt, 10), grace}
+	}
+	args[4] = append([]byte(VersionPrefix), key...)
+	args[5] = append([]byte(PromisePrefix), key...)
+	n.toStore(b, tr, n.storeFor(key), resp.AppendCommand(nil, args...), done)
+}
+
+// parseAcceptorReply reads an acceptor script's answer (prepareScript's,
+// acceptScript's) to req as decide's reply.
+func parseAcceptorReply(req decide.Request, raw []byte) (decide.Reply, error) {
+	v, err := resp.Parse(raw)
+	if err != nil {
+		return nil, err
+	}
+	if v.IsError() {
+		return nil, fmt.Errorf("%s", v.Str)
+	}
+	bad := fmt.Errorf("troop: unexpected acceptor answer %q", printableArg(raw))
+	if len(v.Elems) < 3 {
+		return nil, bad
+	}
+	promised, ok1 := versionBallot(v.Elems[1].Str)
+	accepted, ok2 := versionBallot(v.Elems[2].Str)
+	if !ok1 || !ok2 {
+		return nil, bad
+	}
+	ok := v.Elems[0].Int == 1
+	switch m := req.(type) {
+	case decide.Prepare:
+		if len(v.Elems) != 5 {
+			return nil, bad
+		}
+		r := decide.Promise{Ballot: m.Ballot, OK: ok, Promised: promised, Accepted: accepted}
+		if ok {
+			r.Value = packValue(v.Elems[3].Str, v.Elems[4].Int)
+		}
+		return r, nil
+	case decide.Accept:
+		return decide.Accepted{Ballot: m.Ballot, OK: ok, Promised: promised, Accepted: accepted}, nil
+	}
+	return nil, bad
+}
+
+// serveAcceptor serves a peer's PREPARE key ballot or ACCEPT key ballot
+// next dump expireat.
+func (n *Node) serveAcceptor(tr *trace, op string, args [][]byte, b *batch, done func([]byte, error)) {
+	var req decide.Request
+	ballot, ok := versionBallot(args[2])
+	switch {
+	case !ok || len(args[2]) == 0:
+	case op == "PREPARE" && len(args) == 3:
+		req = decide.Prepare{Ballot: ballot}
+	case op == "ACCEPT" && len(args) == 6:
+		next, ok := versionBallot(args[3])
+		expireAt, err := strconv.ParseInt(string(args[5]), 10, 64)
+		if ok && err == nil && expireAt >= 0 {
+			req = decide.Accept{Ballot: ballot, Next: next, Value: packValue(args[4], expireAt)}
+		}
+	}
+	if req == nil {
+		done(resp.AppendError(nil, "ERR troop peer protocol: bad "+op+" arguments"), nil)
+		return
+	}
+	n.clock.observe(args[2])
+	n.localAcceptor(b, tr, args[1], req, done)
+}
+
+// runChange runs the command args on a value (dump, "" for none, expiring
+// at expireAt) in the scratch key of this node's redis-server, waiting for
+// the answer: changeScript's {reply, dump, expiry}.
+func (n *Node) runChange(tr *trace, key, dump []byte, expireAt int64, args [][]byte) ([]byte, error) {
+	call := make([][]byte, 0, 6+len(args))
+	call = append(call, []byte("EVALSHA"), []byte(changeSHA), []byte("1"), []byte(scratchKey), dump, strconv.AppendInt(nil, expireAt, 10), args[0], []byte(scratchKey))
+	call = append(call, args[2:]...)
+	type answer struct {
+		raw []byte
+		err error
+	}
+	ch := make(chan answer, 1)
+	n.toStore(nil, tr, n.storeFor(key), resp.AppendCommand(nil, call...), func(raw []byte, err error) {
+		ch <- answer{append([]byte(nil), raw...), err}
+	})
+	a := <-ch
+	if a.err == nil && len(a.raw) > 0 && a.raw[0] == '-' {
+		a.err = fmt.Errorf("%s", bytes.TrimSpace(a.raw[1:]))
+	}
+	return a.raw, a.err
+}
+
+// forwardDecided sends a decided value to each remote datacenter, which
+// installs it at its ballot as a whole-value write (RESTORE, or DEL for
+// none) and fans it out in its datacenter, asynchronously.
+func (n *Node) forwardDecided(tr *trace, v *view, key []byte, d *decidedValue, h *hold) {
+	if len(v.remoteDCs) == 0 {
+		return
+	}
+	args := [][]byte{[]byte("DEL"), key}
+	if dump, expireAt := unpackValue(d.value); dump != nil {
+		args = [][]byte{[]byte("RESTORE"), key, strconv.AppendInt(nil, expireAt, 10), dump, []byte("REPLACE"), []byte("ABSTTL")}
+	}
+	n.forwardToRemoteDCs(tr, v, key, d.ballot, args, h, nil)
+}

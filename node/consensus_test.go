@@ -1,0 +1,243 @@
+package node
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/troop-lab/troop/resp"
+)
+
+// Clients through every node of three racks, at DC_QUORUM, with no pause:
+// INCR hands out each number once, SET NX has at most one winner a round,
+// and every replica holds RPUSH's elements in one order, the order LRANGE
+// answers through every node. Coordinators duelling over one key may
+// fail a command (its error says whether it may have been applied); the
+// test counts those, and needs most commands through.
+func TestConsensusIncrLockAndListThroughEveryNode(t *testing.T) {
+	tc := startCluster(t, clusterOpts{racks: 3})
+	const clients, ops = 3, 40
+	run := func(do func(c *client, id, op int) error) {
+		t.Helper()
+		var wg sync.WaitGroup
+		errs := make(chan error, clients)
+		for id := 0; id < clients; id++ {
+			c := tc.client(id, "DC_QUORUM")
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for op := 0; op < ops; op++ {
+					if err := do(c, id, op); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+	}
+
+	var mu sync.Mutex
+	failed := map[string]int{}
+	ok := func(what string, v interface {
+		IsError() bool
+	}) bool {
+		if v.IsError() {
+			mu.Lock()
+			failed[what]++
+			mu.Unlock()
+			return false
+		}
+		return true
+	}
+	seen := map[int64]int{}
+	run(func(c *client, id, op int) error {
+		v, err := c.try("INCR", "ids")
+		if err != nil {
+			return err
+		}
+		if ok("INCR", v) {
+			mu.Lock()
+			seen[v.Int]++
+			mu.Unlock()
+		}
+		return nil
+	})
+	for i, times := range seen {
+		if times != 1 {
+			t.Errorf("INCR handed out %d %d times", i, times)
+		}
+	}
+
+	winners := make([]int, ops)
+	run(func(c *client, id, op int) error {
+		v, err := c.try("SET", "lock:"+strconv.Itoa(op), strconv.Itoa(id), "NX")
+		if err != nil {
+			return err
+		}
+		if ok("SET NX", v) && string(v.Str) == "OK" {
+			mu.Lock()
+			winners[op]++
+			mu.Unlock()
+		}
+		return nil
+	})
+	for op, w := range winners {
+		if w > 1 {
+			t.Errorf("lock:%d: %d winners, want at most 1", op, w)
+		}
+	}
+
+	run(func(c *client, id, op int) error {
+		v, err := c.try("RPUSH", "list", fmt.Sprintf("%d-%d", id, op))
+		if err != nil {
+			return err
+		}
+		ok("RPUSH", v)
+		return nil
+	})
+	// A pushed element may still be on its way to one replica: wait until
+	// every replica holds as many as the first one's quorum read.
+	want := strings.Join(listOf(t, tc.client(0, "DC_QUORUM")), ",")
+	for i, tn := range tc.nodes {
+		r := dial(t, tn.redis.Addr)
+		eventually(t, 10*time.Second, func() string {
+			if direct := strings.Join(listOf(t, r), ","); direct != want {
+				return fmt.Sprintf("%s's redis-server holds %.80q..., a quorum read %.80q...", tn.cfg.Name, direct, want)
+			}
+			return ""
+		})
+		if through := strings.Join(listOf(t, tc.client(i, "DC_QUORUM")), ","); through != want {
+			t.Errorf("LRANGE through %s: %.80q..., want %.80q...", tn.cfg.Name, through, want)
+		}
+	}
+	elems := strings.Split(want, ",")
+	n := len(elems)
+	slices.Sort(elems)
+	if len(slices.Compact(elems)) != n {
+		t.Errorf("the list holds an element twice: %v", want)
+	}
+	total := 0
+	for _, f := range failed {
+		total += f
+	}
+	t.Logf("commands that failed, of %d each: %v", clients*ops, failed)
+	if total > clients*ops {
+		t.Errorf("%d of %d commands failed: %v", total, 3*clients*ops, failed)
+	}
+}
+
+func listOf(t *testing.T, c *client) []string {
+	t.Helper()
+	v := c.do("LRANGE", "list", "0", "-1")
+	if v.IsError() {
+		t.Fatalf("LRANGE: %s", v.Str)
+	}
+	var out []string
+	for _, e := range v.Elems {
+		out = append(out, string(e.Str))
+	}
+	return out
+}
+
+// A whole-value write below a key's promise is refused on that replica,
+// and a version query answers the promise: a SET after an INCR is stamped
+// above the INCR's promise of its next ballot, and succeeds.
+func TestConsensusPromiseFencesWholeValueWrites(t *testing.T) {
+	tc := startCluster(t, clusterOpts{racks: 3})
+	c := tc.client(0, "DC_QUORUM")
+	c.must("INCR", "k")
+	r := dial(t, tc.nodes[1].redis.Addr)
+	promise := r.must("GET", PromisePrefix+"k")
+	version := r.must("GET", VersionPrefix+"k")
+	if promise <= version {
+		t.Fatalf("promise %s, version %s: want the next ballot promised above the accepted one", promise, version)
+	}
+	peer := dialPeer(t, tc.nodes[1])
+	below := version[:len(version)-4] + "0001" // the accepted ballot's counter, a lower node: below the promise
+	if v := peer.do("WRITE", below, "SET", "k", "old"); !v.IsError() || !strings.HasPrefix(string(v.Str), "PROMISED") {
+		t.Errorf("a whole-value write below the promise answered %q, want PROMISED", v.Str)
+	}
+	if got := r.must("GET", "k"); got != "1" {
+		t.Errorf("after the refused write the replica holds %q", got)
+	}
+	c.must("SET", "k", "10")
+	if got := c.must("INCR", "k"); got != "11" {
+		t.Errorf("INCR after SET = %s, want 11", got)
+	}
+	tc.redisesHold("k", "11", 5*time.Second)
+}
+
+// Pops through every node at DC_QUORUM are decided by consensus: clients
+// popping one queue through three nodes each get each element at most
+// once, every element pushed comes out unless a pop's outcome is unknown,
+// and LPOP with a count of an empty key answers a null array, as Redis.
+func TestConsensusPopsDeliverOnce(t *testing.T) {
+	tc := startCluster(t, clusterOpts{racks: 3})
+	const elements, clients = 90, 3
+	c := tc.client(0, "DC_QUORUM")
+	for i := 0; i < elements; i++ {
+		c.must("RPUSH", "queue", strconv.Itoa(i))
+	}
+	var mu sync.Mutex
+	got := map[string]int{}
+	unknown := 0
+	var wg sync.WaitGroup
+	for id := 0; id < clients; id++ {
+		cl := tc.client(id, "DC_QUORUM")
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range elements {
+				v, err := cl.try("LPOP", "queue")
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				switch {
+				case v.IsError():
+					unknown++
+				case !v.IsNull:
+					got[string(v.Str)]++
+				}
+				mu.Unlock()
+				if v.IsNull {
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for e, times := range got {
+		if times != 1 {
+			t.Errorf("element %s delivered %d times", e, times)
+		}
+	}
+	if len(got)+unknown < elements {
+		t.Errorf("%d elements delivered and %d pops of unknown outcome, of %d pushed", len(got), unknown, elements)
+	}
+	if v := c.do("LPOP", "queue", "2"); v.Type != resp.Array || !v.IsNull {
+		t.Errorf("LPOP with a count of an empty key = %+v, want a null array", v)
+	}
+	// SPOP draws once, on the coordinator: every replica loses that member.
+	c.must("SADD", "set", "a", "b", "c")
+	popped := c.must("SPOP", "set")
+	for _, tn := range tc.nodes {
+		r := dial(t, tn.redis.Addr)
+		eventually(t, 10*time.Second, func() string {
+			if n := r.must("SCARD", "set"); n != "2" || r.must("SISMEMBER", "set", popped) != "0" {
+				return fmt.Sprintf("%s's redis-server: %s members, %s among them", tn.cfg.Name, n, popped)
+			}
+			return ""
+		})
+	}
+}

@@ -1,0 +1,59 @@
+//go:build planted
+
+package suite
+
+import (
+	"testing"
+
+	"github.com/troop-lab/troop/check"
+	"github.com/troop-lab/troop/client"
+	"github.com/troop-lab/troop/lab"
+	"github.com/troop-lab/troop/topology"
+)
+
+// With consensus planted away (no-consensus: read-modify-write commands
+// run on every replica in the order they arrive there, answered by the
+// coordinator's own replica, as before troop decided them by consensus)
+// the checkers find the defects on every run. As in
+// TestTroopQuorumLocksIDsAndListsHold, the first and the last rack's
+// nodes hold back their calls to each other for the whole workload, so
+// each one's own replica sees only its own client's commands until the
+// end, while the middle rack's replica makes each write's quorum:
+//   - locks: each coordinator's own replica grants its client every lock:
+//     two winners every round;
+//   - ids: each coordinator's replica counts only its own client's INCRs:
+//     both clients are handed 1, 2, ...;
+//   - lists: the first rack's replica holds the first client's elements
+//     then, once the holds are let go, the other's; the last rack's, the
+//     other way round: their final reads differ.
+func TestCoordinationCheckersCatchNoConsensus(t *testing.T) {
+	nodes, redis := startLabOf(t, lab.Spec{NodeCommand: plantBug(t, topology.BugNoConsensus)})
+	racks, why := ProbeNodes(nodes)
+	if racks == nil {
+		t.Fatal(why)
+	}
+	first, last := racks[0], racks[2]
+	ends := []client.Node{first, last}
+	scopes := []string{first.Name + "->" + last.Name + "=hold", last.Name + "->" + first.Name + "=hold"}
+
+	cfg := coordination("locks", 2, 20)
+	cfg.Scopes = scopes
+	if f := judged(t, RunLocks, check.CheckLocks, ends, cfg); f.ByKind[check.SeveralWinners] != 20 || f.Unknown != 0 {
+		t.Errorf("locks: %d of 20 rounds with several winners, %d acquires of unknown outcome; want every round", f.Anomalies, f.Unknown)
+	}
+
+	cfg = coordination("ids", 2, 200)
+	cfg.Scopes = scopes
+	if f := judged(t, RunIDs, check.CheckIDs, ends, cfg); f.ByKind[check.DuplicateID] == 0 || f.Samples[0].What != "ids:id: the number 1 was handed out 2 times" {
+		t.Errorf("ids: want the number 1 handed out twice first, got %+v", f.Samples)
+	}
+
+	// No reads but the final ones: a quorum read's write-back copies one
+	// replica's list over another's, which could make them agree.
+	cfg = coordination("list", 2, 200)
+	cfg.Scopes, cfg.Redis = scopes, redis
+	f := judged(t, RunList, check.CheckList, ends, cfg)
+	if f.ByKind[check.ReplicasDiffer] == 0 || f.ByKind[check.OrderDiffers] == 0 {
+		t.Errorf("list: want the replicas' final reads to differ, got %+v", f.Samples)
+	}
+}
