@@ -311,6 +311,18 @@ func (n *Node) decideHere(tr *trace, v *view, level consistency.Level, cmd *comm
 	}()
 }
 
+// consensusRead runs a read of one key through consensus among reps, as a
+// change that leaves the value as it is: its accept makes the value it
+// read that of a quorum, at a ballot above every promise it met.
+func (n *Node) consensusRead(tr *trace, level consistency.Level, key []byte, args [][]byte, reps []*member, done replyFunc) {
+	c, _, bad := peerCommand(args)
+	if bad != "" {
+		done(resp.AppendError(nil, bad))
+		return
+	}
+	n.decideHere(tr, n.view(), level, c, key, args, reps, nil, done)
+}
+
 // decidedValue is a change as decided: its ballot and value.
 type decidedValue struct {
 	ballot []byte

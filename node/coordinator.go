@@ -720,6 +720,15 @@ func (q *readQuorum) writeBackTargets(answered []consistency.Reply, idx []int, s
 func (q *readQuorum) writeBack(version []byte, src *member, targets []*member, need int, out []byte) {
 	q.n.stats.readWriteBacks.Add(1)
 	q.n.repair.writeBack(q.keys[0], src, version, targets, need, func(err error) {
+		if err != nil && strings.Contains(err.Error(), "PROMISED") {
+			// A change by consensus was promised above the newest version,
+			// and was not decided (or not yet everywhere): the value may
+			// not be written back below its promise, since that change may
+			// still be decided, built on another value. A read by
+			// consensus finishes it or supersedes it, and answers.
+			q.n.consensusRead(q.tr, q.level, q.keys[0], q.args, q.replicas, q.done)
+			return
+		}
 		if err != nil {
 			q.n.stats.quorumFailures.Add(1)
 			out = resp.AppendError(nil, fmt.Sprintf("ERR troop: %s read (%s) failed: replicas disagree, and the newest value could not be written back to a quorum before answering (%s)",
