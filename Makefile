@@ -77,7 +77,7 @@ fuzz:
 
 demo: build
 	@scripts/need redis-server
-	$(BIN) run --out .troop/run
+	$(BIN) run --coordination --out .troop/run
 
 bench: build
 	@scripts/need redis-server redis-cli redis-benchmark nutcracker

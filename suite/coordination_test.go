@@ -58,18 +58,19 @@ func judged(t *testing.T, run func(context.Context, []client.Node, CoordinationC
 // troopQuorumToday is what today's troop at DC_QUORUM gets wrong, workload
 // by workload, under the interleaving its test makes: the kinds of anomaly
 // its checker finds there on every run. A workload with none is one the
-// store gets right. When the store decides read-modify-write commands by
-// consensus per key, the entries it fixes become empty: the tests then
-// assert that the checkers find nothing.
+// store gets right, which the test then asserts. Read-modify-write
+// commands of one key are decided by consensus per key, which fixed all
+// but WATCH: transactions still run on the deciding replica of the
+// coordinator's own view.
 var troopQuorumToday = map[string][]string{
-	// TestTroopQuorumBreaksLocksIDsAndListsToday: coordinators holding
+	// TestTroopQuorumCoordinationWithCallsHeld: coordinators holding
 	// back their calls to each other.
 	"locks":   {},
 	"ids":     {},
 	"list":    {},
 	"counter": {},
 	"set":     {},
-	// TestTroopQuorumBreaksQueueAndCASToday: an asymmetric partition.
+	// TestTroopQuorumCoordinationUnderBridge: an asymmetric partition.
 	"queue":     {},
 	"WATCH CAS": {check.LostUpdate},
 }
@@ -94,16 +95,16 @@ func asToday(t *testing.T, workload string, f check.Finding) {
 	}
 }
 
-// The checkers find today's defects of troop at DC_QUORUM, which runs
-// read-modify-write commands (SET NX, INCR, INCRBY, RPUSH, SADD) on each
-// replica in the order they arrive there and answers with its own
-// replica's reply. The test asserts what troopQuorumToday says.
-//
-// The interleaving is made, not hoped for: two coordinators, the first and
-// the last rack's node, each hold back their calls to the other for the
-// whole workload (TROOP FIT hold), so each one's own replica sees only its
-// own clients' commands until the end, while the middle rack's replica
-// makes each write's quorum. So, on every run:
+// Locks, ids, lists, counters and sets at DC_QUORUM with coordinators
+// holding back their calls to each other; the test asserts what
+// troopQuorumToday says. The interleaving is made, not hoped for: two
+// coordinators, the first and the last rack's node, each hold back their
+// calls to the other for the whole workload (TROOP FIT hold), so each
+// one's own replica sees only its own clients' commands until the end,
+// while the middle rack's replica makes each write's quorum. A store that
+// ran these commands on each replica in arrival order, answering with its
+// own replica's reply (the planted bug no-consensus), breaks every one on
+// every run:
 //   - locks: each coordinator's own replica grants its client every lock:
 //     two winners every round;
 //   - ids: each coordinator's replica counts only its own client's INCRs:
@@ -119,7 +120,7 @@ func asToday(t *testing.T, workload string, f check.Finding) {
 //     last rack, held back from the first, asks the last and the middle
 //     rack's replicas, which each lack elements the other holds, and
 //     returns the newer version's: it misses acknowledged elements.
-func TestTroopQuorumBreaksLocksIDsAndListsToday(t *testing.T) {
+func TestTroopQuorumCoordinationWithCallsHeld(t *testing.T) {
 	nodes, redis := startLabOf(t, lab.Spec{})
 	racks, why := ProbeNodes(nodes)
 	if racks == nil {
@@ -162,12 +163,15 @@ func TestTroopQuorumBreaksLocksIDsAndListsToday(t *testing.T) {
 	asToday(t, "set", judged(t, RunSet, check.CheckSet, []client.Node{first, last, last}, cfg))
 }
 
-// The queue and the WATCH compare-and-set break under an asymmetric
-// partition (a netns lab): the first and the middle rack cannot reach each
-// other, the last reaches both. The middle rack's node then marks the
-// first down and takes its own replica for the deciding one, while the
-// first rack's node keeps its own: two deciders. The test waits until the
-// middle rack's node holds the first down (its /info says so), then:
+// The queue and the WATCH compare-and-set under an asymmetric partition (a
+// netns lab); the test asserts what troopQuorumToday says. The first and
+// the middle rack cannot reach each other, the last reaches both. The
+// middle rack's node then marks the first down and takes its own replica
+// for the deciding one, while the first rack's node keeps its own: two
+// deciders. Consensus orders the pops, but WATCH's transactions still run
+// on the deciding replica. The test waits until each of the two holds the
+// other down (its /info says so), then, where a deciding replica decides
+// alone:
 //   - queue: elements pushed before the partition are on every replica;
 //     clients through the first and the middle rack pop them, each
 //     coordinator from its own decider's copy: both deliver them;
@@ -175,7 +179,7 @@ func TestTroopQuorumBreaksLocksIDsAndListsToday(t *testing.T) {
 //     rack each WATCH and GET a fresh key, then each commits its
 //     increment, each checked against its own decider only: both commit
 //     on the same value.
-func TestTroopQuorumBreaksQueueAndCASToday(t *testing.T) {
+func TestTroopQuorumCoordinationUnderBridge(t *testing.T) {
 	c := nemesisLab(t, "")
 	racks, why := ProbeNodes(c.nodes)
 	if racks == nil {
