@@ -37,13 +37,15 @@ export CGO_ENABLED := 0
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/ ./cmd/troop ./cmd/troop-node
 
+# -timeout bounds each package's tests: the node package took 505 s of a
+# fresh-clone run beside other builds (load 15 to 20): 10 min was too close.
 test:
 	@scripts/need redis-server redis-cli redis-benchmark nutcracker chromium tclsh promtool rq celery sidekiq
 	@scripts/dynomite >/dev/null || [ $$? -eq 3 ] # 3: no Dynomite to build here; its tests say so and skip
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt would change:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) vet ./...
 	$(GO) vet -tags planted ./...
-	$(GO) test -tags planted -count=1 -timeout 10m -p $(TESTP) ./...
+	$(GO) test -tags planted -count=1 -timeout 14m -p $(TESTP) ./...
 	@$(MAKE) --no-print-directory fuzz
 
 # The Kubernetes tests against a real API server (the tests named
