@@ -109,6 +109,7 @@ type workload struct {
 	setup    [][]string  // commands sent once per connection; each must answer +OK
 	tls      *tls.Config // nil: plain TCP
 	reads    int         // percent of GETs; the rest are SETs
+	cmd      *command    // when set, every operation is this command instead of the GET/SET mix
 }
 
 // counts are what a load has done so far.
@@ -222,6 +223,12 @@ func (l *load) run(i int, c net.Conn, rng *rand.Rand) {
 	var raw []byte
 	for !l.stop.Load() {
 		buf = buf[:0]
+		if l.w.cmd != nil {
+			if !l.runCommand(ctr, c, rd, rng) {
+				return
+			}
+			continue
+		}
 		for j := range p {
 			keys[j] = rng.IntN(l.w.keys)
 			isGet[j] = rng.IntN(100) < l.w.reads
@@ -267,6 +274,55 @@ func (l *load) run(i int, c net.Conn, rng *rand.Rand) {
 		ctr.errs.Add(errs)
 		ctr.bad.Add(bad)
 	}
+}
+
+// runCommand sends one batch of the workload's command and counts its
+// replies; false when the connection failed.
+func (l *load) runCommand(ctr *connCounters, c net.Conn, rd *resp.Reader, rng *rand.Rand) bool {
+	cmd, p := l.w.cmd, l.w.pipeline
+	keys := make([]int, p)
+	var buf []byte
+	for j := range p {
+		keys[j] = cmd.key(rng, l.w.keys)
+		buf = cmd.append(buf, keys[j])
+	}
+	if _, err := c.Write(buf); err != nil {
+		l.fail(err)
+		return false
+	}
+	var ops, nils, errs, bad int64
+	var raw []byte
+	for j := range p {
+		failed := false
+		for range cmd.replies {
+			var err error
+			if raw, err = rd.ReadRaw(raw[:0]); err != nil {
+				l.fail(err)
+				return false
+			}
+			if raw[0] == '-' && !failed {
+				failed = true
+				l.noteErrorReply(raw)
+			}
+		}
+		switch {
+		case failed:
+			errs++
+		case bytes.Equal(raw, execAborted):
+			ops++
+			nils++
+		default:
+			ops++
+			if !cmd.ok(raw, keys[j]) {
+				bad++
+			}
+		}
+	}
+	ctr.sets.Add(ops)
+	ctr.nils.Add(nils)
+	ctr.errs.Add(errs)
+	ctr.bad.Add(bad)
+	return true
 }
 
 func (l *load) fail(err error) {

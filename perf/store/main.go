@@ -3,7 +3,8 @@
 // It measures what a troop node costs in front of redis-server, against two
 // anchors on the same machine in the same run: redis-server itself (direct)
 // and nutcracker (twemproxy) in front of the same redis-server. A second
-// experiment runs a three-rack troop cluster at DC_ONE and DC_QUORUM, and
+// experiment runs a three-rack troop cluster at DC_ONE and DC_QUORUM, the
+// consensus experiment read-modify-writes against SET at DC_QUORUM, and
 // the peers experiment sets three racks of troop beside three of Dynomite.
 //
 // The machines this runs on have two shared cores, so absolute throughput
@@ -41,17 +42,18 @@ type config struct {
 	Warmup    seconds `json:"warmup_s"`
 	Duration  seconds `json:"duration_s"`
 	Seed      uint64  `json:"seed"`
-	Anchor    bool    `json:"anchor"`   // also run redis-benchmark against redis-server
-	Proxy     bool    `json:"proxy"`    // run the proxy-overhead experiment
-	Cluster   bool    `json:"cluster"`  // also run the three-rack experiment
-	Peers     bool    `json:"peers"`    // also run the peers experiment: troop beside Dynomite and nutcracker
-	Dynomite  string  `json:"dynomite"` // Dynomite's binary for it; "" finds it as the lab does
-	TLS       bool    `json:"tls"`      // also run the TLS experiment: DC_QUORUM, plain vs TLS client and peer links
-	Repair    bool    `json:"repair"`   // also run the repair experiments
-	Bulk      int     `json:"bulk"`     // SETs of the bulk-load experiment; 0 skips it
-	Commands  int     `json:"commands"` // requests per redis-benchmark test of the commands experiment; 0 skips it
-	Memory    bool    `json:"memory"`   // run the memory experiment
-	Latency   bool    `json:"latency"`  // run the latency experiment: open loop at half of nutcracker's rate
+	Anchor    bool    `json:"anchor"`    // also run redis-benchmark against redis-server
+	Proxy     bool    `json:"proxy"`     // run the proxy-overhead experiment
+	Cluster   bool    `json:"cluster"`   // also run the three-rack experiment
+	Peers     bool    `json:"peers"`     // also run the peers experiment: troop beside Dynomite and nutcracker
+	Dynomite  string  `json:"dynomite"`  // Dynomite's binary for it; "" finds it as the lab does
+	TLS       bool    `json:"tls"`       // also run the TLS experiment: DC_QUORUM, plain vs TLS client and peer links
+	Consensus bool    `json:"consensus"` // also run the consensus experiment: read-modify-writes vs SET at DC_QUORUM
+	Repair    bool    `json:"repair"`    // also run the repair experiments
+	Bulk      int     `json:"bulk"`      // SETs of the bulk-load experiment; 0 skips it
+	Commands  int     `json:"commands"`  // requests per redis-benchmark test of the commands experiment; 0 skips it
+	Memory    bool    `json:"memory"`    // run the memory experiment
+	Latency   bool    `json:"latency"`   // run the latency experiment: open loop at half of nutcracker's rate
 	// LatencyRounds is the latency experiment's rounds: a window's p99
 	// moves far more from round to round than the other figures do.
 	LatencyRounds int `json:"latency_rounds"`
@@ -99,6 +101,7 @@ func defaultConfig() config {
 		Cluster:          true,
 		Peers:            true,
 		TLS:              true,
+		Consensus:        true,
 		Repair:           true,
 		Bulk:             1_000_000,
 		Commands:         200_000,
@@ -204,8 +207,8 @@ func (c *config) validate() error {
 	if c.Troop != "" && c.Rev != "" {
 		bad = append(bad, "--troop and --rev exclude each other")
 	}
-	if c.Base != "" && !c.Cluster && !c.Proxy {
-		bad = append(bad, "--base compares the proxy and three-rack experiments: it needs --proxy or --cluster")
+	if c.Base != "" && !c.Cluster && !c.Proxy && !c.Consensus {
+		bad = append(bad, "--base compares the proxy, three-rack and consensus experiments: it needs --proxy, --cluster or --consensus")
 	}
 	if c.ReadPercent < 0 || c.ReadPercent > 100 {
 		bad = append(bad, "--read-percent must be between 0 and 100")
@@ -278,6 +281,7 @@ Flags:
 	fs.BoolVar(&c.Peers, "peers", c.Peers, "also run the peers experiment: three racks of troop and of Dynomite at DC_ONE and DC_QUORUM through rack1's node, redis-server direct, nutcracker and a troop node, interleaved; then each in an open loop at half load (--latency-rounds rounds) for p50 and p99")
 	fs.StringVar(&c.Dynomite, "dynomite", c.Dynomite, "Dynomite binary for the peers experiment (default: $TROOP_DYNOMITE, dynomite on PATH, or the one scripts/dynomite built)")
 	fs.BoolVar(&c.TLS, "tls", c.TLS, "also run the TLS experiment: the three-rack cluster at DC_QUORUM, plain vs with its client and peer links over TLS")
+	fs.BoolVar(&c.Consensus, "consensus", c.Consensus, "also run the consensus experiment: the three-rack cluster at DC_QUORUM running SET, GET, INCR, LPUSH, SET NX on new keys and a WATCH/GET/MULTI/SET/EXEC compare-and-set, one at a time, interleaved; each as a ratio to SET, and with --base, SET and GET against the base build's")
 	fs.BoolVar(&c.Repair, "repair", c.Repair, "also run the repair experiments: DC_QUORUM writes with hints, read repair and versions on vs off (all up, one node down), and an anti-entropy pass")
 	fs.IntVar(&c.AEKeys, "ae-keys", c.AEKeys, "anti-entropy experiment: keys preloaded on three racks")
 	fs.IntVar(&c.Bulk, "bulk", c.Bulk, "bulk-load experiment: new SETs piped by redis-cli --pipe through nutcracker and through a troop node, interleaved; 0 skips it")

@@ -29,6 +29,7 @@ type target struct {
 	redisAddrs []string    // and their addresses
 	admin      []string    // troop nodes' admin addresses, for profiles
 	writes     bool        // SETs only, instead of the 80:20 mix
+	cmd        *command    // one command only, instead of the mix
 	tls        *tls.Config // the client links' TLS; nil: plain TCP
 }
 
@@ -181,7 +182,7 @@ func measure(ctx context.Context, cfg config, exp string, t *target, pipeline, n
 	if t.writes {
 		reads = 0
 	}
-	l, err := startLoad(ctx, workload{addrs: t.addrs, conns: cfg.Conns, pipeline: pipeline, keys: cfg.Keys, seed: cfg.Seed, setup: t.setup, reads: reads, tls: t.tls})
+	l, err := startLoad(ctx, workload{addrs: t.addrs, conns: cfg.Conns, pipeline: pipeline, keys: cfg.Keys, seed: cfg.Seed, setup: t.setup, reads: reads, tls: t.tls, cmd: t.cmd})
 	if err != nil {
 		r.Error = err.Error()
 		return r

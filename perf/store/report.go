@@ -133,7 +133,7 @@ func (r *result) rounds(f func(round) bool) int {
 // baselines: the target each experiment's ratios are taken against. The
 // load generator anchors (redis-benchmark, troop bench) run GET only, so a
 // ratio would compare different workloads; they have none.
-var baselines = map[string]string{"proxy": "direct", "peers": "direct", "cluster": "dc_one", "tls": "dc_quorum", "writes": "off", "writes_one_down": "off"}
+var baselines = map[string]string{"proxy": "direct", "peers": "direct", "cluster": "dc_one", "tls": "dc_quorum", "consensus": "set", "writes": "off", "writes_one_down": "off"}
 
 func hasBaseline(target string) bool { return target != "redis-benchmark" && target != "troop-bench" }
 

@@ -340,6 +340,10 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 		err = tlsExperiment(ctx, cfg, ps, bins, res, out)
 		ps.stopAll()
 	}
+	if err == nil && cfg.Consensus {
+		err = consensusExperiment(ctx, cfg, ps, bins, res, out)
+		ps.stopAll()
+	}
 	if err == nil && cfg.Repair {
 		err = writePathExperiment(ctx, cfg, ps, bins, res, out)
 		ps.stopAll()
@@ -377,6 +381,7 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 	res.Checks = append(append(evaluate(res.Summary, res.Rounds), bulkCheck(res.Bulk)...), commandsCheck(res.Commands)...)
 	res.Checks = append(res.Checks, memoryCheck(res.Memory, time.Duration(cfg.MemoryAfter))...)
 	res.Checks = append(res.Checks, latencyCheck(res.Latency)...)
+	res.Checks = append(res.Checks, consensusCheck(res.Rounds, cfg.Pipelines)...)
 	res.Checks = append(res.Checks, peersCheck(res.Summary, res.Rounds, res.Peers)...)
 	printSummary(out, res)
 	if werr := writeJSON(cfg.Out, res); werr != nil {

@@ -49,7 +49,8 @@ func TestHarness(t *testing.T) {
 	cfg.Duration = seconds(500 * time.Millisecond)
 	cfg.MemoryKeys, cfg.MemoryLoad, cfg.MemoryAfter = 2000, seconds(time.Second), seconds(time.Second)
 	cfg.MembershipKeys, cfg.MembershipWindow = 2000, seconds(time.Second)
-	cfg.Peers = false // TestPeers runs it, where Dynomite is at hand
+	cfg.Peers = false     // TestPeers runs it, where Dynomite is at hand
+	cfg.Consensus = false // TestConsensus runs it
 	cfg.Out = filepath.Join(t.TempDir(), "perf-store.json")
 	if err := cfg.validate(); err != nil {
 		t.Fatal(err)
