@@ -31,10 +31,10 @@ type CoordinationConfig struct {
 	Duration time.Duration // at most
 	// End, if set, also ends the workload (its final reads go on): the
 	// nemesis ends a round's workloads together.
-	End context.Context
-	Level    string        // read and write level; troop nodes only (Dynomite's is its own setting)
-	Dial     client.Dial
-	Timeout  time.Duration // per request
+	End     context.Context
+	Level   string // read and write level; troop nodes only (Dynomite's is its own setting)
+	Dial    client.Dial
+	Timeout time.Duration // per request
 	// Scopes, if set, are TROOP FIT scopes: client i sets Scopes[i] ("" for
 	// none) on its connection before its first operation and keeps it for
 	// the run, so that a hold in it holds those messages back until the
