@@ -26,6 +26,11 @@ func TestBrokenReport(t *testing.T) {
 				{Client: 0, Key: "lock<1>", Name: check.SetNX, Arg: "me", Acquired: true},
 				{Client: 1, Key: "lock<1>", Name: check.SetNX, Arg: "me", Acquired: true},
 			})}}},
+		Nemesis: &suite.NemesisPhase{Network: true, Rounds: []suite.NemesisRound{{Fault: "partition bridge 4s", Node: "n1", Level: "DC_QUORUM",
+			Coordination: []check.Finding{check.CheckCAS([]check.Command{
+				{Client: 0, Key: "c", Name: check.CAS, Acquired: true, Call: 0, Return: 10},
+				{Client: 1, Key: "c", Name: check.CAS, Acquired: true, Call: 20, Return: 30},
+			})}}}},
 		Verdict: suite.Verdict{Broke: []string{"durability: 2 acknowledged writes lost"}},
 	}
 	var b strings.Builder
@@ -39,6 +44,7 @@ func TestBrokenReport(t *testing.T) {
 		"Counterexample at DC_QUORUM: key k&lt;1&gt;", "lab &lt;x&gt;", "troop run --seed 7 --quick",
 		"Coordination at DC_QUORUM", "several winners (1): 2 clients were told they hold the lock lock&lt;1&gt;",
 		"client 1  SET lock&lt;1&gt; me NX -&gt; OK",
+		"Coordination under partition bridge 4s of n1 at DC_QUORUM", "lost update (1)",
 	} {
 		if !strings.Contains(html, want) {
 			t.Errorf("report lacks %q", want)

@@ -29,9 +29,12 @@ type CoordinationConfig struct {
 	// but the duration.
 	Ops      int
 	Duration time.Duration // at most
-	Level    string        // read and write level; troop nodes only (Dynomite's is its own setting)
-	Dial     client.Dial
-	Timeout  time.Duration // per request
+	// End, if set, also ends the workload (its final reads go on): the
+	// nemesis ends a round's workloads together.
+	End     context.Context
+	Level   string // read and write level; troop nodes only (Dynomite's is its own setting)
+	Dial    client.Dial
+	Timeout time.Duration // per request
 	// Scopes, if set, are TROOP FIT scopes: client i sets Scopes[i] ("" for
 	// none) on its connection before its first operation and keeps it for
 	// the run, so that a hold in it holds those messages back until the
@@ -266,12 +269,26 @@ func finalReads(ctx context.Context, start time.Time, nodes []client.Node, redis
 		}
 		return out, nil
 	}
+	deadline := time.Now().Add(cfg.Settle)
+	// A read that fails is tried again until the deadline: a node that
+	// still holds a peer down after a fault's end answers once it heals.
+	retried := func(readers []*plainTo) ([]check.Command, error) {
+		for {
+			out, err := read(readers)
+			if err == nil || !time.Now().Before(deadline) {
+				return out, err
+			}
+			if err := ctxtime.Sleep(ctx, settlePoll); err != nil {
+				return nil, err
+			}
+		}
+	}
 	settling := readers
 	if len(redis) > 0 {
 		settling = readers[:len(redis)]
 	}
-	for deadline := time.Now().Add(cfg.Settle); time.Now().Before(deadline); {
-		out, err := read(settling)
+	for time.Now().Before(deadline) {
+		out, err := retried(settling)
 		if err != nil {
 			return nil, err
 		}
@@ -282,7 +299,7 @@ func finalReads(ctx context.Context, start time.Time, nodes []client.Node, redis
 			return nil, err
 		}
 	}
-	return read(readers)
+	return retried(readers)
 }
 
 // settlePoll is how often the final reads ask again while replicas differ.
@@ -369,5 +386,9 @@ func coordinationClients(ctx context.Context, nodes []client.Node, cfg Coordinat
 		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.Duration)
-	return clients, ctx, func() { cancel(); closeAll(clients) }, nil
+	unlink := func() bool { return false }
+	if cfg.End != nil {
+		unlink = context.AfterFunc(cfg.End, cancel)
+	}
+	return clients, ctx, func() { unlink(); cancel(); closeAll(clients) }, nil
 }

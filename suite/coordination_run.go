@@ -39,16 +39,17 @@ var coordinationChecks = []coordinationCheck{
 // datacenter coordinates for, in each workload.
 const coordinationClientsPerNode = 2
 
-// runCoordination runs every coordination workload at rc's level, through
-// nodes, each for at most d, and returns their findings and the keys they
-// wrote.
-func runCoordination(ctx context.Context, nodes []client.Node, rc RegisterConfig, d time.Duration, step func(string, ...any)) ([]check.Finding, []string, error) {
+// runCoordination runs the coordination workloads of checks one after
+// another at rc's level, through nodes, each for at most d, or until end
+// is done (nil: no end but d), and the final reads settling for at most
+// settle; and returns their findings and the keys they wrote.
+func runCoordination(ctx, end context.Context, nodes []client.Node, rc RegisterConfig, checks []coordinationCheck, d, settle time.Duration, step func(string, ...any)) ([]check.Finding, []string, error) {
 	var findings []check.Finding
 	var keys []string
 	prefix := fmt.Sprintf("troop:coordination:%d:%s", time.Now().UnixNano(), strings.ReplaceAll(cmpLevel(rc.Level), " ", "-"))
-	for _, cc := range coordinationChecks {
-		cfg := CoordinationConfig{Clients: coordinationClientsPerNode * len(firstDC(nodes)), Ops: cc.ops, Duration: d,
-			Level: rc.Level, Dial: rc.Dial, Timeout: rc.Timeout, ReadEvery: cc.reads, Settle: d,
+	for _, cc := range checks {
+		cfg := CoordinationConfig{Clients: coordinationClientsPerNode * len(firstDC(nodes)), Ops: cc.ops, Duration: d, End: end,
+			Level: rc.Level, Dial: rc.Dial, Timeout: rc.Timeout, ReadEvery: cc.reads, Settle: settle,
 			Prefix: prefix + ":" + strings.ReplaceAll(cc.name, " ", "-")}
 		step("coordination at %s: %s, %d clients for at most %s", cmpLevel(rc.Level), cc.name, cfg.Clients, d)
 		h, err := cc.run(ctx, nodes, cfg)
@@ -64,6 +65,25 @@ func runCoordination(ctx context.Context, nodes []client.Node, rc RegisterConfig
 		findings = append(findings, cc.judge(h))
 	}
 	return findings, compactKeys(keys), nil
+}
+
+// nemesisCoordinationPerRound is how many coordination workloads each
+// nemesis round runs, at once, beside its register and write workloads:
+// two keep the machine's load modest, and the quick run's four rounds still
+// meet all seven.
+const nemesisCoordinationPerRound = 2
+
+// nemesisCoordination are the coordination checks of the nemesis's round
+// (counted over the phase), taken round-robin, each bounded by the round's
+// time alone (no bound on its operations).
+func nemesisCoordination(round int) []coordinationCheck {
+	var out []coordinationCheck
+	for k := range nemesisCoordinationPerRound {
+		cc := coordinationChecks[(round*nemesisCoordinationPerRound+k)%len(coordinationChecks)]
+		cc.ops = 0
+		out = append(out, cc)
+	}
+	return out
 }
 
 // cmpLevel names a level a client does not set (the cluster's own).

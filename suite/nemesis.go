@@ -92,6 +92,9 @@ type NemesisRound struct {
 	Registers check.Verdict     `json:"registers"`
 	Writes    *bench.Result     `json:"writes"`
 	Audit     bench.AuditResult `json:"audit"`
+	// Coordination are the findings of the round's coordination workloads
+	// (Config.Coordination), which run beside the others.
+	Coordination []check.Finding `json:"coordination,omitempty"`
 	// Converged is the seconds from the heal until the replicas of every
 	// key the round wrote agreed; Differ counts the keys whose replicas
 	// still differed Settle after the heal.
@@ -215,7 +218,7 @@ func (c *cluster) nemesis(ctx context.Context, cfg Config, step func(string, ...
 		pick := r.Uint64() // the same node at every level
 		for _, level := range c.nemesisLevels(cfg) {
 			step("nemesis: %s while the workloads run at %s", a, level)
-			round, events, err := c.nemesisRound(ctx, cfg, m, a, pick, level, i, start)
+			round, events, err := c.nemesisRound(ctx, cfg, m, a, pick, level, i, len(ph.Rounds), start, step)
 			ph.Events = append(ph.Events, events...)
 			if err != nil {
 				return nil, err
@@ -317,7 +320,7 @@ const placingBound = time.Minute
 // checks. The workloads end Lead after the fault's end, however long the
 // fault took to put in place (seconds, on a busy machine): a fault that
 // came late still meets them for its whole length.
-func (c *cluster) nemesisRound(ctx context.Context, cfg Config, m *monkey.Monkey, a chaos.Action, pick uint64, level string, i int, phaseStart time.Time) (NemesisRound, []Event, error) {
+func (c *cluster) nemesisRound(ctx context.Context, cfg Config, m *monkey.Monkey, a chaos.Action, pick uint64, level string, i, n int, phaseStart time.Time, step func(string, ...any)) (NemesisRound, []Event, error) {
 	nc := cfg.Nemesis
 	round := NemesisRound{Fault: a.String(), Level: level}
 	since := func() float64 { return time.Since(phaseStart).Seconds() }
@@ -335,6 +338,21 @@ func (c *cluster) nemesisRound(ctx context.Context, cfg Config, m *monkey.Monkey
 	)
 	wg.Add(2)
 	start := time.Now()
+	// The coordination workloads, each at once beside the others, end with
+	// them; their final reads then wait for the heal and the replicas, for
+	// as long as the workloads may have run and Settle.
+	var coordination [nemesisCoordinationPerRound][]check.Finding
+	var coordKeys [nemesisCoordinationPerRound][]string
+	var coordErrs [nemesisCoordinationPerRound]error
+	if cfg.Coordination {
+		for k, cc := range nemesisCoordination(n) {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				coordination[k], coordKeys[k], coordErrs[k] = runCoordination(ctx, wctx, coordinators, regs, []coordinationCheck{cc}, regs.Duration, regs.Duration+nc.Settle, step)
+			}()
+		}
+	}
 	go func() {
 		defer wg.Done()
 		hist, regErr = RunRegisters(wctx, coordinators, regs)
@@ -376,7 +394,11 @@ func (c *cluster) nemesisRound(ctx context.Context, cfg Config, m *monkey.Monkey
 			round.Writes.Stopped, round.Writes.Config.Duration = "", time.Since(start).Round(time.Millisecond)
 		}
 	}
-	if err := errors.Join(regErr, wrErr); err != nil {
+	for k := range coordination {
+		round.Coordination = append(round.Coordination, coordination[k]...)
+		c.registerKeys = append(c.registerKeys, coordKeys[k]...)
+	}
+	if err := errors.Join(regErr, wrErr, errors.Join(coordErrs[:]...)); err != nil {
 		return round, events, fmt.Errorf("%s at %s: %w", a, level, err)
 	}
 	if ferr == nil {

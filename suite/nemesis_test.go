@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -40,10 +41,17 @@ func nemesisLab(t *testing.T, bug string) *cluster {
 // given, and judges it.
 func runNemesis(t *testing.T, c *cluster, faults ...string) (*NemesisPhase, Verdict) {
 	t.Helper()
+	return runNemesisWith(t, c, func(*Config) {}, faults...)
+}
+
+// runNemesisWith is runNemesis with the quick run's config changed by set.
+func runNemesisWith(t *testing.T, c *cluster, set func(*Config), faults ...string) (*NemesisPhase, Verdict) {
+	t.Helper()
 	cfg := QuickConfig()
 	cfg.Seed = 3
 	cfg.Troop, cfg.Out = testlab.Troop(t), t.TempDir()
 	cfg.Nemesis.Faults = faults
+	set(&cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	ph, err := c.nemesis(ctx, cfg, func(format string, args ...any) { t.Logf(format, args...) })
@@ -98,6 +106,79 @@ func TestJudgeNemesis(t *testing.T) {
 		if tc.broke == "" && tc.note == "" && len(v.Held) != 1 {
 			t.Errorf("%s: held %q, want the round held", tc.level, v.Held)
 		}
+	}
+}
+
+// A nemesis round's coordination findings are judged as the consistency
+// phase's are, named by the round: an anomaly at a quorum level breaks the
+// verdict with its first anomaly, at DC_ONE it is a note.
+func TestJudgeNemesisCoordination(t *testing.T) {
+	ok := check.Verdict{Result: "Ok", Ops: 10}
+	stale := check.CheckCAS([]check.Command{
+		{Client: 0, Key: "c", Name: check.CAS, Number: 0, Acquired: true, Call: 0, Return: 10},
+		{Client: 1, Key: "c", Name: check.CAS, Number: 0, Acquired: true, Call: 20, Return: 30},
+	})
+	good := check.CheckCounter([]check.Command{{Key: "n", Name: check.IncrBy, Delta: 2, Number: 2, Call: 0, Return: 10}})
+	if stale.OK() {
+		t.Fatalf("the planted WATCH history passed its checker: %+v", stale)
+	}
+	for _, tc := range []struct {
+		level    string
+		findings []check.Finding
+		broke    string
+		note     string
+		held     int
+	}{
+		{"DC_QUORUM", []check.Finding{stale, good}, "nemesis, partition bridge 4s of n1, DC_QUORUM: coordination at DC_QUORUM, WATCH compare-and-set: 1 ", "", 2},
+		{"DC_ONE", []check.Finding{stale, good}, "", "nemesis, partition bridge 4s of n1, DC_ONE: coordination at DC_ONE, WATCH compare-and-set: 1 ", 2},
+		{"DC_QUORUM", []check.Finding{good, {Checker: "lock"}}, "", "lock: no operation ran", 2},
+		{"DC_QUORUM", nil, "", "", 1},
+	} {
+		var v Verdict
+		judgeNemesis(&NemesisPhase{Rounds: []NemesisRound{{Fault: "partition bridge 4s", Node: "n1", Level: tc.level, Registers: ok, Audit: bench.AuditResult{Keys: 5}, Coordination: tc.findings}}},
+			func(f string, a ...any) { v.Held = append(v.Held, fmt.Sprintf(f, a...)) },
+			func(f string, a ...any) { v.Broke = append(v.Broke, fmt.Sprintf(f, a...)) },
+			func(f string, a ...any) { v.Notes = append(v.Notes, fmt.Sprintf(f, a...)) })
+		broke, notes := strings.Join(v.Broke, "\n"), strings.Join(v.Notes, "\n")
+		if tc.broke == "" && broke != "" || !strings.HasPrefix(broke, tc.broke) || !strings.Contains(notes, tc.note) || tc.note == "" && notes != "" || len(v.Held) != tc.held {
+			t.Errorf("%s %v: broke %q, notes %q, held %q; want broke %q, note %q, %d held", tc.level, tc.findings, broke, notes, v.Held, tc.broke, tc.note, tc.held)
+		}
+		if tc.broke != "" && !strings.Contains(broke, "; first: ") {
+			t.Errorf("%s: broke %q, want its first anomaly", tc.level, broke)
+		}
+	}
+}
+
+// With the coordination checks on, a nemesis round runs its coordination
+// workloads beside the others, through every node while the fault holds,
+// and judges them.
+func TestNemesisRunsCoordination(t *testing.T) {
+	c := nemesisLab(t, "")
+	ph, v := runNemesisWith(t, c, func(cfg *Config) {
+		cfg.Coordination, cfg.Nemesis.Levels = true, []string{"DC_QUORUM"}
+	}, "partition")
+	if len(ph.Rounds) != 1 {
+		t.Fatalf("rounds %+v, want one", ph.Rounds)
+	}
+	r := ph.Rounds[0]
+	var names []string
+	for _, f := range r.Coordination {
+		names = append(names, f.Checker)
+		if f.Ops == 0 {
+			t.Errorf("%s: no operation ran under %s", f.Checker, r.Fault)
+		}
+	}
+	if want := []string{"lock", "unique ids"}; !slices.Equal(names, want) {
+		t.Errorf("the first round's coordination checks: %q, want %q", names, want)
+	}
+	judged := 0
+	for _, l := range append(v.Held, v.Broke...) {
+		if strings.Contains(l, "coordination at DC_QUORUM") {
+			judged++
+		}
+	}
+	if judged != len(names) {
+		t.Errorf("%d coordination lines in the verdict (held %q, broke %q), want %d", judged, v.Held, v.Broke, len(names))
 	}
 }
 

@@ -195,5 +195,9 @@ func judgeNemesis(n *NemesisPhase, held, broke, note func(string, ...any)) {
 		if r.Differ > 0 {
 			broke("nemesis, %s: the replicas of %d keys still differed %s after the heal", name, r.Differ, n.Config.Settle)
 		}
+		prefixed := func(say func(string, ...any)) func(string, ...any) {
+			return func(f string, a ...any) { say("nemesis, %s: %s", name, fmt.Sprintf(f, a...)) }
+		}
+		judgeCoordination(r.Level, r.Coordination, prefixed(held), prefixed(broke), prefixed(note))
 	}
 }
