@@ -485,6 +485,9 @@ func (n *Node) AntiEntropy(ctx context.Context) (RepairReport, error) {
 				targets[i] = holders[s]
 			}
 			changed, err := n.copyKeySync([]byte(k), holders[source], targets, count)
+			if promised(err) {
+				changed, err = len(targets), n.repair.settle([]byte(k))
+			}
 			switch {
 			case err != nil:
 				rep.Failed++

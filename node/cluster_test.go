@@ -466,7 +466,7 @@ func TestTwoDatacenters(t *testing.T) {
 // versions on refuses a peer's write without one.
 func TestUnversionedWrites(t *testing.T) {
 	tc := startCluster(t, clusterOpts{dcs: 2, racks: 2, configure: func(c *topology.Config) {
-		c.Versions, c.HintedHandoff, c.ReadRepair = false, false, false
+		c.Versions, c.HintedHandoff, c.ReadRepair, c.AntiEntropyInterval = false, false, false, 0
 	}})
 	tc.client(0, "DC_QUORUM").must("SET", "plain", "v")
 	tc.redisesHold("plain", "v", 3*time.Second)

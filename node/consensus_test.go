@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strconv"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/troop-lab/troop/resp"
+	"github.com/troop-lab/troop/topology"
 )
 
 // Clients through every node of three racks, at DC_QUORUM, with no pause:
@@ -270,4 +272,62 @@ func TestConsensusPopsDeliverOnce(t *testing.T) {
 			return ""
 		})
 	}
+}
+
+// abandonChange makes key's replicas differ as a change promised and then
+// given up leaves them: the first replica keeps value old, the others hold
+// new at a newer version, and every replica has promised a ballot above
+// both, so that each copy of new onto the first is refused PROMISED.
+func abandonChange(t *testing.T, tc *testCluster, key string) {
+	t.Helper()
+	tc.client(0, "DC_QUORUM").must("SET", key, "old")
+	first := dial(t, tc.nodes[0].redis.Addr)
+	hlc, ok := decodeVersion([]byte(first.must("GET", VersionPrefix+key)))
+	if !ok {
+		t.Fatal("the key's version does not decode")
+	}
+	for i, n := range tc.nodes {
+		r := dial(t, n.redis.Addr)
+		if i > 0 {
+			r.must("SET", key, "new")
+			r.must("SET", VersionPrefix+key, string(encodeVersion(hlc+1000, 7)))
+		}
+		r.must("SET", PromisePrefix+key, string(encodeVersion(hlc+2000, 7)))
+	}
+}
+
+// Anti-entropy that meets a promise settles the key by a read by
+// consensus: every replica ends up with the value, not only those that
+// held it.
+func TestAntiEntropySettlesAnAbandonedChange(t *testing.T) {
+	tc := startCluster(t, clusterOpts{racks: 3, configure: func(c *topology.Config) {
+		c.ReadRepair, c.AntiEntropyInterval = false, 0 // the pass below is the one that meets the promise
+	}})
+	abandonChange(t, tc, "k")
+	rep, err := tc.nodes[0].node.AntiEntropy(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Differing != 1 || rep.Repaired != 1 || rep.Failed != 0 {
+		t.Errorf("anti-entropy pass: %+v, want one key differing and repaired", rep)
+	}
+	tc.redisesHold("k", "new", 10*time.Second)
+}
+
+// Read repair that meets a promise settles the key likewise.
+func TestReadRepairSettlesAnAbandonedChange(t *testing.T) {
+	tc := startCluster(t, clusterOpts{racks: 3})
+	abandonChange(t, tc, "k")
+	c := tc.client(1, "DC_QUORUM") // its quorum may answer without the first replica
+	stale := dial(t, tc.nodes[0].redis.Addr)
+	eventually(t, 10*time.Second, func() string {
+		if got := c.must("GET", "k"); got != "new" {
+			return fmt.Sprintf("DC_QUORUM GET = %q, want new", got)
+		}
+		if got := stale.must("GET", "k"); got != "new" {
+			return fmt.Sprintf("the first replica still holds %q", got)
+		}
+		return ""
+	})
+	tc.redisesHold("k", "new", 10*time.Second)
 }

@@ -720,7 +720,7 @@ func (q *readQuorum) writeBackTargets(answered []consistency.Reply, idx []int, s
 func (q *readQuorum) writeBack(version []byte, src *member, targets []*member, need int, out []byte) {
 	q.n.stats.readWriteBacks.Add(1)
 	q.n.repair.writeBack(q.keys[0], src, version, targets, need, func(err error) {
-		if err != nil && strings.Contains(err.Error(), "PROMISED") {
+		if promised(err) {
 			// A change by consensus was promised above the newest version,
 			// and was not decided (or not yet everywhere): the value may
 			// not be written back below its promise, since that change may

@@ -223,12 +223,35 @@ func (r *repairer) readRepair(key []byte, replicas []*member, answers []consiste
 		r.copyKey(key, src, targets, nil, func(changed int, err error) {
 			<-r.slots
 			r.n.stats.readRepairs.Add(int64(changed))
+			if promised(err) {
+				err = r.settle(key)
+			}
 			if err != nil {
 				r.n.stats.readRepairsLost.Add(1)
 				r.n.log.Debug("read repair failed", "key", printableArg(key), "err", err)
 			}
 		})
 	})
+}
+
+// promised says whether err is a replica refusing a copy below a key's
+// promise: a change by consensus was promised above the newest version
+// and not decided (or not yet everywhere).
+func promised(err error) bool { return err != nil && strings.Contains(err.Error(), "PROMISED") }
+
+// settle reads key by consensus among its replicas (consensusRead), for a
+// repair that met a promise: a change promised and abandoned (its proposer
+// gave up) refuses every copy below its promise, so copying alone would
+// leave the replicas differing for good. The read finishes or supersedes
+// that change on a quorum and forwards the value decided to the others.
+func (r *repairer) settle(key []byte) error {
+	done := make(chan []byte, 1)
+	r.n.consensusRead(nil, consistency.DCQuorum, key, [][]byte{[]byte("EXISTS"), key}, r.n.replicas(key), func(reply []byte) { done <- reply })
+	reply := <-done
+	if v, err := resp.Parse(reply); err != nil || v.IsError() {
+		return fmt.Errorf("read by consensus: %.200s", reply)
+	}
+	return nil
 }
 
 // antiEntropyLoop runs an anti-entropy pass every

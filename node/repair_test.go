@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/troop-lab/troop/topology"
 )
 
 // versionOn reads a key's version straight from a redis-server.
@@ -96,7 +98,9 @@ func repairVia(t *testing.T, tn *testNode) RepairReport {
 // and never brings a deleted or expired key back; a second pass finds
 // nothing left.
 func TestAntiEntropy(t *testing.T) {
-	tc := startCluster(t, clusterOpts{racks: 3})
+	// Background passes off: they would repair keys before the pass
+	// whose report the test counts.
+	tc := startCluster(t, clusterOpts{racks: 3, configure: func(c *topology.Config) { c.AntiEntropyInterval = 0 }})
 	c := tc.client(0, "DC_QUORUM")
 	const keys = 300
 	for i := 0; i < keys; i++ {
@@ -165,4 +169,16 @@ func TestAntiEntropy(t *testing.T) {
 	if again := repairVia(t, tc.nodes[0]); again.Differing != 0 || again.LeavesDiffer != 0 {
 		t.Errorf("a second pass still finds differences: %+v", again)
 	}
+}
+
+// With default settings, replicas left differing converge by themselves
+// within 10 s, with no read and no repair command: background anti-entropy
+// copies the value the majority holds (one replica changed behind troop's
+// back at the same version, the content differs).
+func TestReplicasConvergeByDefault(t *testing.T) {
+	tc := startCluster(t, clusterOpts{racks: 3})
+	tc.client(0, "DC_QUORUM").must("SET", "k", "good")
+	tc.redisesHold("k", "good", 10*time.Second)
+	dial(t, tc.nodes[2].redis.Addr).must("SET", "k", "corrupt")
+	tc.redisesHold("k", "good", 10*time.Second)
 }

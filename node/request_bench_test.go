@@ -52,7 +52,9 @@ func BenchmarkSetQuorumVersioned(b *testing.B) {
 }
 
 func BenchmarkSetQuorumUnversioned(b *testing.B) {
-	benchCluster(b, func(c *topology.Config) { c.HintedHandoff, c.ReadRepair, c.Versions = false, false, false }, "DC_QUORUM", nil, "SET", "k", "v")
+	benchCluster(b, func(c *topology.Config) {
+		c.HintedHandoff, c.ReadRepair, c.Versions, c.AntiEntropyInterval = false, false, false, 0
+	}, "DC_QUORUM", nil, "SET", "k", "v")
 }
 
 // The same with lineage recorded: what asking for it costs.

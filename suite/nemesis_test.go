@@ -21,9 +21,16 @@ import (
 // the planted bug ("" for none), as troop run starts its own.
 func nemesisLab(t *testing.T, bug string) *cluster {
 	t.Helper()
+	return nemesisLabWith(t, plantedLine(bug))
+}
+
+// nemesisLabWith is nemesisLab with the config lines given added to each
+// node's.
+func nemesisLabWith(t *testing.T, lines string) *cluster {
+	t.Helper()
 	spec := lab.Spec{Dir: t.TempDir(), Netns: true, ServeSocket: true}
-	if bug != "" {
-		spec.NodeCommand = plantBug(t, bug)
+	if lines != "" {
+		spec.NodeCommand = configured(t, lines)
 	}
 	l := testlab.Start(t, spec)
 	nodes, err := LabNodes(spec.Dir)

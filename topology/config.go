@@ -92,7 +92,7 @@ type Config struct {
 	HintedHandoff       bool          // troop_hinted_handoff, default true
 	MaxHintBytes        int           // troop_max_hint_bytes: hints kept per peer, default 256 MiB
 	ReadRepair          bool          // troop_read_repair, default true
-	AntiEntropyInterval time.Duration // troop_anti_entropy_interval_ms: 0 = off, default 0 (off)
+	AntiEntropyInterval time.Duration // troop_anti_entropy_interval_ms: 0 = off, default 3000
 	RepairKeysPerSec    int           // troop_repair_keys_per_sec: anti-entropy repair rate, default 1000
 	HandoffKeysPerSec   int           // troop_handoff_keys_per_sec: keys a node streams to a new owner per second in a membership change, default 2000
 	// Versions is troop_versions, default true. false writes the plain
@@ -221,11 +221,13 @@ const (
 	DefaultHandoffKeysPerSec  = 2000
 	DefaultVersionCacheKeys   = 1 << 20
 
-	// DefaultAntiEntropyInterval is 0: background anti-entropy is off
-	// unless configured, because a full pass scans every key of the
-	// redis-server; hints and read repair do the day-to-day converging and
-	// `troop repair` runs a pass on demand.
-	DefaultAntiEntropyInterval = 0
+	// DefaultAntiEntropyInterval runs an anti-entropy pass every 3 s, so
+	// that replicas left differing (a write that missed a replica, a
+	// change behind troop's back) converge within 10 s of the writes
+	// stopping, with no `troop repair`: a pass's repairs are bounded by
+	// troop_repair_keys_per_sec, and its Merkle trees cost a scan of the
+	// keys (docs/repair.md).
+	DefaultAntiEntropyInterval = 3 * time.Second
 )
 
 // Default returns a config holding every default and none of the required

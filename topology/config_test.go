@@ -39,7 +39,7 @@ func TestDefaults(t *testing.T) {
 		MaxInflightPerConn: 1024, MaxInflight: 65536, MaxRequestBytes: 67108864, MaxMemoryMB: 256,
 		TombstoneGrace: 10 * time.Minute,
 		Heartbeat:      250 * time.Millisecond, PhiThreshold: 8,
-		HintedHandoff: true, MaxHintBytes: 256 << 20, ReadRepair: true, RepairKeysPerSec: 1000, HandoffKeysPerSec: 2000, Versions: true, VersionCacheKeys: 1 << 20,
+		HintedHandoff: true, MaxHintBytes: 256 << 20, ReadRepair: true, AntiEntropyInterval: 3 * time.Second, RepairKeysPerSec: 1000, HandoffKeysPerSec: 2000, Versions: true, VersionCacheKeys: 1 << 20,
 
 		Preconnect: true, AutoEjectHosts: true,
 		ServerRetryTimeout: 10 * time.Second, ServerFailureLimit: 3,

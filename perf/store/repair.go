@@ -79,7 +79,7 @@ func writePathExperiment(ctx context.Context, cfg config, ps *procSet, bins bina
 		return err
 	}
 	off, err := startRepairCluster(ctx, cfg, ps, bins, "off", func(c *topology.Config) {
-		c.HintedHandoff, c.ReadRepair, c.Versions = false, false, false
+		c.HintedHandoff, c.ReadRepair, c.Versions, c.AntiEntropyInterval = false, false, false, 0
 	})
 	if err != nil {
 		return err
