@@ -190,7 +190,12 @@ func checkReadBack(t *testing.T, addrs []string, model *loadModel) []string {
 // checks found; with a planted bug it returns after the add's checks.
 func membershipUnderLoad(t *testing.T, bug string) []string {
 	tc := startCluster(t, clusterOpts{racks: 3, read: consistency.DCQuorum, write: consistency.DCQuorum,
-		configure: func(c *topology.Config) { c.PlantedBug = bug }})
+		configure: func(c *topology.Config) {
+			c.PlantedBug = bug
+			// The checks are of the handoff's own mirroring: anti-entropy
+			// would repair the writes a broken mirror loses.
+			c.AntiEntropyInterval = 0
+		}})
 	old := tc.nodes[0] // rack1's only node, token 0
 
 	fresh, split := startJoining(t, tc)
@@ -301,6 +306,7 @@ func startJoiningAt(t *testing.T, tc *testCluster, rack string, token uint32) *t
 	c.Datacenter, c.Rack, c.Name = "dc1", rack, "dc1-"+rack+"-new"
 	c.Listen, c.DynListen, c.StatsListen = freePort(t), freePort(t), freePort(t)
 	c.Tokens, c.Timeout, c.Join, c.PlantedBug = []uint32{token}, 2*time.Second, true, tc.nodes[0].cfg.PlantedBug
+	c.AntiEntropyInterval = tc.nodes[0].cfg.AntiEntropyInterval
 	c.ReadConsistency, c.WriteConsistency = consistency.DCQuorum, consistency.DCQuorum
 	c.DataDir = t.TempDir()
 	for _, o := range tc.nodes {
