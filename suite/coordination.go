@@ -135,17 +135,25 @@ func RunIDs(ctx context.Context, nodes []client.Node, cfg CoordinationConfig) ([
 // node of the first datacenter (finalReads).
 func RunList(ctx context.Context, nodes []client.Node, cfg CoordinationConfig) ([]check.Command, error) {
 	key := cfg.Prefix + ":list"
+	return runGrowing(ctx, nodes, cfg, key, check.RPush, check.LRange, lrangeAll(key), cfg.Redis)
+}
+
+// runGrowing runs add (RPUSH, SADD) of unique elements (client.seq) of key
+// through every client, each reading the whole collection (read, LRANGE or
+// SMEMBERS, sent as readAll) as every cfg.ReadEvery-th operation; then the
+// final reads (finalReads) through each node and directly on each of redis.
+func runGrowing(ctx context.Context, nodes []client.Node, cfg CoordinationConfig, key, add, read string, readAll [][]byte, redis []string) ([]check.Command, error) {
 	start := time.Now()
 	history, err := runEach(ctx, start, nodes, cfg, func(i, seq int) (check.Command, []byte) {
 		if cfg.ReadEvery > 0 && seq%cfg.ReadEvery == 0 {
-			return check.Command{Key: key, Name: check.LRange}, nil
+			return check.Command{Key: key, Name: read}, nil
 		}
 		e := strconv.Itoa(i) + "." + strconv.Itoa(seq)
-		return check.Command{Key: key, Name: check.RPush, Arg: e}, []byte(e)
+		return check.Command{Key: key, Name: add, Arg: e}, []byte(e)
 	}, func(op *check.Command, v resp.Value) error {
-		if op.Name == check.RPush {
+		if op.Name == add {
 			if v.Type != resp.Integer {
-				return fmt.Errorf("RPUSH %s: unexpected reply %s", key, v)
+				return fmt.Errorf("%s %s: unexpected reply %s", add, key, v)
 			}
 			return nil
 		}
@@ -155,8 +163,8 @@ func RunList(ctx context.Context, nodes []client.Node, cfg CoordinationConfig) (
 	if err != nil {
 		return nil, err
 	}
-	finals, err := finalReads(ctx, start, nodes, cfg.Redis, cfg, lrangeAll(key), func(v resp.Value) (check.Command, error) {
-		return check.Command{Key: key, Name: check.LRange, List: elements(v), Final: true}, nil
+	finals, err := finalReads(ctx, start, nodes, redis, cfg, readAll, func(v resp.Value) (check.Command, error) {
+		return check.Command{Key: key, Name: read, List: elements(v), Final: true}, nil
 	})
 	return append(history, finals...), err
 }

@@ -67,30 +67,7 @@ func number(v resp.Value) (int64, error) {
 // operation; then the final reads (finalReads).
 func RunSet(ctx context.Context, nodes []client.Node, cfg CoordinationConfig) ([]check.Command, error) {
 	key := cfg.Prefix + ":set"
-	start := time.Now()
-	history, err := runEach(ctx, start, nodes, cfg, func(i, seq int) (check.Command, []byte) {
-		if cfg.ReadEvery > 0 && seq%cfg.ReadEvery == 0 {
-			return check.Command{Key: key, Name: check.SMembers}, nil
-		}
-		e := strconv.Itoa(i) + "." + strconv.Itoa(seq)
-		return check.Command{Key: key, Name: check.SAdd, Arg: e}, []byte(e)
-	}, func(op *check.Command, v resp.Value) error {
-		if op.Name == check.SAdd {
-			if v.Type != resp.Integer {
-				return fmt.Errorf("SADD %s: unexpected reply %s", key, v)
-			}
-			return nil
-		}
-		op.List = elements(v)
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	finals, err := finalReads(ctx, start, nodes, cfg.Redis, cfg, [][]byte{[]byte("SMEMBERS"), []byte(key)}, func(v resp.Value) (check.Command, error) {
-		return check.Command{Key: key, Name: check.SMembers, List: elements(v), Final: true}, nil
-	})
-	return append(history, finals...), err
+	return runGrowing(ctx, nodes, cfg, key, check.SAdd, check.SMembers, [][]byte{[]byte("SMEMBERS"), []byte(key)}, cfg.Redis)
 }
 
 // RunQueue runs RPUSH of unique elements (client.seq) of one key and LPOP
