@@ -16,6 +16,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -83,9 +84,25 @@ func asServiceAccount(t *testing.T, c *testkube.Cluster, ns, name string, rules 
 	if _, err := rbac.RoleBindings(ns).Create(ctx, binding, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// The authorizer learns of the binding from its informers, a moment
+	// after it is created: wait until it allows every rule.
+	user := "system:serviceaccount:" + ns + ":" + name
+	for _, r := range rules {
+		for _, res := range r.Resources {
+			resource, sub, _ := strings.Cut(res, "/")
+			for _, verb := range r.Verbs {
+				testkube.Until(t, time.Minute, user+" to be allowed to "+verb+" "+res, func() (bool, error) {
+					review := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{User: user,
+						ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: verb, Group: r.APIGroups[0], Resource: resource, Subresource: sub}}}
+					got, err := c.Client.AuthorizationV1().SubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
+					return err == nil && got.Status.Allowed, err
+				})
+			}
+		}
+	}
 	cfg := rest.CopyConfig(c.Config)
 	cfg.Impersonate = rest.ImpersonationConfig{
-		UserName: "system:serviceaccount:" + ns + ":" + name,
+		UserName: user,
 		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
 	}
 	cs, err := kubernetes.NewForConfig(cfg)
