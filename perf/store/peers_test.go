@@ -27,7 +27,7 @@ func peersConfig(t *testing.T) config {
 	cfg := defaultConfig()
 	cfg.Quick = true
 	cfg.applyQuick(nil)
-	cfg.Proxy, cfg.Cluster, cfg.TLS, cfg.Repair, cfg.Memory, cfg.Latency, cfg.Anchor = false, false, false, false, false, false, false
+	cfg.Proxy, cfg.Cluster, cfg.TLS, cfg.Repair, cfg.Memory, cfg.Latency, cfg.Anchor, cfg.Consensus = false, false, false, false, false, false, false, false
 	cfg.Bulk, cfg.Commands, cfg.MembershipKeys = 0, 0, 0
 	cfg.Conns, cfg.Keys = 8, 500
 	cfg.Warmup, cfg.Duration = seconds(100*time.Millisecond), seconds(500*time.Millisecond)

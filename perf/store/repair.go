@@ -50,6 +50,9 @@ func startRepairCluster(ctx context.Context, cfg config, ps *procSet, bins binar
 			return nil, err
 		}
 		c.WriteConsistency, c.ReadConsistency = consistency.DCQuorum, consistency.DCQuorum
+		// The experiment runs anti-entropy passes itself and measures them:
+		// no background pass may repair first.
+		c.AntiEntropyInterval = 0
 		configure(c)
 		rc.redises, rc.cfgs = append(rc.redises, redis), append(rc.cfgs, c)
 		rc.addrs, rc.admin = append(rc.addrs, c.Listen), append(rc.admin, c.StatsListen)
@@ -79,7 +82,7 @@ func writePathExperiment(ctx context.Context, cfg config, ps *procSet, bins bina
 		return err
 	}
 	off, err := startRepairCluster(ctx, cfg, ps, bins, "off", func(c *topology.Config) {
-		c.HintedHandoff, c.ReadRepair, c.Versions, c.AntiEntropyInterval = false, false, false, 0
+		c.HintedHandoff, c.ReadRepair, c.Versions = false, false, false
 	})
 	if err != nil {
 		return err
