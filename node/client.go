@@ -202,45 +202,36 @@ func (n *Node) sortPatternsShare(c *command, args [][]byte) string {
 
 // runLocal answers a command the node handles itself, through complete.
 func (n *Node) runLocal(c *command, args [][]byte, sess *session, b *batch, complete func([]byte)) {
-	switch {
-	case c.name == "TROOP":
+	switch c.name {
+	case "TROOP":
 		n.troopCommand(args, sess, complete)
-		return
-	case c.name == "SCAN":
+	case "SCAN":
 		n.scanCommand(args, b, complete)
-		return
-	case c.name == "KEYS":
+	case "KEYS":
 		n.keysCommand(args, b, complete)
-		return
-	case c.name == "FLUSHALL" || c.name == "FLUSHDB":
+	case "FLUSHALL", "FLUSHDB":
 		n.flush(args, b, complete)
-		return
-	case c.name == "FUNCTION":
+	case "FUNCTION":
 		n.functionCommand(args, b, complete)
-		return
-	case c.name == "SCRIPT":
+	case "SCRIPT":
 		n.scriptCommand(args, b, complete)
-		return
-	case c.name == "CONFIG":
+	case "CONFIG":
 		n.configCommand(args, b, complete)
-		return
-	case c.name == "DBSIZE":
+	case "DBSIZE":
 		n.keyspace(true, "", complete)
-		return
-	case c.name == "INFO" && wantsKeyspace(args[1:]):
-		n.keyspace(false, n.infoText(args[1:]), complete)
-		return
-	case c.name == "RANDOMKEY":
+	case "RANDOMKEY":
 		n.randomKey(b, complete)
-		return
-	case c.name == "PUBLISH" || c.name == "SPUBLISH":
+	case "PUBLISH", "SPUBLISH":
 		n.publish(c.name == "SPUBLISH", args[1], args[2], b, complete)
-		return
-	case c.name == "PUBSUB":
+	case "PUBSUB":
 		n.pubsubCommand(args, b, complete)
-		return
+	default:
+		if c.name == "INFO" && wantsKeyspace(args[1:]) {
+			n.keyspace(false, n.infoText(args[1:]), complete)
+			return
+		}
+		complete(n.local(c, args, sess))
 	}
-	complete(n.local(c, args, sess))
 }
 
 // reservedPrefix covers the version keys troop keeps beside values.
