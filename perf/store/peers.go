@@ -112,29 +112,9 @@ func peersExperiment(ctx context.Context, cfg config, ps *procSet, bins binaries
 	res.Peers = pr
 
 	// One proxy: direct, nutcracker and a troop node share a redis-server.
-	redis, redisAddr, err := startRedis(ctx, ps, bins.redisServer, "redis")
+	targets, _, err := startOneProxy(ctx, cfg, ps, bins, false)
 	if err != nil {
 		return err
-	}
-	nc, ncAddr, err := startNutcracker(ctx, ps, bins.nutcracker, redisAddr)
-	if err != nil {
-		return err
-	}
-	nodeCfg, err := nodeConfig("troop-node", "rack1", redisAddr, false)
-	if err != nil {
-		return err
-	}
-	node, err := startNode(ctx, ps, bins.troop, nodeCfg)
-	if err != nil {
-		return err
-	}
-	if err := preload(ctx, []string{redisAddr}, nil, cfg.Keys, nil); err != nil {
-		return err
-	}
-	targets := []*target{
-		{name: "direct", addrs: []string{redisAddr}, redis: []*proc{redis}},
-		{name: "nutcracker", addrs: []string{ncAddr}, proxies: []*proc{nc}, redis: []*proc{redis}},
-		{name: "troop-node", addrs: []string{nodeCfg.Listen}, proxies: []*proc{node}, redis: []*proc{redis}},
 	}
 	// Three racks of each store per level, loaded through rack1's node.
 	for _, level := range []consistency.Level{consistency.DCOne, consistency.DCQuorum} {

@@ -17,27 +17,43 @@ import (
 	"github.com/troop-lab/troop/topology"
 )
 
-// proxyExperiment is experiment 1: direct redis-server, nutcracker and a
-// one-rack troop node, all in front of the same redis-server, interleaved.
-func proxyExperiment(ctx context.Context, cfg config, ps *procSet, bins binaries, res *result, log io.Writer) error {
+// startOneProxy starts what the single-proxy figures compare: a
+// redis-server, nutcracker and a one-rack troop node in front of it (with
+// pprof on its admin port if asked), and preloads the keys straight into
+// the redis-server, which the three share. It returns them as targets,
+// direct first, and the redis-server's address.
+func startOneProxy(ctx context.Context, cfg config, ps *procSet, bins binaries, pprof bool) ([]*target, string, error) {
 	redis, redisAddr, err := startRedis(ctx, ps, bins.redisServer, "redis")
 	if err != nil {
-		return err
+		return nil, "", err
 	}
 	nc, ncAddr, err := startNutcracker(ctx, ps, bins.nutcracker, redisAddr)
 	if err != nil {
-		return err
+		return nil, "", err
 	}
-	nodeCfg, err := nodeConfig("troop-node", "rack1", redisAddr, cfg.Pprof != "")
+	nodeCfg, err := nodeConfig("troop-node", "rack1", redisAddr, pprof)
 	if err != nil {
-		return err
+		return nil, "", err
 	}
 	node, err := startNode(ctx, ps, bins.troop, nodeCfg)
 	if err != nil {
-		return err
+		return nil, "", err
 	}
-	// Preload straight into redis-server: the three targets share it.
 	if err := preload(ctx, []string{redisAddr}, nil, cfg.Keys, nil); err != nil {
+		return nil, "", err
+	}
+	return []*target{
+		{name: "direct", addrs: []string{redisAddr}, redis: []*proc{redis}},
+		{name: "nutcracker", addrs: []string{ncAddr}, proxies: []*proc{nc}, redis: []*proc{redis}},
+		{name: "troop-node", addrs: []string{nodeCfg.Listen}, proxies: []*proc{node}, redis: []*proc{redis}, admin: []string{nodeCfg.StatsListen}},
+	}, redisAddr, nil
+}
+
+// proxyExperiment is experiment 1: direct redis-server, nutcracker and a
+// one-rack troop node, all in front of the same redis-server, interleaved.
+func proxyExperiment(ctx context.Context, cfg config, ps *procSet, bins binaries, res *result, log io.Writer) error {
+	targets, redisAddr, err := startOneProxy(ctx, cfg, ps, bins, cfg.Pprof != "")
+	if err != nil {
 		return err
 	}
 	if cfg.Anchor {
@@ -45,12 +61,7 @@ func proxyExperiment(ctx context.Context, cfg config, ps *procSet, bins binaries
 			return err
 		}
 	}
-	direct := &target{name: "direct", addrs: []string{redisAddr}, redis: []*proc{redis}}
-	targets := []*target{
-		direct,
-		{name: "nutcracker", addrs: []string{ncAddr}, proxies: []*proc{nc}, redis: []*proc{redis}},
-		{name: "troop-node", addrs: []string{nodeCfg.Listen}, proxies: []*proc{node}, redis: []*proc{redis}, admin: []string{nodeCfg.StatsListen}},
-	}
+	direct, redis := targets[0], targets[0].redis
 	if bins.base != "" { // the base build's node in front of the same redis-server
 		baseCfg, err := nodeConfig("base_troop-node", "rack1", redisAddr, false)
 		if err != nil {
@@ -60,7 +71,7 @@ func proxyExperiment(ctx context.Context, cfg config, ps *procSet, bins binaries
 		if err != nil {
 			return err
 		}
-		targets = append(targets, &target{name: "base_troop-node", addrs: []string{baseCfg.Listen}, proxies: []*proc{base}, redis: []*proc{redis}, admin: []string{baseCfg.StatsListen}})
+		targets = append(targets, &target{name: "base_troop-node", addrs: []string{baseCfg.Listen}, proxies: []*proc{base}, redis: redis, admin: []string{baseCfg.StatsListen}})
 	}
 	for _, p := range cfg.Pipelines {
 		for n := 1; n <= cfg.Rounds; n++ {
