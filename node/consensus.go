@@ -46,7 +46,11 @@ const scratchKey = "__troop:scratch"
 
 // promisedError is what a replica answers to a write below the key's
 // promise.
-const promisedError = "PROMISED troop: a change of this key at a newer ballot was promised on this replica; this write was not applied here"
+const promisedError = promisedCode + " troop: a change of this key at a newer ballot was promised on this replica; this write was not applied here"
+
+// promisedCode starts promisedError, which is how repair tells it
+// (promised).
+const promisedCode = "PROMISED"
 
 // luaPrelude starts the scripts that check a promise.
 var luaPrelude = "local PROMISE = '" + PromisePrefix + "'\nlocal PROMISED = '" + promisedError + "'\n"

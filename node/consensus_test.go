@@ -178,25 +178,15 @@ func TestConsensusPromiseFencesWholeValueWrites(t *testing.T) {
 	tc.redisesHold("k", "11", 5*time.Second)
 }
 
-// A change promised on every replica and abandoned after one replica
-// accepted it leaves a quorum read that finds the replicas differing unable
+// A change promised on every replica and abandoned after some accepted it
+// (abandonChange) leaves a quorum read that finds the replicas differing unable
 // to write the newest value back below the promise. Such a read goes
 // through consensus, which finishes or supersedes the abandoned change: it
 // answers, and every node answers the same after it.
 func TestConsensusReadSettlesAnAbandonedChange(t *testing.T) {
 	tc := startCluster(t, clusterOpts{racks: 3})
-	tc.client(0, "DC_QUORUM").must("SET", "k", "old")
-	first := dial(t, tc.nodes[0].redis.Addr)
-	hlc, ok := decodeVersion([]byte(first.must("GET", VersionPrefix+"k")))
-	if !ok {
-		t.Fatal("the key's version does not decode")
-	}
-	first.must("SET", "k", "new")
-	first.must("SET", VersionPrefix+"k", string(encodeVersion(hlc+1000, 7)))
-	for _, n := range tc.nodes {
-		dial(t, n.redis.Addr).must("SET", PromisePrefix+"k", string(encodeVersion(hlc+2000, 7)))
-	}
-	// The first node asks its own replica, which holds the newer value.
+	abandonChange(t, tc, "k")
+	// The first node asks its own replica, which holds the older value.
 	got := tc.client(0, "DC_QUORUM").must("GET", "k")
 	if got != "old" && got != "new" {
 		t.Fatalf("GET through the first node = %q", got)

@@ -221,7 +221,7 @@ func (r *repairer) readRepair(key []byte, replicas []*member, answers []consiste
 	src := replicas[idx[source]]
 	time.AfterFunc(readRepairDelay, func() {
 		r.copyKey(key, src, targets, nil, func(changed int, err error) {
-			<-r.slots
+			defer func() { <-r.slots }() // a settle holds its slot too
 			r.n.stats.readRepairs.Add(int64(changed))
 			if promised(err) {
 				err = r.settle(key)
@@ -237,7 +237,9 @@ func (r *repairer) readRepair(key []byte, replicas []*member, answers []consiste
 // promised says whether err is a replica refusing a copy below a key's
 // promise: a change by consensus was promised above the newest version
 // and not decided (or not yet everywhere).
-func promised(err error) bool { return err != nil && strings.Contains(err.Error(), "PROMISED") }
+func promised(err error) bool {
+	return err != nil && strings.Contains(err.Error(), promisedCode+" troop:")
+}
 
 // settle reads key by consensus among its replicas (consensusRead), for a
 // repair that met a promise: a change promised and abandoned (its proposer
