@@ -120,10 +120,14 @@ type counts struct {
 	Nils         int64 `json:"nil_gets"`      // GETs of a key that was not there
 	ErrorReplies int64 `json:"error_replies"` // -ERR, -BUSY ...
 	BadReplies   int64 `json:"bad_replies"`   // wrong data: see checkGet; a SET not answered +OK
+	// Unknown counts a command's answer that it failed with its outcome
+	// unknown, which troop gives a change by consensus that lost a race to
+	// another coordinator: a correct answer, as a timeout is.
+	Unknown int64 `json:"unknown_outcome"`
 }
 
 func (c counts) sub(o counts) counts {
-	return counts{c.Ops - o.Ops, c.Gets - o.Gets, c.Sets - o.Sets, c.Nils - o.Nils, c.ErrorReplies - o.ErrorReplies, c.BadReplies - o.BadReplies}
+	return counts{c.Ops - o.Ops, c.Gets - o.Gets, c.Sets - o.Sets, c.Nils - o.Nils, c.ErrorReplies - o.ErrorReplies, c.BadReplies - o.BadReplies, c.Unknown - o.Unknown}
 }
 
 // connCounters are one connection's counts, updated once per batch. Every
@@ -133,8 +137,8 @@ func (c counts) sub(o counts) counts {
 // GETs and SETs. The padding keeps two connections' counters off one cache
 // line.
 type connCounters struct {
-	gets, sets, nils, errs, bad atomic.Int64
-	_                           [24]byte
+	gets, sets, nils, errs, bad, unknown atomic.Int64
+	_                                    [16]byte
 }
 
 // load is a running workload.
@@ -290,10 +294,10 @@ func (l *load) runCommand(ctr *connCounters, c net.Conn, rd *resp.Reader, rng *r
 		l.fail(err)
 		return false
 	}
-	var ops, nils, errs, bad int64
+	var ops, nils, errs, bad, unknown int64
 	var raw []byte
 	for j := range p {
-		failed := false
+		failed, unknownOutcome := false, false
 		for range cmd.replies {
 			var err error
 			if raw, err = rd.ReadRaw(raw[:0]); err != nil {
@@ -302,10 +306,14 @@ func (l *load) runCommand(ctr *connCounters, c net.Conn, rd *resp.Reader, rng *r
 			}
 			if raw[0] == '-' && !failed {
 				failed = true
-				l.noteErrorReply(raw)
+				if unknownOutcome = bytes.Contains(raw, []byte("outcome unknown")); !unknownOutcome {
+					l.noteErrorReply(raw)
+				}
 			}
 		}
 		switch {
+		case unknownOutcome:
+			unknown++
 		case failed:
 			errs++
 		case bytes.Equal(raw, execAborted):
@@ -322,6 +330,7 @@ func (l *load) runCommand(ctr *connCounters, c net.Conn, rd *resp.Reader, rng *r
 	ctr.nils.Add(nils)
 	ctr.errs.Add(errs)
 	ctr.bad.Add(bad)
+	ctr.unknown.Add(unknown)
 	return true
 }
 
@@ -351,8 +360,9 @@ func (l *load) snapshot() counts {
 		c.Nils += x.nils.Load()
 		c.ErrorReplies += x.errs.Load()
 		c.BadReplies += x.bad.Load()
+		c.Unknown += x.unknown.Load()
 	}
-	c.Ops = c.Gets + c.Sets + c.ErrorReplies
+	c.Ops = c.Gets + c.Sets + c.ErrorReplies + c.Unknown
 	return c
 }
 

@@ -109,6 +109,9 @@ func (r *result) add(rd round, log io.Writer) {
 	if rd.ErrorReplies > 0 || rd.BadReplies > 0 {
 		line += fmt.Sprintf("  ERRORS %d BAD %d (%s)", rd.ErrorReplies, rd.BadReplies, rd.FirstErrorReply)
 	}
+	if rd.Unknown > 0 {
+		line += fmt.Sprintf("  outcome unknown %d", rd.Unknown)
+	}
 	if rd.Error != "" {
 		line += "  FAILED: " + rd.Error
 	}
