@@ -166,7 +166,9 @@ func TestBadInputClosesOnlyThatConnection(t *testing.T) {
 // reading that connection until replies drain: every request is served, in
 // order, and none is refused. Other connections are served meanwhile.
 func TestBackpressureSlowsAConnection(t *testing.T) {
-	tc := startCluster(t, clusterOpts{racks: 1, maxInflightPerConn: 4, timeout: 3 * time.Second})
+	// A timeout far past the pause: the requests wait for redis-server,
+	// however slowly a busy machine gets the test through it.
+	tc := startCluster(t, clusterOpts{racks: 1, maxInflightPerConn: 4, timeout: time.Minute})
 	p := tc.nodes[0].redis.Cmd.Process
 	c := dial(t, tc.nodes[0].cfg.Listen)
 	p.Signal(syscall.SIGSTOP) // requests pile up in flight
@@ -176,7 +178,13 @@ func TestBackpressureSlowsAConnection(t *testing.T) {
 		req = resp.AppendCommandStrings(req, "SET", fmt.Sprintf("k%d", i), "v")
 	}
 	c.c.Write(req)
-	time.Sleep(300 * time.Millisecond)
+	eventually(t, time.Minute, func() string {
+		if got := tc.nodes[0].node.inflight.Load(); got != 4 {
+			return fmt.Sprintf("%d requests in flight while redis-server is stopped, want the connection's bound, 4", got)
+		}
+		return ""
+	})
+	time.Sleep(100 * time.Millisecond) // time to read past the bound, which it must not
 	if got := tc.nodes[0].node.inflight.Load(); got != 4 {
 		t.Errorf("%d requests in flight while redis-server is stopped, want the connection's bound, 4", got)
 	}
