@@ -35,6 +35,13 @@ import (
 // redis-server (changeScript) and has the replicas accept the result, as
 // a DUMP, so every replica holds the same bytes, list order included.
 //
+// A transaction, a script or a stream write whose keys are all one key is
+// one change of it too (blockChange): its commands run on the value in the
+// scratch key as one MULTI block, which runs what a script cannot (EVAL,
+// FCALL, blocking pops), a transaction's WATCH tokens first checked
+// against the token of the value the change is given, at the ballot it
+// was accepted at (decide.Proposer.Base).
+//
 // Whole-value writes (SET, DEL ...) stay version writes, fenced by the
 // promise: docs/store.md gives the argument.
 

@@ -30,6 +30,9 @@ import (
 // script left it missing), as one transaction with the same version. A
 // script that writes a key it did not declare writes it on the deciding
 // replica only, as Redis Cluster refuses such a script; declare every key.
+//
+// At a quorum level, a script or a stream write of one key is one change
+// of it by consensus instead (consensusScript).
 
 // scriptEffects answers {dump or false, pttl} for each key of KEYS, and
 // gives each the version ARGV[1] as txScript does.

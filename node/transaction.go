@@ -23,6 +23,9 @@ import (
 // WATCH reads a token of each watched key (its version and a digest of its
 // value) from the replica that decides the transaction; EXEC runs there only
 // if the tokens are unchanged, and then on the other replicas unconditionally.
+//
+// At a quorum level, a transaction of one key is one change of it by
+// consensus instead (consensusTx, execByConsensus).
 
 // txn is a connection's transaction between MULTI and EXEC or DISCARD.
 type txn struct {
