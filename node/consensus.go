@@ -257,8 +257,13 @@ const (
 // replicas (consensusWrite) and answers its reply: byConsensus, with the
 // command's change.
 func (n *Node) consensus(tr *trace, level consistency.Level, cmd *command, keys, args [][]byte, g *keyGate, h *hold, done replyFunc) {
-	decideReq := func() []byte { return appendPeerRequest(nil, "DECIDE", []byte(level.String()), args) }
-	n.byConsensus(tr, level, keys[0], args[0], n.commandChange(tr, cmd, keys[0], args), decideReq, g, h, done)
+	n.byConsensus(tr, level, keys[0], args[0], n.commandChange(tr, cmd, keys[0], args), decideRequest(level, args), g, h, done)
+}
+
+// decideRequest makes the peer request DECIDE level args... for the key's
+// deciding replica.
+func decideRequest(level consistency.Level, args [][]byte) func() []byte {
+	return func() []byte { return appendPeerRequest(nil, "DECIDE", []byte(level.String()), args) }
 }
 
 // changeFunc is what a change by consensus does to a key's value, cur

@@ -119,8 +119,7 @@ func (n *Node) script(tr *trace, level consistency.Level, c *command, keys, args
 // key in g until it is.
 func (n *Node) decided(tr *trace, level consistency.Level, c *command, keys, args [][]byte, g *keyGate, h *hold, b *batch, done replyFunc) {
 	if scratch, ok := n.consensusScript(level, c, keys, args); ok {
-		decideReq := func() []byte { return appendPeerRequest(nil, "DECIDE", []byte(level.String()), args) }
-		n.byConsensus(tr, level, keys[0], args[0], n.blockChange(keys[0], [][][]byte{scratch}, false, nil), decideReq, g, h, done)
+		n.byConsensus(tr, level, keys[0], args[0], n.blockChange(keys[0], [][][]byte{scratch}, false, nil), decideRequest(level, args), g, h, done)
 		return
 	}
 	v := n.view()
