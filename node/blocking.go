@@ -482,7 +482,7 @@ func (n *Node) blockingStreams(tr *trace, level consistency.Level, c *command, k
 	if c.name == "XREADGROUP" {
 		for _, id := range ids {
 			if string(id) != ">" { // history: Redis answers at once
-				n.decided(tr, level, c, keys, plain, h, nil, done)
+				n.decided(tr, level, c, keys, plain, &keyGate{}, h, nil, done) // its client waits, and sends nothing meanwhile
 				return
 			}
 		}
@@ -647,5 +647,5 @@ func (w *blockedWait) readStreams() {
 		w.n.read(w.tr, w.level, w.keys, w.args, nil, answer)
 		return
 	}
-	w.n.decided(w.tr, w.level, lookup(w.args[0]), w.keys, w.args, w.h, nil, answer)
+	w.n.decided(w.tr, w.level, lookup(w.args[0]), w.keys, w.args, &keyGate{}, w.h, nil, answer) // its client waits, and sends nothing meanwhile
 }

@@ -173,13 +173,13 @@ func (n *Node) handleClient(cmd resp.Command, s *slot, sess *session, b *batch) 
 	case kindBlocking:
 		n.blocking(tr, level, c, keys, args, sess, h, done)
 	case kindScript:
-		n.script(tr, level, c, keys, args, h, b, done)
+		n.script(tr, level, c, keys, args, &sess.gate, h, b, done)
 	case kindCopied:
 		if !n.sameReplicas(keys) {
 			done(resp.AppendError(nil, fmt.Sprintf("ERR troop: the keys of '%s' belong to different nodes, and troop does not split it", c.name)))
 			return
 		}
-		n.decided(tr, level, c, keys, args, h, b, done)
+		n.decided(tr, level, c, keys, args, &sess.gate, h, b, done)
 	}
 }
 

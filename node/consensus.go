@@ -2,10 +2,13 @@ package node
 
 import (
 	"bytes"
+	"crypto/sha1"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,6 +34,13 @@ import (
 // command on the value the prepares found in a scratch key of its own
 // redis-server (changeScript) and has the replicas accept the result, as
 // a DUMP, so every replica holds the same bytes, list order included.
+//
+// A transaction, a script or a stream write whose keys are all one key is
+// one change of it too (blockChange): its commands run on the value in the
+// scratch key as one MULTI block, which runs what a script cannot (EVAL,
+// FCALL, blocking pops), a transaction's WATCH tokens first checked
+// against the token of the value the change is given, at the ballot it
+// was accepted at (decide.Proposer.Base).
 //
 // Whole-value writes (SET, DEL ...) stay version writes, fenced by the
 // promise: docs/store.md gives the argument.
@@ -244,53 +254,76 @@ const (
 )
 
 // consensus runs a write of one key through consensus among its local
-// replicas (consensusWrite) and answers its reply. It holds the key in the
-// connection's gate until it is decided, so a client's next command on the
-// key comes after it.
+// replicas (consensusWrite) and answers its reply: byConsensus, with the
+// command's change.
+func (n *Node) consensus(tr *trace, level consistency.Level, cmd *command, keys, args [][]byte, g *keyGate, h *hold, done replyFunc) {
+	n.byConsensus(tr, level, keys[0], args[0], n.commandChange(tr, cmd, keys[0], args), decideRequest(level, args), g, h, done)
+}
+
+// decideRequest makes the peer request DECIDE level args... for the key's
+// deciding replica.
+func decideRequest(level consistency.Level, args [][]byte) func() []byte {
+	return func() []byte { return appendPeerRequest(nil, "DECIDE", []byte(level.String()), args) }
+}
+
+// changeFunc is what a change by consensus does to a key's value, cur
+// (packed, nil for none), which the replicas that hold it accepted at
+// ballot base: it answers the client's reply and the value after, or why
+// this node's redis-server could not run it.
+type changeFunc func(cur []byte, base decide.Ballot) (reply, next []byte, err error)
+
+// byConsensus runs a change of key, named name in its errors, through
+// consensus among its local replicas, and answers its reply. It holds the
+// key in the connection's gate until it is decided, so a client's next
+// command on the key comes after it.
 //
 // The key's deciding replica (decider: the first rack's replica this node
 // does not mark down) proposes, so that coordinators do not duel over a
-// key and its changes take one round trip: this node sends it the command
-// (DECIDE), unless it is that replica, or the request could not be sent
-// (an injected fault), when it proposes itself. Safety does not depend on
-// this rule: two coordinators that disagree on who is down both propose,
-// and consensus orders them.
-func (n *Node) consensus(tr *trace, level consistency.Level, cmd *command, keys, args [][]byte, g *keyGate, h *hold, done replyFunc) {
+// key and its changes take one round trip: this node sends it decideReq's
+// request (DECIDE, DECIDETX), unless it is that replica, or the request
+// could not be sent (an injected fault), when it proposes itself. Safety
+// does not depend on this rule: two coordinators that disagree on who is
+// down both propose, and consensus orders them.
+func (n *Node) byConsensus(tr *trace, level consistency.Level, key, name []byte, change changeFunc, decideReq func() []byte, g *keyGate, h *hold, done replyFunc) {
 	v := n.view()
-	reps := v.replicas(n.token(keys[0]))
+	reps := v.replicas(n.token(key))
 	if !reps[0].self {
 		n.stats.forwarded.Add(1)
 	}
-	key := keys[0]
 	h.add(1)
 	ungate := g.hold(key)
 	finish := func(reply []byte) { ungate(); done(reply); h.done() }
 	d, _ := n.decider(reps)
 	if d.self || d.isDown() {
-		n.decideHere(tr, v, level, cmd, key, args, reps, h, finish)
+		n.decideHere(tr, v, level, name, key, change, reps, h, finish)
 		return
 	}
-	n.toPeer(nil, tr, d, appendPeerRequest(nil, "DECIDE", []byte(level.String()), args), fromPeer(func(raw []byte, err error) {
+	n.toPeer(nil, tr, d, decideReq(), fromPeer(func(raw []byte, err error) {
 		var injected *fit.InjectedError
 		switch {
 		case errors.As(err, &injected): // never sent: nothing of it can be applied
-			n.decideHere(tr, v, level, cmd, key, args, reps, h, finish)
+			n.decideHere(tr, v, level, name, key, change, reps, h, finish)
 		case err != nil:
 			n.countFailure(err)
 			n.stats.quorumFailures.Add(1)
-			finish(resp.AppendError(nil, fmt.Sprintf("ERR troop: %s write (%s) failed, outcome unknown: %s, which decides it, did not answer (%v); it may have been applied, once", level, args[0], replicaName(d), err)))
+			finish(resp.AppendError(nil, fmt.Sprintf("ERR troop: %s write (%s) failed, outcome unknown: %s, which decides it, did not answer (%v); it may have been applied, once", level, name, replicaName(d), err)))
 		default:
 			finish(raw)
 		}
 	}))
 }
 
-// serveDecide runs a peer's DECIDE level cmd args...: the command, as the
-// key's deciding replica, whatever this node's own view of who decides.
+// serveDecide runs a peer's DECIDE level cmd args...: the command (a write
+// of one key, or a script or stream write of one key), as the key's
+// deciding replica, whatever this node's own view of who decides.
 func (n *Node) serveDecide(tr *trace, args [][]byte, s *slot) {
 	level, err := consistency.ParseLevel(string(args[1]))
 	c, keys, bad := peerCommand(args[2:])
-	if bad == "" && (err != nil || !n.consensusWrite(level, c, keys, args[2:])) {
+	var change changeFunc
+	if bad == "" && err == nil {
+		change = n.decidedChange(tr, level, c, keys, args[2:])
+	}
+	if bad == "" && change == nil {
 		bad = "ERR troop peer protocol: DECIDE carries a quorum level and a write of one key decided by consensus"
 	}
 	if bad != "" {
@@ -298,16 +331,30 @@ func (n *Node) serveDecide(tr *trace, args [][]byte, s *slot) {
 		return
 	}
 	v := n.view()
-	n.decideHere(tr, v, level, c, keys[0], args[2:], v.replicas(n.token(keys[0])), nil, s.complete)
+	n.decideHere(tr, v, level, args[2], keys[0], change, v.replicas(n.token(keys[0])), nil, s.complete)
+}
+
+// decidedChange is the change of a command decided by consensus at level:
+// a write of one key (consensusWrite) as changeScript runs it, a script or
+// a stream write of one key (consensusScript) in a MULTI block; nil for
+// any other.
+func (n *Node) decidedChange(tr *trace, level consistency.Level, c *command, keys, args [][]byte) changeFunc {
+	if n.consensusWrite(level, c, keys, args) {
+		return n.commandChange(tr, c, keys[0], args)
+	}
+	if scratch, ok := n.consensusScript(level, c, keys, args); ok {
+		return n.blockChange(keys[0], [][][]byte{scratch}, false, nil)
+	}
+	return nil
 }
 
 // decideHere runs the change with this node as the proposer, on a
 // goroutine of its own, which may wait for the key's proposer.
-func (n *Node) decideHere(tr *trace, v *view, level consistency.Level, cmd *command, key []byte, args [][]byte, reps []*member, h *hold, finish replyFunc) {
+func (n *Node) decideHere(tr *trace, v *view, level consistency.Level, name, key []byte, change changeFunc, reps []*member, h *hold, finish replyFunc) {
 	h.add(1)
 	go func() {
 		defer h.done()
-		reply, decided := n.decide(tr, level, cmd, key, args, reps)
+		reply, decided := n.decide(tr, level, name, key, change, reps)
 		if decided != nil {
 			n.forwardDecided(tr, v, key, decided, h)
 		}
@@ -324,7 +371,7 @@ func (n *Node) consensusRead(tr *trace, level consistency.Level, key []byte, arg
 		done(resp.AppendError(nil, bad))
 		return
 	}
-	n.decideHere(tr, n.view(), level, c, key, args, reps, nil, done)
+	n.decideHere(tr, n.view(), level, args[0], key, n.commandChange(tr, c, key, args), reps, nil, done)
 }
 
 // decidedValue is a change as decided: its ballot and value.
@@ -333,9 +380,10 @@ type decidedValue struct {
 	value  []byte
 }
 
-// decide runs the command args on key through rounds of consensus among
-// reps: it answers the client's reply and, when decided, the decided value.
-func (n *Node) decide(tr *trace, level consistency.Level, cmd *command, key []byte, args [][]byte, reps []*member) ([]byte, *decidedValue) {
+// decide runs a change of key, named name in its errors, through rounds
+// of consensus among reps: it answers the client's reply and, when
+// decided, the decided value.
+func (n *Node) decide(tr *trace, level consistency.Level, name, key []byte, run changeFunc, reps []*member) ([]byte, *decidedValue) {
 	kp := n.proposers.acquire(string(key))
 	defer n.proposers.release(kp)
 	if kp.p == nil || !sameMembers(kp.reps, reps) {
@@ -346,26 +394,15 @@ func (n *Node) decide(tr *trace, level consistency.Level, cmd *command, key []by
 	var changeErr error
 	expires := false
 	change := func(cur []byte) []byte {
-		dump, expireAt := unpackValue(cur)
-		raw, err := n.runChange(tr, key, dump, expireAt, args)
+		r, next, err := run(cur, p.Base())
 		if err != nil {
 			changeErr, reply = err, nil
 			return cur
 		}
-		changeErr = nil
-		frames, err := resp.Elements(raw)
-		if err != nil || len(frames) != 3 {
-			changeErr = unexpectedAnswer(raw)
-			return cur
-		}
-		d, _ := resp.Parse(frames[1])
-		t, _ := resp.Parse(frames[2])
-		reply = frames[0]
-		if nilIsArray(cmd, args) && isNullBulk(reply) { // Lua turned redis-server's null array into false, a null bulk
-			reply = []byte("*-1\r\n")
-		}
-		expires = t.Int > 0
-		return packValue(d.Str, t.Int)
+		changeErr, reply = nil, r
+		_, expireAt := unpackValue(next)
+		expires = expireAt > 0
+		return next
 	}
 	// A whole-value write this node's replica was sent since the last
 	// change outranks the ballot the replicas promised: the accept at it
@@ -392,7 +429,7 @@ func (n *Node) decide(tr *trace, level consistency.Level, cmd *command, key []by
 			// out for acceptance was the value as it was, without it.
 			p.GiveUp()
 			n.stats.quorumFailures.Add(1)
-			return resp.AppendError(nil, fmt.Sprintf("ERR troop: %s write (%s) failed and was not applied: this node's redis-server could not run it (%v)", level, args[0], changeErr)), nil
+			return resp.AppendError(nil, fmt.Sprintf("ERR troop: %s write (%s) failed and was not applied: this node's redis-server could not run it (%v)", level, name, changeErr)), nil
 		}
 		if st != decide.Refused || try >= maxConsensusTries || time.Now().After(deadline) {
 			break
@@ -415,7 +452,7 @@ func (n *Node) decide(tr *trace, level consistency.Level, cmd *command, key []by
 		return reply, &decidedValue{ballot: ballotVersion(p.Ballot()), value: p.Value()}
 	case decide.Unknown:
 		n.stats.quorumFailures.Add(1)
-		return resp.AppendError(nil, fmt.Sprintf("ERR troop: %s write (%s) failed, outcome unknown: another coordinator changed the key while this one's try may have been accepted; it may have been applied, once", level, args[0])), nil
+		return resp.AppendError(nil, fmt.Sprintf("ERR troop: %s write (%s) failed, outcome unknown: another coordinator changed the key while this one's try may have been accepted; it may have been applied, once", level, name)), nil
 	}
 	n.stats.quorumFailures.Add(1)
 	outcome := "not applied"
@@ -423,7 +460,7 @@ func (n *Node) decide(tr *trace, level consistency.Level, cmd *command, key []by
 		outcome = "outcome unknown; it may have been applied, once"
 	}
 	return resp.AppendError(nil, fmt.Sprintf("ERR troop: %s write (%s) failed, %s: no quorum of %d of %d replicas took it within %d tries (%s)",
-		level, args[0], outcome, consistency.Quorum(len(reps)), len(reps), maxConsensusTries, strings.Join(reasons, "; "))), nil
+		level, name, outcome, consistency.Quorum(len(reps)), len(reps), maxConsensusTries, strings.Join(reasons, "; "))), nil
 }
 
 func sameMembers(a, b []*member) bool {
@@ -456,7 +493,7 @@ func (n *Node) round(tr *trace, key []byte, reps []*member, p *decide.Proposer, 
 	defer timer.Stop()
 	var reasons []string
 	for req != nil {
-		failed := 0
+		failed, heard := 0, 0 // answers to this request: failures, and all
 		reasons = reasons[:0]
 		*sent++
 		n.sendAcceptors(tr, key, reps, req, *sent, replies)
@@ -464,6 +501,9 @@ func (n *Node) round(tr *trace, key []byte, reps []*member, p *decide.Proposer, 
 		for req == nil {
 			select {
 			case r := <-replies:
+				if r.sent == *sent {
+					heard++
+				}
 				if r.err != nil {
 					if r.sent == *sent {
 						failed++
@@ -473,15 +513,22 @@ func (n *Node) round(tr *trace, key []byte, reps []*member, p *decide.Proposer, 
 							return decide.Refused, reasons
 						}
 					}
-					continue
+				} else {
+					next, st := p.Step(r.i, r.reply)
+					if next != nil {
+						req = next
+						continue
+					}
+					if st != decide.Waiting {
+						return st, reasons
+					}
 				}
-				next, st := p.Step(r.i, r.reply)
-				if next != nil {
-					req = next
-					continue
-				}
-				if st != decide.Waiting {
-					return st, reasons
+				if heard == len(reps) {
+					// Every replica answered, and refusals and failures
+					// together leave no quorum: waiting would only wait
+					// for the timeout.
+					p.GiveUp()
+					return decide.Refused, append(reasons, "the others refused it: a newer ballot was promised there")
 				}
 			case <-timer.C:
 				p.GiveUp()
@@ -620,6 +667,180 @@ func (n *Node) serveAcceptor(tr *trace, op string, args [][]byte, b *batch, done
 	}
 	n.clock.observe(args[2])
 	n.localAcceptor(b, tr, args[1], req, done)
+}
+
+// commandChange is the change of one command of one key (consensusWrite),
+// as changeScript runs it.
+func (n *Node) commandChange(tr *trace, cmd *command, key []byte, args [][]byte) changeFunc {
+	return func(cur []byte, _ decide.Ballot) ([]byte, []byte, error) {
+		dump, expireAt := unpackValue(cur)
+		raw, err := n.runChange(tr, key, dump, expireAt, args)
+		if err != nil {
+			return nil, nil, err
+		}
+		frames, err := resp.Elements(raw)
+		if err != nil || len(frames) != 3 {
+			return nil, nil, unexpectedAnswer(raw)
+		}
+		d, _ := resp.Parse(frames[1])
+		t, _ := resp.Parse(frames[2])
+		reply := frames[0]
+		if nilIsArray(cmd, args) && isNullBulk(reply) { // Lua turned redis-server's null array into false, a null bulk
+			reply = []byte("*-1\r\n")
+		}
+		return reply, packValue(d.Str, t.Int), nil
+	}
+}
+
+// blockChange is the change of commands on one key, key, each with key in
+// the scratch key's place (scratchArgs), run as one MULTI block (runBlock):
+// a script's or a stream write's (one command, whose reply it answers),
+// or, exec, a transaction's with its WATCH tokens (perhaps none),
+// answered as EXEC: a null array, the value left as it is, when a watched
+// token is not that of the current value, else every command's reply.
+func (n *Node) blockChange(key []byte, cmds [][][]byte, exec bool, tokens [][]byte) changeFunc {
+	return func(cur []byte, base decide.Ballot) ([]byte, []byte, error) {
+		if exec {
+			now := valueToken(cur, base)
+			for _, t := range tokens {
+				if !bytes.Equal(t, now) {
+					return resp.AppendNullArray(nil), cur, nil
+				}
+			}
+		}
+		replies, next, err := n.runBlock(key, cur, cmds)
+		if err != nil {
+			return nil, nil, err
+		}
+		if !exec {
+			return resp.AppendValue(nil, replies[0]), next, nil
+		}
+		out := resp.AppendArrayHeader(nil, len(replies))
+		for _, r := range replies {
+			out = resp.AppendValue(out, r)
+		}
+		return out, next, nil
+	}
+}
+
+// scratchArgs is args with each of its keys (keys, as txCommand or
+// peerCommand found them in args) in the scratch key's place, when all
+// are key. It is not ok when one is another key, or one a keys function
+// copied out of args (SORT's STORE), whose place it cannot tell, or when
+// the command names other keys besides (SORT's patterns).
+func scratchArgs(args, keys [][]byte, key []byte) ([][]byte, bool) {
+	if c := lookup(args[0]); c != nil && (c.name == "SORT" || c.name == "SORT_RO") {
+		if _, patterns := sortKeys(args); len(patterns) > 0 {
+			return nil, false
+		}
+	}
+	out := slices.Clone(args)
+	for j := range keys {
+		at := -1
+		for i := range args {
+			if &args[i] == &keys[j] { // the keys functions slice args: a key's place is where it lies
+				at = i
+			}
+		}
+		if at < 0 || !bytes.Equal(keys[j], key) {
+			return nil, false
+		}
+		out[at] = []byte(scratchKey)
+	}
+	return out, true
+}
+
+// valueToken is the WATCH token (tokenFunction's) that a replica holding
+// the value cur (packed, nil for none) at version base computes: the
+// version, then the SHA1 of the DUMP; empty for none. A replica that holds
+// a value without a version, which prepareScript answers as the zero
+// ballot, has an empty version.
+func valueToken(cur []byte, base decide.Ballot) []byte {
+	dump, _ := unpackValue(cur)
+	if dump == nil {
+		return []byte{}
+	}
+	var out []byte
+	if base != (decide.Ballot{}) {
+		out = ballotVersion(base)
+	}
+	sum := sha1.Sum(dump)
+	return hex.AppendEncode(append(out, ':'), sum[:])
+}
+
+// runBlock runs commands (their key the scratch key) on a value (cur,
+// packed, nil for none) in the scratch key of this node's redis-server,
+// as one MULTI block (DEL, RESTORE, the commands, DUMP, PEXPIRETIME, DEL),
+// waiting for the answer: each command's reply, the scratch key's name in
+// it given back as key's, and the value after, packed. Unlike
+// changeScript it runs what a script cannot: a script, and a blocking pop,
+// which redis-server runs without blocking inside MULTI.
+func (n *Node) runBlock(key, cur []byte, cmds [][][]byte) ([]resp.Value, []byte, error) {
+	dump, expireAt := unpackValue(cur)
+	sent := 6 + len(cmds) // MULTI, DEL, the commands, DUMP, PEXPIRETIME, DEL, EXEC
+	if dump != nil {
+		sent++
+	}
+	appendReq := func(dst []byte) []byte {
+		dst = resp.AppendCommandStrings(dst, "MULTI")
+		dst = resp.AppendCommandStrings(dst, "DEL", scratchKey)
+		if dump != nil {
+			dst = resp.AppendCommand(dst, []byte("RESTORE"), []byte(scratchKey), strconv.AppendInt(nil, expireAt, 10), dump, []byte("ABSTTL"))
+		}
+		for _, c := range cmds {
+			dst = resp.AppendCommand(dst, c...)
+		}
+		dst = resp.AppendCommandStrings(dst, "DUMP", scratchKey)
+		dst = resp.AppendCommandStrings(dst, "PEXPIRETIME", scratchKey)
+		dst = resp.AppendCommandStrings(dst, "DEL", scratchKey)
+		return resp.AppendCommandStrings(dst, "EXEC")
+	}
+	type answer struct {
+		raw []byte
+		err error
+	}
+	ch := make(chan answer, 1)
+	l := n.storeFor(key)
+	if err := l.TrySendAppend(sent, appendReq, func(raw []byte, err error) { ch <- answer{append([]byte(nil), raw...), err} }); err != nil {
+		return nil, nil, err
+	}
+	l.FlushSoon()
+	a := <-ch
+	if a.err != nil {
+		return nil, nil, a.err
+	}
+	v, err := resp.Parse(a.raw)
+	if err == nil && v.IsError() {
+		return nil, nil, fmt.Errorf("%s", v.Str)
+	}
+	first := 1 // after DEL, and RESTORE
+	if dump != nil {
+		first = 2
+	}
+	if err != nil || v.Type != resp.Array || len(v.Elems) != sent-2 {
+		return nil, nil, unexpectedAnswer(a.raw)
+	}
+	if first == 2 && v.Elems[1].IsError() {
+		return nil, nil, fmt.Errorf("the value could not be restored: %s", v.Elems[1].Str)
+	}
+	replies := v.Elems[first : first+len(cmds)]
+	for i := range replies {
+		nameKey(&replies[i], key)
+	}
+	after := v.Elems[first+len(cmds):]
+	return replies, packValue(after[0].Str, after[1].Int), nil
+}
+
+// nameKey gives key's name back to the scratch key wherever a reply names
+// it (BLPOP's [key, element], XREADGROUP's streams, a script's KEYS[1]).
+// A value that spells the scratch key's name is given key's too.
+func nameKey(v *resp.Value, key []byte) {
+	if v.Type == resp.BulkString && string(v.Str) == scratchKey {
+		v.Str = key
+	}
+	for i := range v.Elems {
+		nameKey(&v.Elems[i], key)
+	}
 }
 
 // runChange runs the command args on a value (dump, "" for none, expiring

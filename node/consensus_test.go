@@ -321,3 +321,124 @@ func TestReadRepairSettlesAnAbandonedChange(t *testing.T) {
 	})
 	tc.redisesHold("k", "new", 10*time.Second)
 }
+
+// twoDeciders starts three racks whose first two nodes each mark the
+// other down, while the third reaches both, as an asymmetric partition
+// leaves them: each takes its own replica for every key's deciding one,
+// and sends the other nothing. Heartbeats are rare, so that no sign of
+// life clears the marks; read repair and anti-entropy are off, so that
+// only the coordinators' own writes carry values between replicas. bug
+// is the planted bug, if any.
+func twoDeciders(t *testing.T, bug string) *testCluster {
+	t.Helper()
+	tc := startCluster(t, clusterOpts{racks: 3, configure: func(c *topology.Config) {
+		c.PlantedBug, c.Heartbeat, c.ReadRepair, c.AntiEntropyInterval = bug, time.Hour, false, 0
+	}})
+	for i, other := range []int{1, 0} {
+		n := tc.nodes[i].node
+		n.memberByAddr(tc.nodes[other].cfg.DynListen).health.down.Store(true)
+		if d, _ := n.decider(n.replicas([]byte("k"))); !d.self {
+			t.Fatalf("%s's deciding replica is %s, want its own", tc.nodes[i].cfg.Name, replicaName(d))
+		}
+	}
+	return tc
+}
+
+// casRound has a client through each of the first two nodes WATCH a
+// fresh key and GET it (nothing), then each in turn MULTI, SET key to its
+// name, EXEC. It returns how many EXECs committed; an EXEC that did not
+// answers a null array.
+func casRound(t *testing.T, cs []*client, key string) (commits int) {
+	t.Helper()
+	for _, c := range cs {
+		c.must("WATCH", key)
+		if got := c.must("GET", key); got != "(nil)" {
+			t.Fatalf("GET of the fresh key %s = %q", key, got)
+		}
+	}
+	for i, c := range cs {
+		c.must("MULTI")
+		c.must("SET", key, "c"+strconv.Itoa(i))
+		switch v := c.do("EXEC"); {
+		case v.Type == resp.Array && v.IsNull:
+		case v.Type == resp.Array && len(v.Elems) == 1 && string(v.Elems[0].Str) == "OK":
+			commits++
+		default:
+			t.Fatalf("EXEC of %s through client %d = %s", key, i, v)
+		}
+	}
+	return commits
+}
+
+// casRounds is how many rounds of WATCH, GET, MULTI, SET, EXEC the tests
+// of two deciders run.
+const casRounds = 5
+
+// incrScript is an INCR written as a script.
+const incrScript = "return redis.call('INCR', KEYS[1])"
+
+// evalIncrs runs incrScript on key through each of the first two nodes in
+// turn, n times each, and returns how often each number was answered,
+// and how many answered that their outcome is unknown: a coordinator
+// whose one-round-trip accept met the other's promise, which its own
+// replica had not seen, cannot tell whether its try will be adopted.
+func evalIncrs(t *testing.T, cs []*client, key string, n int) (got map[int64]int, unknown int) {
+	t.Helper()
+	got = map[int64]int{}
+	for range n {
+		for _, c := range cs {
+			v := c.do("EVAL", incrScript, "1", key)
+			switch {
+			case v.IsError() && strings.Contains(string(v.Str), "outcome unknown"):
+				unknown++
+			case v.IsError():
+				t.Fatalf("EVAL INCR of %s: %s", key, v.Str)
+			default:
+				got[v.Int]++
+			}
+		}
+	}
+	return got, unknown
+}
+
+// With two coordinators each deciding on its own replica, a transaction
+// of one key and a script of one key are still decided by consensus:
+// of two compare-and-sets on one value, exactly one commits, every round,
+// and an INCR in a script hands out each number once. (Before, each
+// ran on its own coordinator's replica: both committed, and both handed
+// out 1, 2, ...; TestConsensusTxAndScriptPlantedAway shows it.) Inside
+// the transaction a blocking pop does not block, and a reply that names
+// the key names it, not the scratch key the coordinator ran it in.
+func TestConsensusTxAndScriptUnderTwoDeciders(t *testing.T) {
+	tc := twoDeciders(t, "")
+	cs := []*client{tc.client(0, "DC_QUORUM"), tc.client(1, "DC_QUORUM")}
+	for r := range casRounds {
+		if commits := casRound(t, cs, "cas:"+strconv.Itoa(r)); commits != 1 {
+			t.Errorf("round %d: %d EXECs committed, want exactly 1", r, commits)
+		}
+	}
+	got, unknown := evalIncrs(t, cs, "ids", 10)
+	for i, times := range got {
+		if times != 1 {
+			t.Errorf("EVAL INCR answered %d %d times", i, times)
+		}
+	}
+	t.Logf("EVAL INCR: %d numbers handed out, %d of unknown outcome", len(got), unknown)
+	if len(got) < 10 {
+		t.Errorf("EVAL INCR: %d of 20 through, %d of unknown outcome; want half at least", len(got), unknown)
+	}
+	c := cs[1]
+	c.must("MULTI")
+	c.must("RPUSH", "q", "a")
+	c.must("BLPOP", "q", "0")
+	c.must("BLPOP", "q", "0")
+	if v := c.do("EXEC"); v.String() != `[(integer) 1 ["q" "a"] (nil)]` {
+		t.Errorf("MULTI RPUSH BLPOP BLPOP EXEC = %s", v)
+	}
+	if v := c.do("EVAL", "redis.call('SET', KEYS[1], 'v') return KEYS[1]", "1", "named"); string(v.Str) != "named" {
+		t.Errorf("a script's KEYS[1] = %s, want the key's name", v)
+	}
+	if got := cs[0].must("GET", "named"); got != "v" {
+		t.Errorf("GET of the script's key through the other node = %q", got)
+	}
+}

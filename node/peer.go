@@ -165,6 +165,8 @@ func (n *Node) handlePeer(tr *trace, op string, args [][]byte, s *slot, b *batch
 		})
 	case op == "DECIDE" && len(args) >= 4:
 		n.serveDecide(tr, args, s)
+	case op == "DECIDETX":
+		n.serveDecideTx(args, s)
 	case (op == "PREPARE" || op == "ACCEPT") && len(args) >= 3:
 		n.serveAcceptor(tr, op, args, b, done)
 	case op == "STAMP" && len(args) >= 5:

@@ -4,6 +4,7 @@ package node
 
 import (
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -71,4 +72,28 @@ func TestMembershipCheckCatchesNoHandoffMirror(t *testing.T) {
 		t.Fatal("the checker found nothing wrong with mirroring off: it cannot catch lost handoff writes")
 	}
 	t.Logf("the checker caught %d problems, e.g. %s", len(problems), problems[0])
+}
+
+// With consensus planted away, a transaction or a script of one key runs
+// on each coordinator's own deciding replica, as before consensus: of two
+// compare-and-sets on one value, both commit, every round, and an INCR
+// in a script hands out each number twice. TestConsensusTxAndScriptUnderTwoDeciders
+// passes only because consensus orders them.
+func TestConsensusTxAndScriptPlantedAway(t *testing.T) {
+	tc := twoDeciders(t, topology.BugNoConsensus)
+	cs := []*client{tc.client(0, "DC_QUORUM"), tc.client(1, "DC_QUORUM")}
+	for r := range casRounds {
+		if commits := casRound(t, cs, "cas:"+strconv.Itoa(r)); commits != 2 {
+			t.Errorf("round %d: %d EXECs committed, want both, on one value", r, commits)
+		}
+	}
+	got, unknown := evalIncrs(t, cs, "ids", 10)
+	if len(got) != 10 || unknown != 0 {
+		t.Errorf("EVAL INCR: %d numbers, %d of unknown outcome; want 1 to 10, each twice", len(got), unknown)
+	}
+	for i, times := range got {
+		if times != 2 {
+			t.Errorf("EVAL INCR answered %d %d times, want twice", i, times)
+		}
+	}
 }

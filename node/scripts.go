@@ -30,6 +30,9 @@ import (
 // script left it missing), as one transaction with the same version. A
 // script that writes a key it did not declare writes it on the deciding
 // replica only, as Redis Cluster refuses such a script; declare every key.
+//
+// At a quorum level, a script or a stream write of one key is one change
+// of it by consensus instead (consensusScript).
 
 // scriptEffects answers {dump or false, pttl} for each key of KEYS, and
 // gives each the version ARGV[1] as txScript does.
@@ -90,7 +93,7 @@ func scriptKeys(a [][]byte) ([][]byte, string) {
 // replicas of its keys. A script with no keys cannot be routed: it runs
 // read-only (as EVAL_RO ...) on this node's redis-server, which refuses
 // any write it tries.
-func (n *Node) script(tr *trace, level consistency.Level, c *command, keys, args [][]byte, h *hold, b *batch, done replyFunc) {
+func (n *Node) script(tr *trace, level consistency.Level, c *command, keys, args [][]byte, g *keyGate, h *hold, b *batch, done replyFunc) {
 	if len(keys) == 0 { // read-only, on this node's redis-server: a write it tried would reach no other replica
 		ro := append([][]byte{[]byte(strings.TrimSuffix(c.name, "_RO") + "_RO")}, args[1:]...)
 		n.toStoreCommand(b, nil, n.store[0], ro, func(raw []byte, err error) { done(storeReply(raw, err, n.cfg.Name)) })
@@ -105,14 +108,20 @@ func (n *Node) script(tr *trace, level consistency.Level, c *command, keys, args
 		n.onNode(b, reps[0], args, func(raw []byte, err error) { done(storeReply(raw, err, replicaName(reps[0]))) })
 		return
 	}
-	n.decided(tr, level, c, keys, args, h, b, done)
+	n.decided(tr, level, c, keys, args, g, h, b, done)
 }
 
 // decided runs a command (a script, a stream write) on the deciding
 // replica of its keys, which share their replicas, with a read of the
 // values it leaves in them, and has the other replicas take those values,
-// with one version (see the top of this file).
-func (n *Node) decided(tr *trace, level consistency.Level, c *command, keys, args [][]byte, h *hold, b *batch, done replyFunc) {
+// with one version (see the top of this file). One of one key at a quorum
+// level is decided by consensus instead (consensusScript), holding the
+// key in g until it is.
+func (n *Node) decided(tr *trace, level consistency.Level, c *command, keys, args [][]byte, g *keyGate, h *hold, b *batch, done replyFunc) {
+	if scratch, ok := n.consensusScript(level, c, keys, args); ok {
+		n.byConsensus(tr, level, keys[0], args[0], n.blockChange(keys[0], [][][]byte{scratch}, false, nil), decideRequest(level, args), g, h, done)
+		return
+	}
 	v := n.view()
 	reps := v.replicas(n.token(keys[0]))
 	if !reps[0].self {
@@ -158,6 +167,18 @@ func (n *Node) decided(tr *trace, level consistency.Level, c *command, keys, arg
 		return
 	}
 	n.toPeer(b, tr, d, appendPeerRequest(nil, "SCRIPT", version, args), fromPeer(decided))
+}
+
+// consensusScript reports whether a script that writes (EVAL, EVALSHA,
+// FCALL) or a stream write is decided by consensus at level, as a
+// read-modify-write of its one key is (consensusWrite): at a quorum level,
+// with versions, when all its keys are one and the node can run it on that
+// key in the scratch key (scratchArgs), which it returns.
+func (n *Node) consensusScript(level consistency.Level, c *command, keys, args [][]byte) ([][]byte, bool) {
+	if level == consistency.DCOne || !n.cfg.Versions || len(keys) == 0 || (c.kind != kindScript && c.kind != kindCopied) || !c.writes() || planted && n.noConsensus {
+		return nil, false
+	}
+	return scratchArgs(args, keys, keys[0])
 }
 
 // storeReply is a replica's reply, or an error saying it could not answer.

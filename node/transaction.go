@@ -23,6 +23,9 @@ import (
 // WATCH reads a token of each watched key (its version and a digest of its
 // value) from the replica that decides the transaction; EXEC runs there only
 // if the tokens are unchanged, and then on the other replicas unconditionally.
+//
+// At a quorum level, a transaction of one key is one change of it by
+// consensus instead (consensusTx, execByConsensus).
 
 // txn is a connection's transaction between MULTI and EXEC or DISCARD.
 type txn struct {
@@ -461,6 +464,12 @@ func (n *Node) exec(tx *txn, watches []*watch, sess *session, b *batch, s *slot)
 		inner := done
 		done = func(reply []byte) { n.blockers.wake(tx.writeKeys).after(func() { inner(reply) }) }
 	}
+	if len(tx.clusterCmds) == 0 {
+		if key, scratch, ok := n.consensusTx(level, tx.cmds, wkeys); ok {
+			n.execByConsensus(tx, key, scratch, wkeys, tokens, sess, level, done)
+			return
+		}
+	}
 	if len(tx.clusterCmds) > 0 {
 		n.execInParts(tx, wkeys, tokens, all[0], sess, b, level, done)
 		return
@@ -592,6 +601,86 @@ func (n *Node) execReplicated(tx *txn, wkeys, tokens [][]byte, route []byte, ses
 			}
 		}
 	})
+}
+
+// consensusTx reports whether a transaction of cmds (no cluster command
+// among them) watching wkeys is decided by consensus at level, as one
+// change of its one key, as a read-modify-write of one key is
+// (consensusWrite): at a quorum level, with versions, when every key it
+// watches or names is one, and the node can run each command on that key
+// in the scratch key (scratchArgs). It returns the key and the commands
+// as they run there.
+func (n *Node) consensusTx(level consistency.Level, cmds [][][]byte, wkeys [][]byte) (key []byte, scratch [][][]byte, ok bool) {
+	if level == consistency.DCOne || !n.cfg.Versions || planted && n.noConsensus {
+		return nil, nil, false
+	}
+	found := false
+	for _, k := range wkeys {
+		if found && !bytes.Equal(k, key) {
+			return nil, nil, false
+		}
+		key, found = k, true
+	}
+	for _, c := range cmds {
+		keys, _, bad := txCommand(lookup(c[0]), c)
+		if bad != "" {
+			return nil, nil, false
+		}
+		if !found && len(keys) > 0 {
+			key, found = keys[0], true
+		}
+		sc, ok := scratchArgs(c, keys, key)
+		if !ok {
+			return nil, nil, false
+		}
+		scratch = append(scratch, sc)
+	}
+	return key, scratch, found
+}
+
+// execByConsensus runs a transaction of one key (consensusTx) as one
+// change of it by consensus: its WATCH check against the value the change
+// is given, then its commands, as they run in the scratch key, in one
+// MULTI block (blockChange). The key's deciding replica proposes
+// (DECIDETX), as for a write of one key. The node's own answers go in
+// after, in their places.
+func (n *Node) execByConsensus(tx *txn, key []byte, scratch [][][]byte, wkeys, tokens [][]byte, sess *session, level consistency.Level, done replyFunc) {
+	proto := sess.proto // the callback runs on another goroutine
+	decideReq := func() []byte { return appendTxRequest(nil, "DECIDETX", []byte(level.String()), wkeys, tokens, tx.cmds) }
+	n.byConsensus(nil, level, key, []byte("EXEC"), n.blockChange(key, scratch, true, tokens), decideReq, &sess.gate, nil, func(reply []byte) {
+		if v, err := resp.Parse(reply); err != nil || v.Type != resp.Array || v.IsNull {
+			done(reply) // an error, or a watched key changed: nothing ran
+			return
+		}
+		reply = n.withNodeReplies(reply, tx, sess)
+		if proto == 3 {
+			reply = resp3EachReply(reply, tx.order)
+		}
+		done(reply)
+	})
+}
+
+// serveDecideTx runs a peer's DECIDETX level W (key token)*W C
+// (wordcount words...)*C: a transaction of one key, as the key's deciding
+// replica, whatever this node's own view of who decides.
+func (n *Node) serveDecideTx(args [][]byte, s *slot) {
+	word, wkeys, tokens, cmds, bad := parseTxRequest(args[1:])
+	level, err := consistency.ParseLevel(string(word))
+	var key []byte
+	var scratch [][][]byte
+	ok := false
+	if bad == "" && err == nil {
+		key, scratch, ok = n.consensusTx(level, cmds, wkeys)
+	}
+	if bad == "" && !ok {
+		bad = "ERR troop peer protocol: DECIDETX carries a quorum level and a transaction of one key decided by consensus"
+	}
+	if bad != "" {
+		s.complete(resp.AppendError(nil, bad))
+		return
+	}
+	v := n.view()
+	n.decideHere(nil, v, level, []byte("EXEC"), key, n.blockChange(key, scratch, true, tokens), v.replicas(n.token(key)), nil, s.complete)
 }
 
 // followTx is what the other replicas run of a transaction the deciding

@@ -3,6 +3,7 @@
 package suite
 
 import (
+	"context"
 	"testing"
 
 	"github.com/troop-lab/troop/check"
@@ -55,5 +56,23 @@ func TestCoordinationCheckersCatchNoConsensus(t *testing.T) {
 	f := judged(t, RunList, check.CheckList, ends, cfg)
 	if f.ByKind[check.ReplicasDiffer] == 0 || f.ByKind[check.OrderDiffers] == 0 {
 		t.Errorf("list: want the replicas' final reads to differ, got %+v", f.Samples)
+	}
+}
+
+// Under the asymmetric partition of TestTroopQuorumCoordinationUnderBridge,
+// with consensus planted away, each of the two coordinators checks a
+// transaction's WATCH against its own deciding replica only, which the
+// other's write does not reach: both commit on one value, every round
+// (watchRounds), and the checker finds the lost update every time.
+func TestCoordinationCheckersCatchNoConsensusUnderBridge(t *testing.T) {
+	c := nemesisLab(t, topology.BugNoConsensus)
+	racks, why := ProbeNodes(c.nodes)
+	if racks == nil {
+		t.Fatal(why)
+	}
+	bridge := bridgePartition(t, c, racks)
+	defer bridge()
+	if f := watchRounds(t, context.Background(), racks[:2], coordination("cas", 1, 1)); f.ByKind[check.LostUpdate] != casRounds {
+		t.Errorf("WATCH CAS: %d of %d rounds lost an update, want every one: %s", f.ByKind[check.LostUpdate], casRounds, f.Problem())
 	}
 }

@@ -280,3 +280,54 @@ func TestProposerObserveStartsAboveAndForgetPrepares(t *testing.T) {
 		t.Fatalf("after Forget the change starts with %+v, want a prepare at 103.1", req)
 	}
 }
+
+// Base is the ballot at which the value a change is given had been
+// accepted: the highest among the promises, or the ballot of the change
+// this proposer decided last when it skips the prepare.
+func TestProposerBase(t *testing.T) {
+	held := func(x Ballot, v string) Acceptor { return Acceptor{Promised: x, Accepted: x, Value: []byte(v)} }
+	// run takes a change through acceptors 0 and 1, retrying when they
+	// do not both promise.
+	run := func(p *Proposer, acc []Acceptor, c Change) Status {
+		req, st := p.Propose(c), Waiting
+		for try := 0; req != nil && try < 4; try++ {
+			if req, st = exchange(p, acc, req, 0, 1); st == Refused || req == nil && st == Waiting {
+				p.GiveUp()
+				req = p.Retry()
+			}
+		}
+		return st
+	}
+	for _, c := range []struct {
+		name    string
+		acc     []Acceptor
+		decided int  // changes this proposer decides first
+		forget  bool // then Forget: the next change prepares
+		base    Ballot
+	}{
+		{"nothing accepted: the zero ballot", make([]Acceptor, 3), 0, false, Ballot{}},
+		{"the highest accepted among a quorum's promises", []Acceptor{held(b(4, 2), "41"), held(b(3, 1), "40"), {}}, 0, false, b(4, 2)},
+		{"the quorum met holds an older value only", []Acceptor{held(b(3, 1), "40"), {}, held(b(4, 2), "41")}, 0, false, b(3, 1)},
+		{"one round trip: the ballot of the change decided last", make([]Acceptor, 3), 2, false, b(2, 7)},
+		{"forgotten: what the prepare finds, that same ballot", make([]Acceptor, 3), 2, true, b(2, 7)},
+	} {
+		acc := append([]Acceptor(nil), c.acc...)
+		p := NewProposer(7, 3)
+		var reply int
+		for range c.decided {
+			if st := run(p, acc, incr(&reply)); st != Decided {
+				t.Fatalf("%s: a first change ended %v", c.name, st)
+			}
+		}
+		if c.forget {
+			p.Forget()
+		}
+		var base Ballot
+		if st := run(p, acc, func(cur []byte) []byte { base = p.Base(); return cur }); st != Decided {
+			t.Fatalf("%s: the change ended %v", c.name, st)
+		}
+		if base != c.base {
+			t.Errorf("%s: the change saw base %v, want %v", c.name, base, c.base)
+		}
+	}
+}

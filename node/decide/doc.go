@@ -23,6 +23,9 @@
 // A change is a function from the key's value to its next value; the
 // command's reply is whatever the last call of that function computed (a
 // closure keeps it). A read is a change that returns the value unchanged.
+// Inside the change, [Proposer.Base] is the ballot that value had been
+// accepted at (its version on the acceptors that hold it), so a change can
+// compare it with a version read earlier: a compare-and-set.
 // A caller that stops after Refused answers "outcome unknown" when
 // [Proposer.MayHaveApplied], "not applied" otherwise.
 //

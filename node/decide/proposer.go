@@ -60,6 +60,9 @@ type Proposer struct {
 	// The highest accepted value among this round's promises.
 	highest      Ballot
 	highestValue []byte
+	// base is the ballot the value last given to the change was accepted
+	// at (Base).
+	base Ballot
 	// The ballots at which this change's value went out for acceptance and
 	// may still be chosen; value is that value.
 	sent  []Ballot
@@ -70,9 +73,11 @@ type Proposer struct {
 	// change may be applied afresh.
 	clear []bool
 
-	// The one-round-trip form: a quorum promised next as it accepted known.
-	next  Ballot
-	known []byte
+	// The one-round-trip form: a quorum promised next as it accepted known,
+	// at knownAt.
+	next    Ballot
+	known   []byte
+	knownAt Ballot
 }
 
 // NewProposer returns a proposer of one key against that many acceptors,
@@ -88,7 +93,7 @@ func NewProposer(id uint64, acceptors int) *Proposer {
 func (p *Proposer) Propose(c Change) Request {
 	p.change, p.sent, p.value = c, nil, nil
 	if p.next != (Ballot{}) {
-		p.ballot, p.next = p.next, Ballot{}
+		p.ballot, p.next, p.base = p.next, Ballot{}, p.knownAt
 		return p.propose(c(p.known))
 	}
 	return p.prepare()
@@ -112,7 +117,7 @@ func (p *Proposer) Counter() uint64 { return p.counter }
 // caller whose value can change without a change (a key that expires)
 // calls it after a decided change, since the value the acceptors would
 // hold by then is not the one the proposer knows.
-func (p *Proposer) Forget() { p.next, p.known = Ballot{}, nil }
+func (p *Proposer) Forget() { p.next, p.known, p.knownAt = Ballot{}, nil, Ballot{} }
 
 // GiveUp ends the round in progress as Refused: the caller's timeout.
 func (p *Proposer) GiveUp() {
@@ -131,6 +136,14 @@ func (p *Proposer) Value() []byte { return p.value }
 
 // Ballot is the ballot of the round in progress or last ended.
 func (p *Proposer) Ballot() Ballot { return p.ballot }
+
+// Base is the ballot at which the value the change was last given (its
+// current) had been accepted: what an acceptor that holds that value holds
+// as its accepted ballot; the zero Ballot when no acceptor of the quorum
+// had accepted anything. A change that compares the value with one read
+// from an acceptor earlier (a compare-and-set by version) calls it, from
+// inside the change.
+func (p *Proposer) Base() Ballot { return p.base }
 
 // Step takes acceptor from's reply. It returns the request to send to every
 // acceptor next, if any, and the change's status. Replies to other rounds
@@ -157,6 +170,7 @@ func (p *Proposer) Step(from int, r Reply) (Request, Status) {
 		// have been. Build on it, unless this change may be in it.
 		switch {
 		case len(p.sent) == 0:
+			p.base = p.highest
 			return p.propose(p.change(p.highestValue)), p.status
 		case slices.Contains(p.sent, p.highest):
 			// An earlier try may be chosen: propose it again, as it is.
@@ -178,7 +192,7 @@ func (p *Proposer) Step(from int, r Reply) (Request, Status) {
 		if p.count(m.OK, m.Promised) && p.oks >= consistency.Quorum(p.n) {
 			p.end(Decided)
 			// Each acceptor that accepted also promised the next ballot.
-			p.next, p.known = p.nextBallot(), p.value
+			p.next, p.known, p.knownAt = p.nextBallot(), p.value, p.ballot
 		}
 	}
 	return nil, p.status
