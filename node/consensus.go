@@ -268,9 +268,10 @@ func decideRequest(level consistency.Level, args [][]byte) func() []byte {
 
 // changeFunc is what a change by consensus does to a key's value, cur
 // (packed, nil for none), which the replicas that hold it accepted at
-// ballot base: it answers the client's reply and the value after, or why
-// this node's redis-server could not run it.
-type changeFunc func(cur []byte, base decide.Ballot) (reply, next []byte, err error)
+// ballot base, and which goes out for acceptance at ballot at: it answers
+// the client's reply and the value after, or why this node's redis-server
+// could not run it.
+type changeFunc func(cur []byte, base, at decide.Ballot) (reply, next []byte, err error)
 
 // byConsensus runs a change of key, named name in its errors, through
 // consensus among its local replicas, and answers its reply. It holds the
@@ -345,7 +346,29 @@ func (n *Node) decidedChange(tr *trace, level consistency.Level, c *command, key
 	if scratch, ok := n.consensusScript(level, c, keys, args); ok {
 		return n.blockChange(keys[0], [][][]byte{scratch}, false, nil)
 	}
+	if c.name == "WATCH" && n.consensusWatch(level, keys) {
+		return watchChange
+	}
 	return nil
+}
+
+// consensusWatch reports whether a WATCH of keys at level reads its token
+// by consensus: one key, at a quorum level, with versions. Read from the
+// deciding replica alone, the token could be that of a change in flight
+// there, which a quorum read after the WATCH does not see yet: the client
+// would compute its write from the older value, and EXEC, finding the
+// token it watched once the change is decided, would commit over it. Read
+// by consensus, the token is of a quorum's value, at the ballot the read
+// accepted it at: every quorum read after it sees that value or a newer
+// one, and a newer one fails EXEC's check.
+func (n *Node) consensusWatch(level consistency.Level, keys [][]byte) bool {
+	return level != consistency.DCOne && n.cfg.Versions && len(keys) == 1 && !(planted && n.noConsensus)
+}
+
+// watchChange is the change of a WATCH read by consensus: the value as it
+// is, and, as the reply, its token once accepted at the change's ballot.
+func watchChange(cur []byte, _, at decide.Ballot) ([]byte, []byte, error) {
+	return resp.AppendBulk(nil, valueToken(cur, at)), cur, nil
 }
 
 // decideHere runs the change with this node as the proposer, on a
@@ -394,7 +417,7 @@ func (n *Node) decide(tr *trace, level consistency.Level, name, key []byte, run 
 	var changeErr error
 	expires := false
 	change := func(cur []byte) []byte {
-		r, next, err := run(cur, p.Base())
+		r, next, err := run(cur, p.Base(), p.Ballot())
 		if err != nil {
 			changeErr, reply = err, nil
 			return cur
@@ -672,7 +695,7 @@ func (n *Node) serveAcceptor(tr *trace, op string, args [][]byte, b *batch, done
 // commandChange is the change of one command of one key (consensusWrite),
 // as changeScript runs it.
 func (n *Node) commandChange(tr *trace, cmd *command, key []byte, args [][]byte) changeFunc {
-	return func(cur []byte, _ decide.Ballot) ([]byte, []byte, error) {
+	return func(cur []byte, _, _ decide.Ballot) ([]byte, []byte, error) {
 		dump, expireAt := unpackValue(cur)
 		raw, err := n.runChange(tr, key, dump, expireAt, args)
 		if err != nil {
@@ -699,7 +722,7 @@ func (n *Node) commandChange(tr *trace, cmd *command, key []byte, args [][]byte)
 // answered as EXEC: a null array, the value left as it is, when a watched
 // token is not that of the current value, else every command's reply.
 func (n *Node) blockChange(key []byte, cmds [][][]byte, exec bool, tokens [][]byte) changeFunc {
-	return func(cur []byte, base decide.Ballot) ([]byte, []byte, error) {
+	return func(cur []byte, base, _ decide.Ballot) ([]byte, []byte, error) {
 		if exec {
 			now := valueToken(cur, base)
 			for _, t := range tokens {

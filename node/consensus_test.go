@@ -346,9 +346,10 @@ func twoDeciders(t *testing.T, bug string) *testCluster {
 
 // casRound has a client through each of the first two nodes WATCH a
 // fresh key and GET it (nothing), then each in turn MULTI, SET key to its
-// name, EXEC. It returns how many EXECs committed; an EXEC that did not
-// answers a null array.
-func casRound(t *testing.T, cs []*client, key string) (commits int) {
+// name, EXEC. It returns which EXECs committed, and how many answered that
+// their outcome is unknown; an EXEC that did not commit answers a null
+// array.
+func casRound(t *testing.T, cs []*client, key string) (committed []int, unknown int) {
 	t.Helper()
 	for _, c := range cs {
 		c.must("WATCH", key)
@@ -362,12 +363,14 @@ func casRound(t *testing.T, cs []*client, key string) (commits int) {
 		switch v := c.do("EXEC"); {
 		case v.Type == resp.Array && v.IsNull:
 		case v.Type == resp.Array && len(v.Elems) == 1 && string(v.Elems[0].Str) == "OK":
-			commits++
+			committed = append(committed, i)
+		case v.IsError() && strings.Contains(string(v.Str), "outcome unknown"):
+			unknown++
 		default:
 			t.Fatalf("EXEC of %s through client %d = %s", key, i, v)
 		}
 	}
-	return commits
+	return committed, unknown
 }
 
 // casRounds is how many rounds of WATCH, GET, MULTI, SET, EXEC the tests
@@ -412,11 +415,22 @@ func evalIncrs(t *testing.T, cs []*client, key string, n int) (got map[int64]int
 func TestConsensusTxAndScriptUnderTwoDeciders(t *testing.T) {
 	tc := twoDeciders(t, "")
 	cs := []*client{tc.client(0, "DC_QUORUM"), tc.client(1, "DC_QUORUM")}
+	commits, unknowns := 0, 0
 	for r := range casRounds {
-		if commits := casRound(t, cs, "cas:"+strconv.Itoa(r)); commits != 1 {
-			t.Errorf("round %d: %d EXECs committed, want exactly 1", r, commits)
+		key := "cas:" + strconv.Itoa(r)
+		committed, unknown := casRound(t, cs, key)
+		commits, unknowns = commits+len(committed), unknowns+unknown
+		final := cs[0].must("GET", key)
+		switch {
+		case len(committed) > 1:
+			t.Errorf("round %d: both EXECs committed on one value", r)
+		case len(committed) == 1 && final != "c"+strconv.Itoa(committed[0]):
+			t.Errorf("round %d: client %d's EXEC committed, yet %s = %q", r, committed[0], key, final)
+		case len(committed) == 0 && unknown == 0 && final != "(nil)":
+			t.Errorf("round %d: no EXEC committed, yet %s = %q", r, key, final)
 		}
 	}
+	t.Logf("WATCH CAS: %d rounds, %d EXECs committed, %d of unknown outcome", casRounds, commits, unknowns)
 	got, unknown := evalIncrs(t, cs, "ids", 10)
 	for i, times := range got {
 		if times != 1 {
@@ -440,5 +454,98 @@ func TestConsensusTxAndScriptUnderTwoDeciders(t *testing.T) {
 	}
 	if got := cs[0].must("GET", "named"); got != "v" {
 		t.Errorf("GET of the script's key through the other node = %q", got)
+	}
+}
+
+// A WATCH at a quorum level reads its key's token by consensus, so what
+// it watches is a quorum's value: every read after it sees that value or
+// a newer one, and EXEC commits only on a value its client could have
+// read. Read from the deciding replica alone, the token could be of a
+// change in flight there, which a quorum read after the WATCH misses: the
+// client computes its write from the older value, the change is decided,
+// and EXEC, finding the token it watched, commits over it, losing that
+// update. The test makes that happen: an INCR of k from 1 to 2 through
+// rack1's node (the deciding one) is accepted by its own replica while
+// its calls to the other two are held; a client through rack2's node
+// WATCHes k and GETs it, the GET's quorum being the other two replicas
+// (rack2's node holds rack1's down while it runs); then the hold is let
+// go, the INCR is decided, and the client commits its GET's value plus
+// one. A WATCH by consensus waits for the INCR instead, since rack1's node
+// proposes the key's changes one at a time: the hold is let go once the
+// GET has answered or the WATCH waits there, whichever comes.
+func TestWatchReadsAQuorumsValue(t *testing.T) {
+	tc := startCluster(t, clusterOpts{racks: 3, configure: func(c *topology.Config) {
+		c.ReadRepair, c.AntiEntropyInterval = false, 0 // only the test's commands move values
+	}})
+	w := tc.client(0, "DC_QUORUM")
+	w.must("SET", "k", "0")
+	w.must("INCR", "k") // decided by rack1's node, whose next change goes out as an accept alone
+	tc.redisesHold("k", "1", 10*time.Second)
+	w.must("TROOP", "FIT", callP(n1, n2)+"=hold,"+callP(n1, n3)+"=hold")
+	incr := make(chan struct{})
+	go func() { w.try("INCR", "k"); close(incr) }() // its answer is lost with its connection, below
+	first := dial(t, tc.nodes[0].redis.Addr)
+	eventually(t, time.Minute, func() string {
+		if got := first.must("GET", "k"); got != "2" {
+			return fmt.Sprintf("rack1's replica holds k = %q, want the INCR's 2", got)
+		}
+		return ""
+	})
+
+	c := tc.client(1, "DC_QUORUM")
+	down := &tc.nodes[1].node.memberByAddr(tc.nodes[0].cfg.DynListen).health.down
+	type answer struct {
+		v   resp.Value
+		err error
+	}
+	read := make(chan answer, 1)
+	go func() {
+		if v, err := c.try("WATCH", "k"); err != nil || v.IsError() {
+			read <- answer{v, err}
+			return
+		}
+		down.Store(true)
+		defer down.Store(false)
+		v, err := c.try("GET", "k")
+		read <- answer{v, err}
+	}()
+	proposers := &tc.nodes[0].node.proposers
+	var got *answer
+	eventually(t, time.Minute, func() string {
+		select {
+		case a := <-read:
+			got = &a
+			return ""
+		default:
+		}
+		proposers.mu.Lock()
+		defer proposers.mu.Unlock()
+		if kp := proposers.m["k"]; kp != nil && kp.users > 1 {
+			return "" // the WATCH waits for the INCR
+		}
+		return "neither has the GET answered nor does the WATCH wait for the INCR"
+	})
+	w.c.Close() // lets go of the held calls
+	<-incr
+	eventually(t, time.Minute, func() string {
+		if got := dial(t, tc.nodes[1].redis.Addr).must("GET", "k"); got != "2" {
+			return fmt.Sprintf("rack2's replica holds k = %q once the hold is let go, want the INCR's 2", got)
+		}
+		return ""
+	})
+	if got == nil {
+		a := <-read
+		got = &a
+	}
+	if got.err != nil || got.v.IsError() {
+		t.Fatalf("WATCH, GET k: %s %v", got.v.Str, got.err)
+	}
+	n, _ := strconv.Atoi(string(got.v.Str))
+	c.must("MULTI")
+	c.must("SET", "k", strconv.Itoa(n+1))
+	exec := c.do("EXEC")
+	t.Logf("GET after WATCH = %s; EXEC = %s", got.v.Str, exec)
+	if n != 2 && exec.Type == resp.Array && !exec.IsNull {
+		t.Errorf("EXEC committed %d, computed from the GET's %d, over the INCR to 2 decided after the GET: an update lost", n+1, n)
 	}
 }

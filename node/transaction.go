@@ -42,6 +42,11 @@ type txn struct {
 	clusterCmds map[int][][]byte
 }
 
+// unknownToken is the token of a watched key whose read by consensus ended
+// with its outcome unknown: no value's token (those are empty, or a
+// version, ':' and a digest), so the transaction aborts.
+const unknownToken = "?"
+
 // maxWatchedKeys bounds the keys one connection watches at once.
 const maxWatchedKeys = 4096
 
@@ -354,7 +359,8 @@ func (tx *txn) parts(watched bool) []txPart {
 }
 
 // watch reads the watched keys' tokens from the replica that will decide
-// the transaction, and answers OK once they are in.
+// the transaction, or, for one key at a quorum level, by consensus
+// (consensusWatch), and answers OK once they are in.
 func (n *Node) watch(keys [][]byte, sess *session, b *batch, s *slot) {
 	for _, k := range keys {
 		if strings.HasPrefix(string(k), reservedPrefix) {
@@ -376,6 +382,32 @@ func (n *Node) watch(keys [][]byte, sess *session, b *batch, s *slot) {
 	}
 	w := &watch{keys: keys, ready: make(chan struct{})}
 	sess.watches = append(sess.watches, w)
+	settle := func(from string) {
+		close(w.ready)
+		if w.err != "" {
+			s.complete(resp.AppendError(nil, "ERR troop: WATCH could not read the keys from "+from+": "+w.err))
+			return
+		}
+		s.complete(resp.AppendSimple(nil, "OK"))
+	}
+	if level := n.levelFor(sess, true); n.consensusWatch(level, keys) {
+		args := [][]byte{[]byte("WATCH"), keys[0]}
+		n.byConsensus(nil, level, keys[0], args[0], watchChange, decideRequest(level, args), &sess.gate, nil, func(reply []byte) {
+			switch v, err := resp.Parse(reply); {
+			case err == nil && v.Type == resp.BulkString:
+				w.tokens = [][]byte{v.Str}
+			case err == nil && v.IsError() && bytes.Contains(v.Str, []byte("outcome unknown")):
+				// Another coordinator's change came between: the read
+				// was accepted or not, at a ballot it cannot tell. EXEC
+				// will abort, as after a change of a watched key.
+				w.tokens = [][]byte{[]byte(unknownToken)}
+			default:
+				w.err = strings.TrimSpace(strings.TrimPrefix(string(reply), "-"))
+			}
+			settle("a quorum of their replicas")
+		})
+		return
+	}
 	m, _ := n.decider(n.replicas(keys[0]))
 	eval := scriptArgs("EVALSHA", watchSHA, keys)
 	got := func(raw []byte, err error) {
@@ -390,12 +422,7 @@ func (n *Node) watch(keys [][]byte, sess *session, b *batch, s *slot) {
 				w.tokens = append(w.tokens, e.Str)
 			}
 		}
-		close(w.ready)
-		if w.err != "" {
-			s.complete(resp.AppendError(nil, "ERR troop: WATCH could not read the keys from the replica that decides a transaction on them: "+w.err))
-			return
-		}
-		s.complete(resp.AppendSimple(nil, "OK"))
+		settle("the replica that decides a transaction on them")
 	}
 	if m.self {
 		n.toStoreCommand(b, nil, n.storeFor(keys[0]), eval, got)
