@@ -53,7 +53,8 @@ test:
 # etcd and kwok from the Go module proxy once, into
 # ${XDG_CACHE_HOME:-~/.cache}/troop/k8s/VERSION, outside the repository.
 # From a fresh clone with empty Go caches it took 22 min 20 s on 2 shared
-# cores (kube-apiserver 13 min of it); with the binaries built, 19 s.
+# cores (kube-apiserver 13 min of it); with the binaries built, 76 s at a
+# load average of 10 to 12, 38 s of it ./deploy's tests (a whole troop run).
 test-k8s:
 	@bin=$$(scripts/k8s-bins) && TROOP_K8S_BIN=$$bin $(GO) test -count=1 -timeout 15m -run APIServer ./internal/testkube ./chaos/kubechaos ./deploy
 

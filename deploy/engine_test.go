@@ -113,16 +113,29 @@ func (img *testImageOf) get(t *testing.T) string {
 		t.Skipf("skipped: no Docker Engine answers (DOCKER_HOST=%q): %v", os.Getenv("DOCKER_HOST"), engineErr)
 	}
 	img.once.Do(func() {
-		if binsOnce.Do(func() { binsErr = buildBins() }); binsErr != nil {
-			img.err = binsErr
-			return
+		if img.err = bins(); img.err == nil {
+			img.err = img.importImage()
 		}
-		img.err = img.importImage()
 	})
 	if img.err != nil {
 		t.Fatal(img.err)
 	}
 	return img.tag
+}
+
+// testTroop is the troop binary, for the tests that run troop on this host.
+func testTroop(t *testing.T) string {
+	t.Helper()
+	if err := bins(); err != nil {
+		t.Fatal(err)
+	}
+	return troopBin
+}
+
+// bins builds the binaries once per test process (buildBins).
+func bins() error {
+	binsOnce.Do(func() { binsErr = buildBins() })
+	return binsErr
 }
 
 // buildBins builds troop and troop-node, static and stripped as make image

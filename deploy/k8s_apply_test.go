@@ -169,16 +169,8 @@ func notStored(want, got any, path string) string {
 func TestKubernetesManifestsOnAPIServer(t *testing.T) {
 	c := testkube.Start(t)
 	ctx := t.Context()
-	applyManifests(t, c, "k8s")
-	c.DefaultServiceAccount(t, "troop")
-	replicas := 0
-	for _, obj := range manifests(t, "k8s") {
-		if s, ok := obj.(*appsv1.StatefulSet); ok {
-			c.StatefulSetPods(t, "troop", s.Name)
-			replicas += int(*s.Spec.Replicas)
-		}
-	}
-	pods := c.PodsRunning(t, "troop", "app.kubernetes.io/name=troop", replicas)
+	pods := manifestPods(t, c)
+	replicas := len(pods)
 	for _, p := range pods {
 		if p.Spec.Hostname != p.Name || p.Spec.Subdomain != "troop" {
 			t.Errorf("pod %s: hostname %q subdomain %q, want its name under the headless Service", p.Name, p.Spec.Hostname, p.Spec.Subdomain)
@@ -191,17 +183,8 @@ func TestKubernetesManifestsOnAPIServer(t *testing.T) {
 	if err != nil || len(live) != replicas {
 		t.Fatalf("the group of docs/run.md: %d instances, %v; want %d", len(live), err, replicas)
 	}
-	// The budget (maxUnavailable 1) as its controller would count it with
-	// every pod ready: one disruption allowed, then none.
-	pdb, err := c.Client.PolicyV1().PodDisruptionBudgets("troop").Get(ctx, "troop", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pdb.Status.ObservedGeneration, pdb.Status.DisruptionsAllowed = pdb.Generation, 1
-	pdb.Status.CurrentHealthy, pdb.Status.DesiredHealthy, pdb.Status.ExpectedPods = int32(replicas), int32(replicas-1), int32(replicas)
-	if _, err := c.Client.PolicyV1().PodDisruptionBudgets("troop").UpdateStatus(ctx, pdb, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	// One disruption allowed, then none.
+	budgetAllowsOne(t, c, replicas)
 	if err := term.Act(ctx, live[0], chaos.Action{Kind: chaos.Terminate}); err != nil {
 		t.Fatalf("evict %s: %v", live[0].ID, err)
 	}
@@ -210,6 +193,42 @@ func TestKubernetesManifestsOnAPIServer(t *testing.T) {
 	}
 
 	t.Run("bench Job", func(t *testing.T) { benchJobApplied(t, c) })
+}
+
+// manifestPods applies deploy/k8s, creates its StatefulSets' pods as their
+// controller would and the namespace's default ServiceAccount, and returns
+// the pods, sorted by name, once they run.
+func manifestPods(t *testing.T, c *testkube.Cluster) []corev1.Pod {
+	t.Helper()
+	applyManifests(t, c, "k8s")
+	c.DefaultServiceAccount(t, "troop")
+	replicas := 0
+	for _, obj := range manifests(t, "k8s") {
+		if s, ok := obj.(*appsv1.StatefulSet); ok {
+			c.StatefulSetPods(t, "troop", s.Name)
+			replicas += int(*s.Spec.Replicas)
+		}
+	}
+	pods := c.PodsRunning(t, "troop", "app.kubernetes.io/name=troop", replicas)
+	slices.SortFunc(pods, func(a, b corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
+	return pods
+}
+
+// budgetAllowsOne sets the manifests' budget (maxUnavailable 1) as the
+// disruption controller would count it with all its n pods ready: one
+// disruption allowed.
+func budgetAllowsOne(t *testing.T, c *testkube.Cluster, n int) {
+	t.Helper()
+	ctx := t.Context()
+	pdb, err := c.Client.PolicyV1().PodDisruptionBudgets("troop").Get(ctx, "troop", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pdb.Status.ObservedGeneration, pdb.Status.DisruptionsAllowed = pdb.Generation, 1
+	pdb.Status.CurrentHealthy, pdb.Status.DesiredHealthy, pdb.Status.ExpectedPods = int32(n), int32(n-1), int32(n)
+	if _, err := c.Client.PolicyV1().PodDisruptionBudgets("troop").UpdateStatus(ctx, pdb, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // benchJobApplied creates the bench Job on the server, then its pods as

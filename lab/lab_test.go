@@ -454,3 +454,59 @@ func TestNodeProgram(t *testing.T) {
 		}
 	}
 }
+
+// A lab whose nodes listen at hosts of their own (Spec.Hosts): each node's
+// listeners and its peers' seeds are at its host, its redis-server stays on
+// 127.0.0.1, and a node killed is replaced at the same address. The stand-in
+// nodes answer PING only where they listen, so a node left on 127.0.0.1
+// would not be ready.
+func TestLabHosts(t *testing.T) {
+	hosts := []string{"127.77.1.2", "127.77.1.3", "127.77.1.4"}
+	l, _ := startLab(t, Spec{Dir: t.TempDir(), ReplaceAfter: 200 * time.Millisecond, NodeCommand: standIn, Hosts: hosts})
+	nodes := l.Nodes()
+	for i, n := range nodes {
+		for _, a := range []string{n.Listen, n.DynListen, n.StatsListen} {
+			if host, _, _ := strings.Cut(a, ":"); host != hosts[i] {
+				t.Errorf("%s listens at %s, want host %s", n.Name, a, hosts[i])
+			}
+		}
+		if !strings.HasPrefix(n.Redis, "127.0.0.1:") {
+			t.Errorf("%s's redis-server at %s, want 127.0.0.1", n.Name, n.Redis)
+		}
+		if !pingOK(n.Listen) {
+			t.Errorf("%s does not answer PING at %s", n.Name, n.Listen)
+		}
+		cfg, err := os.ReadFile(n.Config)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range nodes {
+			if want := "  - " + p.DynListen + ":"; p.Name != n.Name && !strings.Contains(string(cfg), want) {
+				t.Errorf("%s's config has no seed %s:\n%s", n.Name, p.DynListen, cfg)
+			}
+		}
+	}
+	n := nodes[1]
+	pid, err := l.Kill(n.Name, NodeProc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, n.Name+" replaced at "+n.Listen, func() bool {
+		st, err := l.Status().Node(n.Name)
+		return err == nil && st.NodePID != pid && st.NodePID != 0 && pingOK(n.Listen)
+	})
+
+	for _, tc := range []struct {
+		spec Spec
+		want string
+	}{
+		{Spec{Hosts: hosts[:2]}, "lab hosts: 2 for 3 positions"},
+		{Spec{Hosts: hosts, Netns: true}, "lab hosts: address mode gives each position an address of its own network"},
+		{Spec{Hosts: []string{"127.77.1.2", "pod-1", "127.77.1.4"}}, `lab hosts: ParseAddr("pod-1")`},
+	} {
+		tc.spec.Dir, tc.spec.NodeCommand = t.TempDir(), standIn
+		if _, err := Start(t.Context(), tc.spec); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Start with hosts %q: %v, want an error saying %q", tc.spec.Hosts, err, tc.want)
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -56,6 +57,14 @@ type Spec struct {
 	// RedisServer is the redis-server binary; default $TROOP_REDIS_SERVER,
 	// then redis-server from PATH.
 	RedisServer string
+	// Hosts, on loopback, are the addresses the nodes listen at, one per
+	// position in Layout's order, in place of 127.0.0.1: the node's client,
+	// peer and admin listeners (its redis-server stays on 127.0.0.1). Every
+	// address of 127.0.0.0/8 is this host's loopback on Linux, so a test
+	// can put each node at an address another system gave it, such as a
+	// pod's IP. Nodes added later (AddNode) listen at 127.0.0.1. It is not
+	// carried to a detached supervisor.
+	Hosts []string
 	// NodeCommand, if set, replaces the node's command line, so that the
 	// supervisor can be tested with a stand-in that answers PING on
 	// n.Listen. It is not carried to a detached supervisor.
@@ -98,6 +107,19 @@ func (s Spec) withDefaults() (Spec, error) {
 	}
 	if s.ReplaceAfter < 0 {
 		return s, fmt.Errorf("replace-after %s: must not be negative", s.ReplaceAfter)
+	}
+	if len(s.Hosts) > 0 {
+		if s.Netns {
+			return s, errors.New("lab hosts: address mode gives each position an address of its own network")
+		}
+		if len(s.Hosts) != s.Shape.Size() {
+			return s, fmt.Errorf("lab hosts: %d for %d positions (%s)", len(s.Hosts), s.Shape.Size(), s.Shape)
+		}
+		for _, h := range s.Hosts {
+			if _, err := netip.ParseAddr(h); err != nil {
+				return s, fmt.Errorf("lab hosts: %w", err)
+			}
+		}
 	}
 	if s.Netns {
 		if err := netns.CheckRoot("lab address mode (--netns)"); err != nil {
@@ -343,6 +365,13 @@ func (l *Lab) layout() error {
 		nw.assignAddresses(l.nodes)
 	} else if err := assignPorts(l.nodes); err != nil {
 		return err
+	}
+	for i, h := range l.spec.Hosts {
+		n := &l.nodes[i]
+		for _, addr := range []*string{&n.Listen, &n.DynListen, &n.StatsListen} {
+			_, port, _ := net.SplitHostPort(*addr)
+			*addr = net.JoinHostPort(h, port)
+		}
 	}
 	for i := range l.nodes {
 		// A lab starts from its shape: what a node kept of an earlier lab

@@ -145,10 +145,12 @@ func TestChaosGroup(t *testing.T) {
 
 // The Kubernetes backend wired into a run: its pods matched to the nodes
 // by pod IP, the failure phase's victims among them, and each nemesis
-// fault listed as not run. No API server can run where these tests run,
-// so the backend talks to client-go's fake clientset (an in-memory object
-// tracker, no controllers); the Docker backend's wiring is tested against
-// a real engine in package deploy.
+// fault listed as not run. make test runs no API server, so the backend
+// talks to client-go's fake clientset (an in-memory object tracker, no
+// controllers). A whole run through a real API server is deploy's
+// TestRunWithKubernetesChaosOnAPIServer (make test-k8s); this test keeps
+// what that run does not show: an excepted pod is never a victim, and a
+// node at no pod is refused, naming it.
 func TestKubernetesChaosWiring(t *testing.T) {
 	ctx := context.Background()
 	replicas := int32(3)

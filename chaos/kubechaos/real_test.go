@@ -16,15 +16,12 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 
 	"github.com/troop-lab/troop/chaos"
 	"github.com/troop-lab/troop/chaos/chaostest"
@@ -33,15 +30,6 @@ import (
 	"github.com/troop-lab/troop/chaos/records"
 	"github.com/troop-lab/troop/internal/testkube"
 )
-
-// chaosRole is the Role docs/chaos.md gives the monkey's account, and no
-// more.
-var chaosRole = []rbacv1.PolicyRule{
-	{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "delete"}},
-	{APIGroups: []string{""}, Resources: []string{"pods/eviction"}, Verbs: []string{"create"}},
-	{APIGroups: []string{"apps"}, Resources: []string{"replicasets", "deployments", "statefulsets"}, Verbs: []string{"get"}},
-	{APIGroups: []string{"policy"}, Resources: []string{"poddisruptionbudgets"}, Verbs: []string{"list"}},
-}
 
 // realStatefulSet creates a StatefulSet of 3 pods labelled lbls and its
 // pods, as its controller would.
@@ -61,55 +49,6 @@ func realStatefulSet(t *testing.T, c *testkube.Cluster, ns, name string, lbls ma
 		t.Fatal(err)
 	}
 	c.StatefulSetPods(t, ns, name)
-}
-
-// asServiceAccount is a clientset acting as the ServiceAccount ns/name,
-// bound to the Role rules in ns (impersonated by the administrator).
-func asServiceAccount(t *testing.T, c *testkube.Cluster, ns, name string, rules []rbacv1.PolicyRule) kubernetes.Interface {
-	t.Helper()
-	ctx := t.Context()
-	rbac := c.Client.RbacV1()
-	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
-	if _, err := c.Client.CoreV1().ServiceAccounts(ns).Create(ctx, sa, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := rbac.Roles(ns).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Rules: rules}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	binding := &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: name}},
-	}
-	if _, err := rbac.RoleBindings(ns).Create(ctx, binding, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	// The authorizer learns of the binding from its informers, a moment
-	// after it is created: wait until it allows every rule.
-	user := "system:serviceaccount:" + ns + ":" + name
-	for _, r := range rules {
-		for _, res := range r.Resources {
-			resource, sub, _ := strings.Cut(res, "/")
-			for _, verb := range r.Verbs {
-				testkube.Until(t, time.Minute, user+" to be allowed to "+verb+" "+res, func() (bool, error) {
-					review := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{User: user,
-						ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: verb, Group: r.APIGroups[0], Resource: resource, Subresource: sub}}}
-					got, err := c.Client.AuthorizationV1().SubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
-					return err == nil && got.Status.Allowed, err
-				})
-			}
-		}
-	}
-	cfg := rest.CopyConfig(c.Config)
-	cfg.Impersonate = rest.ImpersonationConfig{
-		UserName: user,
-		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
-	}
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cs
 }
 
 // gone waits until the pod with the UID is deleted (kwok removes a
@@ -171,7 +110,7 @@ func TestRealAPIServer(t *testing.T) {
 
 	// Everything below runs as the monkey's ServiceAccount, with only the
 	// documented rules, in shop.
-	sa := asServiceAccount(t, c, "shop", "troop-chaos", chaosRole)
+	sa := c.ServiceAccount(t, "shop", "troop-chaos", testkube.ChaosRole).Client
 	term := New(sa)
 
 	t.Run("selection", func(t *testing.T) {

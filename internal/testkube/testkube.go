@@ -21,12 +21,15 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -57,10 +60,27 @@ type Cluster struct {
 	Kubeconfig string // a file holding Config, as kubectl and kwok read it
 }
 
+// Options are what a test may choose of the cluster Start runs.
+type Options struct {
+	// PodCIDR is the range kwok gives pods their IPs from (kwok --cidr;
+	// default 10.0.0.1/24): the first pod gets the address after the one
+	// given, the next the one after that, and a deleted pod's IP goes to
+	// the next pod created. A range in 127.0.0.0/8 puts the pods at
+	// addresses of this host's loopback, where a test can run what the
+	// pods would run.
+	PodCIDR string
+}
+
 // Start runs etcd, kube-apiserver and kwok, waits until the API server is
 // ready and kwok has made Node Ready, and stops all three when the test
 // ends. It skips the test when the binaries have not been built.
 func Start(t testing.TB) *Cluster {
+	t.Helper()
+	return StartWith(t, Options{})
+}
+
+// StartWith is Start with options.
+func StartWith(t testing.TB, o Options) *Cluster {
 	t.Helper()
 	bin := os.Getenv(BinEnv)
 	if bin == "" {
@@ -135,14 +155,7 @@ func Start(t testing.TB) *Cluster {
 		t.Fatal(err)
 	}
 	c := &Cluster{Config: cfg, Client: cs, Kubeconfig: file("kubeconfig")}
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["test"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: ca.CertPEM()}
-	kc.AuthInfos["admin"] = &clientcmdapi.AuthInfo{ClientCertificateData: admin.CertPEM, ClientKeyData: admin.KeyPEM}
-	kc.Contexts["test"] = &clientcmdapi.Context{Cluster: "test", AuthInfo: "admin"}
-	kc.CurrentContext = "test"
-	if err := clientcmd.WriteToFile(*kc, c.Kubeconfig); err != nil {
-		t.Fatal(err)
-	}
+	writeKubeconfig(t, cfg, c.Kubeconfig)
 
 	stages, err := filepath.Glob(filepath.Join(bin, "stages", "*.yaml"))
 	if err != nil || len(stages) == 0 {
@@ -152,8 +165,89 @@ func Start(t testing.TB) *Cluster {
 	for _, s := range stages {
 		kwok = append(kwok, "--config", s)
 	}
+	if o.PodCIDR != "" {
+		kwok = append(kwok, "--cidr", o.PodCIDR)
+	}
 	c.addNode(t, start(t, dir, filepath.Join(bin, "kwok"), kwok...))
 	return c
+}
+
+// writeKubeconfig writes cfg (its server, CA, client certificate and
+// impersonation) to path, as kubectl and troop's --kubeconfig read it.
+func writeKubeconfig(t testing.TB, cfg *rest.Config, path string) {
+	t.Helper()
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["test"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
+	kc.AuthInfos["user"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData,
+		Impersonate: cfg.Impersonate.UserName, ImpersonateGroups: cfg.Impersonate.Groups}
+	kc.Contexts["test"] = &clientcmdapi.Context{Cluster: "test", AuthInfo: "user"}
+	kc.CurrentContext = "test"
+	if err := clientcmd.WriteToFile(*kc, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// ChaosRole is the Role docs/chaos.md gives the chaos monkey's account
+// (troop chaos, and troop run's kubernetes group), and no more.
+var ChaosRole = []rbacv1.PolicyRule{
+	{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "delete"}},
+	{APIGroups: []string{""}, Resources: []string{"pods/eviction"}, Verbs: []string{"create"}},
+	{APIGroups: []string{"apps"}, Resources: []string{"replicasets", "deployments", "statefulsets"}, Verbs: []string{"get"}},
+	{APIGroups: []string{"policy"}, Resources: []string{"poddisruptionbudgets"}, Verbs: []string{"list"}},
+}
+
+// ServiceAccount creates the ServiceAccount ns/name, bound to a Role of
+// rules in ns, and returns the cluster as that account sees it: the
+// administrator's credentials impersonating it (in Config and in a
+// kubeconfig file of its own), so that RBAC allows exactly what the rules
+// allow. It returns once the authorizer allows every rule.
+func (c *Cluster) ServiceAccount(t testing.TB, ns, name string, rules []rbacv1.PolicyRule) *Cluster {
+	t.Helper()
+	ctx := context.Background()
+	rbac := c.Client.RbacV1()
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	if _, err := c.Client.CoreV1().ServiceAccounts(ns).Create(ctx, sa, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rbac.Roles(ns).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Rules: rules}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	binding := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: name}},
+	}
+	if _, err := rbac.RoleBindings(ns).Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The authorizer learns of the binding from its informers, a moment
+	// after it is created: wait until it allows every rule.
+	user := "system:serviceaccount:" + ns + ":" + name
+	for _, r := range rules {
+		for _, res := range r.Resources {
+			resource, sub, _ := strings.Cut(res, "/")
+			for _, verb := range r.Verbs {
+				Until(t, time.Minute, user+" to be allowed to "+verb+" "+res, func() (bool, error) {
+					review := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{User: user,
+						ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: verb, Group: r.APIGroups[0], Resource: resource, Subresource: sub}}}
+					got, err := c.Client.AuthorizationV1().SubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
+					return err == nil && got.Status.Allowed, err
+				})
+			}
+		}
+	}
+	cfg := rest.CopyConfig(c.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{
+		UserName: user,
+		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	as := &Cluster{Config: cfg, Client: cs, Kubeconfig: filepath.Join(filepath.Dir(c.Kubeconfig), "kubeconfig-"+ns+"-"+name)}
+	writeKubeconfig(t, cfg, as.Kubeconfig)
+	return as
 }
 
 // addNode creates Node and waits until kwok reports it Ready.
