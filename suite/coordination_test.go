@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -265,7 +266,9 @@ func watchRounds(t *testing.T, ctx context.Context, both []client.Node, cfg Coor
 			ops = append(ops, op)
 		}
 		for i, c := range cs {
-			if ops[i], _ = casCommit(ctx, c, ops[i], start); ops[i].Failed {
+			// Two deciders may leave an EXEC's outcome unknown (their
+			// changes by consensus duel): the check counts it as such.
+			if ops[i], _ = casCommit(ctx, c, ops[i], start); ops[i].Failed && !strings.Contains(ops[i].Error, "outcome unknown") {
 				t.Fatalf("round %d: EXEC through %s: %s", r, c.node, ops[i].Error)
 			}
 		}
