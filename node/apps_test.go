@@ -315,7 +315,14 @@ func runCelery(t *testing.T, kill bool) {
 	}
 	checkOnce(t, want, countRuns(lrange(c, "ran")))
 	if len(want) != appJobs {
-		t.Fatalf("%d results, want %d\n%s", len(want), appJobs, out)
+		t.Errorf("%d results, want %d", len(want), appJobs)
+	}
+	if t.Failed() {
+		t.Logf("the client:\n%s\nthe worker:\n%s", out, stopWorker())
+		for _, n := range nodes {
+			log, _ := os.ReadFile(n.NodeLog())
+			t.Logf("%s's log:\n%s", n.Name, log)
+		}
 	}
 }
 
