@@ -238,7 +238,11 @@ def add(self, x, y):
             time.sleep(0.05)
     return x + y
 `,
-	"client.py": `import sys
+	"client.py": `import logging, sys
+# The publishes' retries (kombu's, on an error reply or a broken
+# connection) on stderr, which the test shows when it fails.
+logging.basicConfig(level=logging.WARNING, format='%(asctime)s %(name)s %(levelname)s %(message)s')
+logging.getLogger('kombu.connection').setLevel(logging.DEBUG)
 from tasks import add
 n = int(sys.argv[1])
 results = [add.delay(i, i) for i in range(n)]
@@ -286,17 +290,19 @@ func runCelery(t *testing.T, kill bool) {
 	if !kill {
 		c.must("SET", "gate", "open")
 	}
-	client := appProcess(ctx, dir, env(0), python, filepath.Join(dir, "client.py"), strconv.Itoa(appJobs))
+	client := appProcess(ctx, dir, append(env(0), "KOMBU_LOG_CONNECTION=1"), python, filepath.Join(dir, "client.py"), strconv.Itoa(appJobs))
+	var clientErr strings.Builder
+	client.Stderr = &clientErr
 	var out []byte
 	var err error
 	sent := make(chan struct{})
-	go func() { out, err = client.CombinedOutput(); close(sent) }()
+	go func() { out, err = client.Output(); close(sent) }()
 	if kill {
 		killWhenStarted(t, l, nodes[2], c)
 	}
 	<-sent
 	if err != nil {
-		t.Fatalf("the client: %v\n%s\nthe worker:\n%s", err, out, stopWorker())
+		t.Fatalf("the client: %v\n%s%s\nthe worker:\n%s", err, out, clientErr.String(), stopWorker())
 	}
 	want := map[string]string{}
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
@@ -315,7 +321,17 @@ func runCelery(t *testing.T, kill bool) {
 	}
 	checkOnce(t, want, countRuns(lrange(c, "ran")))
 	if len(want) != appJobs {
-		t.Fatalf("%d results, want %d\n%s", len(want), appJobs, out)
+		t.Errorf("%d results, want %d", len(want), appJobs)
+	}
+	if t.Failed() {
+		t.Logf("the client:\n%s%s\nthe worker:\n%s", out, clientErr.String(), stopWorker())
+		for i, n := range nodes {
+			log, _ := os.ReadFile(n.NodeLog())
+			t.Logf("%s's log:\n%s", n.Name, log)
+			if i < 2 { // the third was killed
+				t.Logf("%s's INFO stats:\n%s", n.Name, dial(t, n.Listen).must("INFO", "stats"))
+			}
+		}
 	}
 }
 
