@@ -319,7 +319,28 @@ func runCelery(t *testing.T, kill bool) {
 		}
 		i++
 	}
-	checkOnce(t, want, countRuns(lrange(c, "ran")))
+	// Kombu publishes again after an error reply, whatever it says: an
+	// "outcome unknown" of a push that was applied (a consensus round that
+	// gave up on a busy machine) then queues the task twice, which Celery
+	// runs twice. That is Celery's publish retry, which it documents, not
+	// troop running a job twice: each such retry allows one more run.
+	retries := strings.Count(clientErr.String(), "ensure connection error: ResponseError") // kombu's log line
+	ran := countRuns(lrange(c, "ran"))
+	if retries == 0 {
+		checkOnce(t, want, ran)
+	} else {
+		extra := 0
+		for id := range want {
+			if ran[id] == 0 {
+				t.Errorf("job %s never ran", id)
+			}
+			extra += max(ran[id]-1, 0)
+		}
+		t.Logf("the client's publishes were retried %d times after an error reply; %d runs more than one a job", retries, extra)
+		if extra > retries || len(ran) != len(want) {
+			t.Errorf("%d runs more than one a job, %d ids that ran, for %d jobs, with %d publish retries", extra, len(ran), len(want), retries)
+		}
+	}
 	if len(want) != appJobs {
 		t.Errorf("%d results, want %d", len(want), appJobs)
 	}
