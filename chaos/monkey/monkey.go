@@ -219,6 +219,10 @@ func (m *Monkey) Execute(ctx context.Context, k chaos.PlannedKill, mode Mode) (c
 // errStoppedWhileActing is the failure of an action a global stop overtook.
 var errStoppedWhileActing = errors.New("a global stop came while the fault was being put in place: it is undone")
 
+// errEndedWhileActing is the failure of an action whose lease ended before
+// the fault was whole.
+var errEndedWhileActing = errors.New("the fault's lease ended while the fault was being put in place (its duration is shorter than putting it in place took): it is undone")
+
 // fail records a kill that failed before any action.
 func (m *Monkey) fail(ctx context.Context, term chaos.Termination, err error) (chaos.Termination, error) {
 	term.Outcome, term.Error = chaos.Failed, err.Error()
@@ -278,6 +282,17 @@ func (m *Monkey) act(ctx context.Context, t chaos.Terminator, term chaos.Termina
 		return errors.Join(err, rerr)
 	}
 	l.Undo = undo
+	// A lease that ended while Begin ran (a short one, a slow Begin) was
+	// reverted by its watchdog before the fault was whole, and the
+	// watchdog is gone: stored again, the fault would stay with nobody to
+	// undo it. Undo it here. (A global stop deletes the lease too.)
+	if _, err := m.Leases.Load(l.ID); errors.Is(err, lease.ErrNotFound) {
+		cause := errEndedWhileActing
+		if m.Stopped() {
+			cause = errStoppedWhileActing
+		}
+		return errors.Join(cause, leaser.Revert(context.WithoutCancel(ctx), l))
+	}
 	if err := m.Leases.Save(l); err != nil {
 		// The lease without undo data is still stored: the watchdog can
 		// revert from the instance.

@@ -300,8 +300,9 @@ func TestURLOutageFailsClosed(t *testing.T) {
 type leasingBackend struct {
 	fakeBackend
 	m        *Monkey
-	stopMid  bool  // the stop comes while Begin runs, after the fault is whole
-	fail     error // Begin fails halfway, with the fault partly in place
+	stopMid  bool         // the stop comes while Begin runs, after the fault is whole
+	endMid   *lease.Store // the lease ends while Begin runs: its watchdog reverts it from there
+	fail     error        // Begin fails halfway, with the fault partly in place
 	inPlace  int
 	reverted int
 }
@@ -321,6 +322,14 @@ func (b *leasingBackend) Begin(ctx context.Context, l chaos.Lease) (map[string]s
 		if err := b.m.Stop(ctx); err != nil {
 			return nil, err
 		}
+	}
+	if b.endMid != nil {
+		if err := b.endMid.Revert(ctx, l, b.Revert); err != nil {
+			return nil, err
+		}
+		b.mu.Lock()
+		b.inPlace++ // the rest of Begin puts the fault back in place
+		b.mu.Unlock()
 	}
 	return map[string]string{"k": "v"}, nil
 }
@@ -361,6 +370,33 @@ func TestStopWhileActing(t *testing.T) {
 	got, _ := m.Records.Terminations(t.Context(), chaos.Query{Group: "g"})
 	if len(got) != 1 || got[0].Outcome != chaos.Failed || !strings.Contains(got[0].Error, "global stop") {
 		t.Errorf("records: %+v", got)
+	}
+	m.Wait()
+}
+
+// A lease that ends while its fault is being put in place (its watchdog
+// reverts it, and exits) leaves no fault and no lease: the monkey undoes
+// what Begin finished after the revert, and records the kill failed with
+// the reason.
+func TestLeaseEndedWhileActing(t *testing.T) {
+	clk := &fakeClock{now: time.Date(2026, 11, 28, 3, 0, 0, 0, time.UTC), end: time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)}
+	m, _ := newMonkey(t, onDemandConfig, clk)
+	leases, err := lease.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &leasingBackend{fakeBackend: fakeBackend{clock: clk}, m: m, endMid: leases}
+	m.Backend = func(chaos.Backend) (chaos.Terminator, error) { return b, nil }
+	m.Leases, m.StartWatchdog = leases, func(string) error { return nil }
+	tr, err := m.Kill(t.Context(), "g", chaos.Action{Kind: chaos.Delay, Duration: 3 * time.Second, Delay: 50 * time.Millisecond})
+	if tr.Outcome != chaos.Failed || !strings.Contains(fmt.Sprint(err), "lease ended while the fault was being put in place") {
+		t.Fatalf("kill whose lease ended while acting: %+v, %v", tr, err)
+	}
+	if b.inPlace != 0 {
+		t.Errorf("%d faults still in place, with no lease to undo them", b.inPlace)
+	}
+	if left, _ := leases.List(); len(left) != 0 {
+		t.Errorf("leases left with no watchdog: %v", left)
 	}
 	m.Wait()
 }

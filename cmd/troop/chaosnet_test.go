@@ -83,7 +83,14 @@ func TestChaosNetworkFaultsLab(t *testing.T) {
 			}
 		}
 		left, _ := leases.List()
-		t.Fatalf("%s of %s still in place %v after its lease's end (leases: %v)", ls.Action, ls.Instance.ID, time.Since(ls.Until), left)
+		// A watchdog keeps its log when it could not revert its lease.
+		logs, _ := filepath.Glob(filepath.Join(leases.Dir(), "*.log"))
+		var said strings.Builder
+		for _, f := range logs {
+			b, _ := os.ReadFile(f)
+			said.WriteString(filepath.Base(f) + ":\n" + string(b))
+		}
+		t.Fatalf("%s of %s still in place %v after its lease's end (leases: %v)\nwatchdogs' logs:\n%s", ls.Action, ls.Instance.ID, time.Since(ls.Until), left, said.String())
 		return time.Time{}
 	}
 
