@@ -154,8 +154,15 @@ func appendPromiseKey(dst, key []byte) []byte {
 // a versioned write of one key (its first argument) that changes its
 // value in place, a pop included, at a quorum level.
 func (n *Node) consensusWrite(level consistency.Level, cmd *command, keys, args [][]byte) bool {
-	return level != consistency.DCOne && n.cfg.Versions && len(keys) == 1 && cmd.keys == nil &&
-		(cmd.kind == kindWrite && !cmd.isLWW(args) || cmd.kind == kindDrawn) && !(planted && n.noConsensus)
+	return n.byConsensusAt(level) && len(keys) == 1 && cmd.keys == nil &&
+		(cmd.kind == kindWrite && !cmd.isLWW(args) || cmd.kind == kindDrawn)
+}
+
+// byConsensusAt reports whether changes of one key at level are decided by
+// consensus: at a quorum level, with versions (ballots are versions), and
+// not in a build with consensus planted away.
+func (n *Node) byConsensusAt(level consistency.Level) bool {
+	return level != consistency.DCOne && n.cfg.Versions && !(planted && n.noConsensus)
 }
 
 // ballotVersion writes a ballot as a version.
@@ -362,7 +369,7 @@ func (n *Node) decidedChange(tr *trace, level consistency.Level, c *command, key
 // accepted it at: every quorum read after it sees that value or a newer
 // one, and a newer one fails EXEC's check.
 func (n *Node) consensusWatch(level consistency.Level, keys [][]byte) bool {
-	return level != consistency.DCOne && n.cfg.Versions && len(keys) == 1 && !(planted && n.noConsensus)
+	return n.byConsensusAt(level) && len(keys) == 1
 }
 
 // watchChange is the change of a WATCH read by consensus: the value as it
@@ -818,21 +825,18 @@ func (n *Node) runBlock(key, cur []byte, cmds [][][]byte) ([]resp.Value, []byte,
 		dst = resp.AppendCommandStrings(dst, "DEL", scratchKey)
 		return resp.AppendCommandStrings(dst, "EXEC")
 	}
-	type answer struct {
-		raw []byte
-		err error
-	}
-	ch := make(chan answer, 1)
 	l := n.storeFor(key)
-	if err := l.TrySendAppend(sent, appendReq, func(raw []byte, err error) { ch <- answer{append([]byte(nil), raw...), err} }); err != nil {
+	raw, err := await(func(done func([]byte, error)) error {
+		if err := l.TrySendAppend(sent, appendReq, done); err != nil {
+			return err
+		}
+		l.FlushSoon()
+		return nil
+	})
+	if err != nil {
 		return nil, nil, err
 	}
-	l.FlushSoon()
-	a := <-ch
-	if a.err != nil {
-		return nil, nil, a.err
-	}
-	v, err := resp.Parse(a.raw)
+	v, err := resp.Parse(raw)
 	if err == nil && v.IsError() {
 		return nil, nil, fmt.Errorf("%s", v.Str)
 	}
@@ -841,7 +845,7 @@ func (n *Node) runBlock(key, cur []byte, cmds [][][]byte) ([]resp.Value, []byte,
 		first = 2
 	}
 	if err != nil || v.Type != resp.Array || len(v.Elems) != sent-2 {
-		return nil, nil, unexpectedAnswer(a.raw)
+		return nil, nil, unexpectedAnswer(raw)
 	}
 	if first == 2 && v.Elems[1].IsError() {
 		return nil, nil, fmt.Errorf("the value could not be restored: %s", v.Elems[1].Str)
@@ -873,18 +877,29 @@ func (n *Node) runChange(tr *trace, key, dump []byte, expireAt int64, args [][]b
 	call := make([][]byte, 0, 6+len(args))
 	call = append(call, []byte("EVALSHA"), []byte(changeSHA), []byte("1"), []byte(scratchKey), dump, strconv.AppendInt(nil, expireAt, 10), args[0], []byte(scratchKey))
 	call = append(call, args[2:]...)
+	raw, err := await(func(done func([]byte, error)) error {
+		n.toStore(nil, tr, n.storeFor(key), resp.AppendCommand(nil, call...), done)
+		return nil
+	})
+	if err == nil && len(raw) > 0 && raw[0] == '-' {
+		err = fmt.Errorf("%s", bytes.TrimSpace(raw[1:]))
+	}
+	return raw, err
+}
+
+// await sends a request with send, which hands done to the link or
+// answers why it could not send, and waits for the answer: a copy of the
+// reply, since the link reuses its buffer once done returns.
+func await(send func(done func([]byte, error)) error) ([]byte, error) {
 	type answer struct {
 		raw []byte
 		err error
 	}
 	ch := make(chan answer, 1)
-	n.toStore(nil, tr, n.storeFor(key), resp.AppendCommand(nil, call...), func(raw []byte, err error) {
-		ch <- answer{append([]byte(nil), raw...), err}
-	})
-	a := <-ch
-	if a.err == nil && len(a.raw) > 0 && a.raw[0] == '-' {
-		a.err = fmt.Errorf("%s", bytes.TrimSpace(a.raw[1:]))
+	if err := send(func(raw []byte, err error) { ch <- answer{append([]byte(nil), raw...), err} }); err != nil {
+		return nil, err
 	}
+	a := <-ch
 	return a.raw, a.err
 }
 

@@ -175,7 +175,7 @@ func (n *Node) decided(tr *trace, level consistency.Level, c *command, keys, arg
 // with versions, when all its keys are one and the node can run it on that
 // key in the scratch key (scratchArgs), which it returns.
 func (n *Node) consensusScript(level consistency.Level, c *command, keys, args [][]byte) ([][]byte, bool) {
-	if level == consistency.DCOne || !n.cfg.Versions || len(keys) == 0 || (c.kind != kindScript && c.kind != kindCopied) || !c.writes() || planted && n.noConsensus {
+	if !n.byConsensusAt(level) || len(keys) == 0 || (c.kind != kindScript && c.kind != kindCopied) || !c.writes() {
 		return nil, false
 	}
 	return scratchArgs(args, keys, keys[0])

@@ -491,14 +491,12 @@ func (n *Node) exec(tx *txn, watches []*watch, sess *session, b *batch, s *slot)
 		inner := done
 		done = func(reply []byte) { n.blockers.wake(tx.writeKeys).after(func() { inner(reply) }) }
 	}
-	if len(tx.clusterCmds) == 0 {
-		if key, scratch, ok := n.consensusTx(level, tx.cmds, wkeys); ok {
-			n.execByConsensus(tx, key, scratch, wkeys, tokens, sess, level, done)
-			return
-		}
-	}
 	if len(tx.clusterCmds) > 0 {
 		n.execInParts(tx, wkeys, tokens, all[0], sess, b, level, done)
+		return
+	}
+	if key, scratch, ok := n.consensusTx(level, tx.cmds, wkeys); ok {
+		n.execByConsensus(tx, key, scratch, wkeys, tokens, sess, level, done)
 		return
 	}
 	n.execReplicated(tx, wkeys, tokens, all[0], sess, b, level, done)
@@ -630,15 +628,15 @@ func (n *Node) execReplicated(tx *txn, wkeys, tokens [][]byte, route []byte, ses
 	})
 }
 
-// consensusTx reports whether a transaction of cmds (no cluster command
-// among them) watching wkeys is decided by consensus at level, as one
-// change of its one key, as a read-modify-write of one key is
-// (consensusWrite): at a quorum level, with versions, when every key it
-// watches or names is one, and the node can run each command on that key
-// in the scratch key (scratchArgs). It returns the key and the commands
-// as they run there.
+// consensusTx reports whether a transaction of cmds watching wkeys is
+// decided by consensus at level, as one change of its one key, as a
+// read-modify-write of one key is (consensusWrite): at a quorum level,
+// with versions, when every key it watches or names is one, none of its
+// commands asks the cluster, and the node can run each command on that
+// key in the scratch key (scratchArgs). It returns the key and the
+// commands as they run there.
 func (n *Node) consensusTx(level consistency.Level, cmds [][][]byte, wkeys [][]byte) (key []byte, scratch [][][]byte, ok bool) {
-	if level == consistency.DCOne || !n.cfg.Versions || planted && n.noConsensus {
+	if !n.byConsensusAt(level) {
 		return nil, nil, false
 	}
 	found := false
@@ -649,8 +647,9 @@ func (n *Node) consensusTx(level consistency.Level, cmds [][][]byte, wkeys [][]b
 		key, found = k, true
 	}
 	for _, c := range cmds {
-		keys, _, bad := txCommand(lookup(c[0]), c)
-		if bad != "" {
+		cmd := lookup(c[0])
+		keys, _, bad := txCommand(cmd, c)
+		if bad != "" || clusterInTx(cmd, c) { // a peer's DECIDETX is checked as the coordinator's queue was
 			return nil, nil, false
 		}
 		if !found && len(keys) > 0 {
