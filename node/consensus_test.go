@@ -431,6 +431,9 @@ func TestConsensusTxAndScriptUnderTwoDeciders(t *testing.T) {
 		}
 	}
 	t.Logf("WATCH CAS: %d rounds, %d EXECs committed, %d of unknown outcome", casRounds, commits, unknowns)
+	if commits == 0 {
+		t.Errorf("no EXEC of %d committed: the rounds checked nothing", 2*casRounds)
+	}
 	got, unknown := evalIncrs(t, cs, "ids", 10)
 	for i, times := range got {
 		if times != 1 {
