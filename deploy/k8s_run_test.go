@@ -15,7 +15,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -31,6 +30,7 @@ import (
 	"github.com/troop-lab/troop/internal/testkube"
 	"github.com/troop-lab/troop/internal/testlab"
 	"github.com/troop-lab/troop/lab"
+	"github.com/troop-lab/troop/suite"
 )
 
 // podCIDR is where kwok gives the pods their IPs: the first pod gets
@@ -108,9 +108,8 @@ nemesis:
 		t.Fatalf("troop run: %v", err)
 	}
 
-	// The run's choice: among the nodes in their order, the seed's draw
-	// (suite's failure phase).
-	want := pods[rand.New(rand.NewPCG(seed, 2)).IntN(len(pods))]
+	// The run's choice: among the nodes in their order, the seed's.
+	want := pods[suite.FailureVictim(seed, len(pods))]
 	if len(replaced) != 1 || replaced[0].pod != want.Name {
 		t.Fatalf("pods deleted during the run: %+v; want %s alone, the seed's", replaced, want.Name)
 	}

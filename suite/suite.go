@@ -598,12 +598,16 @@ func (c *cluster) bench(ctx context.Context, bc bench.Config) (*bench.Result, *b
 	return res, model, err
 }
 
+// FailureVictim is which of n nodes, in their order, the failure phase of
+// a run with seed kills.
+func FailureVictim(seed uint64, n int) int { return rand.New(rand.NewPCG(seed, 2)).IntN(n) }
+
 func (c *cluster) failurePhase(ctx context.Context, cfg Config, rate float64) (*FailurePhase, *bench.Model, error) {
 	insts, err := c.victims(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
-	victim := insts[rand.New(rand.NewPCG(cfg.Seed, 2)).IntN(len(insts))]
+	victim := insts[FailureVictim(cfg.Seed, len(insts))]
 	fp := &FailurePhase{Node: c.nodeOf(victim), ErrorFreeSecond: -1, How: c.killHow(), Back: c.backHow()}
 	recovery := c.terminator.(chaos.RecoveryWaiter) // every backend of a cluster has one (NewChaos)
 
