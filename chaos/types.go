@@ -250,13 +250,16 @@ type RecoveryWaiter interface {
 //  1. d, leased, err := LeaseFor(ctx, inst, a). Not leased: call
 //     Terminator.Act and stop here.
 //  2. Build the Lease (ID, Group, Backend, Instance, the group's other
-//     live instances as Peers, Action, Start = now, Until = now + d,
-//     Undo nil), store it and start its watchdog.
+//     live instances as Peers, Action, Start = now, Until = now + d plus
+//     a bound on how long Begin may take, Undo nil), store it and start
+//     its watchdog.
 //  3. undo, err := Begin(ctx, lease): the backend puts the fault in place
-//     so that it lasts until lease.Until, and returns what Revert will
-//     need (nil if Instance is enough, e.g. a container ID that is the
-//     Instance.ID). The monkey stores the lease again with Undo set. If
-//     Begin fails, the monkey reverts the lease at once.
+//     so that it lasts until lease.Until at least, and returns what Revert
+//     will need (nil if Instance is enough, e.g. a container ID that is the
+//     Instance.ID). The monkey stores the lease again with Undo set, Start
+//     = the time the fault was whole and Until = Start + d, so the fault
+//     lasts d however long Begin took. If Begin fails, the monkey reverts
+//     the lease at once.
 //  4. At Until the watchdog (or a monkey sweeping expired leases) calls
 //     Revert and deletes the lease.
 //

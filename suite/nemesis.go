@@ -377,8 +377,8 @@ func (c *cluster) nemesisRound(ctx context.Context, cfg Config, m *monkey.Monkey
 		round.Error = ferr.Error()
 		events = append(events, Event{round.Start, fmt.Sprintf("the nemesis could not put %s in place: %v", a, ferr)})
 	} else {
-		// The lease counts from the action's start, before the fault was
-		// in place (a delay's queue takes a moment to start).
+		// Executed is when the fault was whole, which its lease counts
+		// from (a delay's queue takes a moment to start).
 		round.Start = term.Executed.Sub(phaseStart).Seconds()
 		round.Node = c.nodeOf(term.Instance)
 		round.End = round.Start + a.Duration.Seconds()

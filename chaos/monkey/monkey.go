@@ -202,7 +202,8 @@ func (m *Monkey) Execute(ctx context.Context, k chaos.PlannedKill, mode Mode) (c
 	if err != nil || term.Outcome != chaos.Executed {
 		return term, err
 	}
-	if err := m.act(ctx, t, term, others(live, inst), now); err != nil {
+	placed, err := m.act(ctx, t, term, others(live, inst), now)
+	if err != nil {
 		term.Outcome, term.Error = chaos.Failed, err.Error()
 		if errors.Is(err, chaos.ErrRefused) {
 			term.Outcome, term.Reason, err = chaos.Skipped, chaos.Refused, nil
@@ -211,6 +212,14 @@ func (m *Monkey) Execute(ctx context.Context, k chaos.PlannedKill, mode Mode) (c
 			err = errors.Join(err, serr)
 		}
 		return term, err
+	}
+	if !placed.Equal(term.Executed) {
+		// Executed is when the fault was in place, which its lease and
+		// whoever waits for its end count from.
+		term.Executed = placed
+		if err := m.Records.SetOutcome(context.WithoutCancel(ctx), term); err != nil {
+			return term, err
+		}
 	}
 	m.log().Info("acted", "group", g.Name, "instance", inst.ID, "action", k.Action.String(), "id", term.ID)
 	return term, nil
@@ -221,7 +230,7 @@ var errStoppedWhileActing = errors.New("a global stop came while the fault was b
 
 // errEndedWhileActing is the failure of an action whose lease ended before
 // the fault was whole.
-var errEndedWhileActing = errors.New("the fault's lease ended while the fault was being put in place (its duration is shorter than putting it in place took): it is undone")
+var errEndedWhileActing = errors.New("the fault's lease ended while the fault was being put in place (putting it in place took longer than its bound): it is undone")
 
 // fail records a kill that failed before any action.
 func (m *Monkey) fail(ctx context.Context, term chaos.Termination, err error) (chaos.Termination, error) {
@@ -241,72 +250,89 @@ func others(live []chaos.Instance, inst chaos.Instance) []chaos.Instance {
 	return out
 }
 
+// placeBound bounds how long a backend may take to put a leased fault in
+// place (Begin's context ends after it). The lease stored before Begin
+// lasts the fault's duration plus this bound, so that a monkey that dies
+// inside Begin leaves a fault its watchdog still undoes, at most this late;
+// once the fault is whole, its lease counts its duration from then.
+const placeBound = time.Minute
+
 // act applies the action, through a lease when the backend leases it;
-// peers are the group's other live instances.
-func (m *Monkey) act(ctx context.Context, t chaos.Terminator, term chaos.Termination, peers []chaos.Instance, now time.Time) error {
+// peers are the group's other live instances. It answers when the fault
+// was in place: for a leased action, when Begin returned, from which its
+// lease counts the action's duration; otherwise when Act returned.
+func (m *Monkey) act(ctx context.Context, t chaos.Terminator, term chaos.Termination, peers []chaos.Instance, now time.Time) (time.Time, error) {
 	leaser, isLeaser := t.(chaos.Leaser)
 	if !isLeaser {
 		if term.Action.Kind.Temporary() {
-			return fmt.Errorf("the %s backend cannot undo %s (it has no leases)", m.Config.Group(term.Group).Backend, term.Action.Kind)
+			return time.Time{}, fmt.Errorf("the %s backend cannot undo %s (it has no leases)", m.Config.Group(term.Group).Backend, term.Action.Kind)
 		}
-		return t.Act(ctx, term.Instance, term.Action)
+		err := t.Act(ctx, term.Instance, term.Action)
+		return m.clock().Now(), err
 	}
 	d, leased, err := leaser.LeaseFor(ctx, term.Instance, term.Action)
 	if err != nil {
-		return err
+		return time.Time{}, err
 	}
 	if !leased {
-		return t.Act(ctx, term.Instance, term.Action)
+		err := t.Act(ctx, term.Instance, term.Action)
+		return m.clock().Now(), err
 	}
 	if m.Leases == nil || m.StartWatchdog == nil {
-		return errors.New("leased action without a lease store and watchdog")
+		return time.Time{}, errors.New("leased action without a lease store and watchdog")
 	}
 	l := chaos.Lease{
 		ID: lease.NewID(now), Group: term.Group, Backend: m.Config.Group(term.Group).Backend,
-		Instance: term.Instance, Peers: peers, Action: term.Action, Start: now, Until: now.Add(d),
+		Instance: term.Instance, Peers: peers, Action: term.Action, Start: now, Until: now.Add(d + placeBound),
 	}
 	// Stored and watched before the fault begins: a monkey that dies
 	// inside Begin leaves a lease the watchdog reverts from the instance.
 	if err := m.Leases.Save(l); err != nil {
-		return err
+		return time.Time{}, err
 	}
 	if err := m.StartWatchdog(l.ID); err != nil {
-		return errors.Join(err, m.Leases.Delete(l.ID))
+		return time.Time{}, errors.Join(err, m.Leases.Delete(l.ID))
 	}
-	undo, err := leaser.Begin(ctx, l)
+	bctx, cancel := context.WithTimeout(ctx, placeBound)
+	undo, err := leaser.Begin(bctx, l)
+	cancel()
 	if err != nil {
 		rerr := m.Leases.Revert(context.WithoutCancel(ctx), l, leaser.Revert)
 		if m.Stopped() { // the stop's revert is likely what broke it
 			err = fmt.Errorf("%w (%v)", errStoppedWhileActing, err)
 		}
-		return errors.Join(err, rerr)
+		return time.Time{}, errors.Join(err, rerr)
 	}
 	l.Undo = undo
-	// A lease that ended while Begin ran (a short one, a slow Begin) was
-	// reverted by its watchdog before the fault was whole, and the
-	// watchdog is gone: stored again, the fault would stay with nobody to
-	// undo it. Undo it here. (A global stop deletes the lease too.)
+	// A lease that ended while Begin ran (a Begin that overran its
+	// bound) was reverted by its watchdog before the fault was whole, and
+	// the watchdog is gone: stored again, the fault would stay with nobody
+	// to undo it. Undo it here. (A global stop deletes the lease too.)
 	if _, err := m.Leases.Load(l.ID); errors.Is(err, lease.ErrNotFound) {
 		cause := errEndedWhileActing
 		if m.Stopped() {
 			cause = errStoppedWhileActing
 		}
-		return errors.Join(cause, leaser.Revert(context.WithoutCancel(ctx), l))
+		return time.Time{}, errors.Join(cause, leaser.Revert(context.WithoutCancel(ctx), l))
 	}
+	// The fault is whole: its duration counts from now. The watchdog reads
+	// the moved end at its next poll.
+	placed := m.clock().Now()
+	l.Start, l.Until = placed, placed.Add(d)
 	if err := m.Leases.Save(l); err != nil {
-		// The lease without undo data is still stored: the watchdog can
-		// revert from the instance.
-		m.log().Error("cannot store the lease's undo data", "lease", l.ID, "err", err)
+		// The lease as first stored is still there, ending placeBound
+		// later: the watchdog can revert from the instance.
+		m.log().Error("cannot store the lease's undo data and end", "lease", l.ID, "err", err)
 	}
 	// A global stop sets its flag, then reverts every lease. One that came
 	// while Begin ran may have reverted the lease before its fault was
 	// whole, and the Save above stored it again: undo it here. One that
 	// comes after this check finds the lease stored.
 	if m.Stopped() {
-		return errors.Join(errStoppedWhileActing, m.Leases.Revert(context.WithoutCancel(ctx), l, leaser.Revert))
+		return time.Time{}, errors.Join(errStoppedWhileActing, m.Leases.Revert(context.WithoutCancel(ctx), l, leaser.Revert))
 	}
 	m.log().Info("lease", "id", l.ID, "action", l.Action.String(), "instance", l.Instance.ID, "until", l.Until.Format(time.RFC3339))
-	return nil
+	return placed, nil
 }
 
 // AwaitRecovery waits until the group of an executed termination is whole

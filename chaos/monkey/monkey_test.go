@@ -300,9 +300,10 @@ func TestURLOutageFailsClosed(t *testing.T) {
 type leasingBackend struct {
 	fakeBackend
 	m        *Monkey
-	stopMid  bool         // the stop comes while Begin runs, after the fault is whole
-	endMid   *lease.Store // the lease ends while Begin runs: its watchdog reverts it from there
-	fail     error        // Begin fails halfway, with the fault partly in place
+	stopMid  bool          // the stop comes while Begin runs, after the fault is whole
+	endMid   *lease.Store  // the lease ends while Begin runs: its watchdog reverts it from there
+	fail     error         // Begin fails halfway, with the fault partly in place
+	slow     time.Duration // Begin takes this long on the fake clock
 	inPlace  int
 	reverted int
 }
@@ -322,6 +323,9 @@ func (b *leasingBackend) Begin(ctx context.Context, l chaos.Lease) (map[string]s
 		if err := b.m.Stop(ctx); err != nil {
 			return nil, err
 		}
+	}
+	if b.slow > 0 {
+		b.clock.Sleep(ctx, b.slow)
 	}
 	if b.endMid != nil {
 		if err := b.endMid.Revert(ctx, l, b.Revert); err != nil {
@@ -397,6 +401,48 @@ func TestLeaseEndedWhileActing(t *testing.T) {
 	}
 	if left, _ := leases.List(); len(left) != 0 {
 		t.Errorf("leases left with no watchdog: %v", left)
+	}
+	m.Wait()
+}
+
+// A fault that took longer to put in place than it lasts (a delay's queue
+// starting on a busy machine) still lasts its whole duration, counted from
+// when it was whole: the lease and the termination's executed time say so.
+func TestLeaseCountsFromWholeFault(t *testing.T) {
+	start := time.Date(2026, 11, 28, 3, 0, 0, 0, time.UTC)
+	clk := &fakeClock{now: start, end: time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)}
+	m, _ := newMonkey(t, onDemandConfig, clk)
+	leases, err := lease.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var first chaos.Lease // the lease as stored before Begin
+	b := &leasingBackend{fakeBackend: fakeBackend{clock: clk}, m: m, slow: 5 * time.Second}
+	m.Backend = func(chaos.Backend) (chaos.Terminator, error) { return b, nil }
+	m.Leases = leases
+	m.StartWatchdog = func(id string) (err error) { first, err = leases.Load(id); return err }
+	d := 3 * time.Second
+	tr, err := m.Kill(t.Context(), "g", chaos.Action{Kind: chaos.Delay, Duration: d, Delay: 50 * time.Millisecond})
+	if err != nil || tr.Outcome != chaos.Executed {
+		t.Fatalf("kill with a slow Begin: %+v, %v", tr, err)
+	}
+	whole := start.Add(b.slow)
+	if !first.Until.After(start.Add(d + b.slow)) {
+		t.Errorf("lease before Begin ends %v: a monkey dying in a Begin that takes %v would leave the fault %v short", first.Until, b.slow, start.Add(d+b.slow).Sub(first.Until))
+	}
+	ls, err := leases.List()
+	if err != nil || len(ls) != 1 {
+		t.Fatalf("leases: %v, %v", ls, err)
+	}
+	if !ls[0].Start.Equal(whole) || !ls[0].Until.Equal(whole.Add(d)) {
+		t.Errorf("lease from %v until %v, want from %v (the fault whole) until %v", ls[0].Start, ls[0].Until, whole, whole.Add(d))
+	}
+	if !tr.Executed.Equal(whole) {
+		t.Errorf("executed at %v, want %v, when the fault was whole", tr.Executed, whole)
+	}
+	got, _ := m.Records.Terminations(t.Context(), chaos.Query{Group: "g"})
+	if len(got) != 1 || !got[0].Executed.Equal(whole) {
+		t.Errorf("records: %+v", got)
 	}
 	m.Wait()
 }

@@ -387,17 +387,17 @@ func (s *Store) RecordIfAdmitted(ctx context.Context, kill chaos.Termination, no
 	return kill, nil
 }
 
-// SetOutcome corrects the outcome, reason, error and instance of the
-// recorded termination t.ID (as RecordIfAdmitted returned it): the daemon
-// records a kill as executed when it is admitted, and only then learns
-// whether the action worked.
+// SetOutcome corrects the outcome, reason, error, instance and executed
+// time of the recorded termination t.ID (as RecordIfAdmitted returned it):
+// the daemon records a kill as executed when it is admitted, and only then
+// learns whether the action worked, and when its fault was in place.
 func (s *Store) SetOutcome(ctx context.Context, t chaos.Termination) error {
 	inst, err := json.Marshal(t.Instance)
 	if err != nil {
 		return fmt.Errorf("records: encode instance %q: %w", t.Instance.ID, err)
 	}
-	return s.updateOne(ctx, t.ID, "outcome = ?, reason = ?, error = ?, instance_id = ?, instance = ?",
-		string(t.Outcome), string(t.Reason), t.Error, t.Instance.ID, string(inst))
+	return s.updateOne(ctx, t.ID, "outcome = ?, reason = ?, error = ?, instance_id = ?, instance = ?, executed = ?, at = ?",
+		string(t.Outcome), string(t.Reason), t.Error, t.Instance.ID, string(inst), nullTime(t.Executed), formatTime(t.At()))
 }
 
 // SetRecovery records how long the group took to recover after the
