@@ -175,6 +175,7 @@ type Command struct {
 	// committing: the commit went out; the command can no longer end
 	// unapplied unless its record says aborted.
 	committing bool
+	applying   bool // a command of one key: its change went out
 	status     Status
 	err        error
 }
@@ -216,6 +217,18 @@ func NewCommand(keys []string, record string, do Compound) (*Command, error) {
 		data:   make([][]byte, len(keys)),
 		wounds: map[string][]int{},
 	}, nil
+}
+
+// MayHaveApplied reports whether a command that stops now, unanswered (its
+// coordinator gives up or crashes), may have been applied: a transaction
+// once its commit went out, a command of one key once its change did. A
+// transaction that never sent its commit never will, and no other command
+// can commit it.
+func (c *Command) MayHaveApplied() bool {
+	if c.status == Decided {
+		return true
+	}
+	return c.committing && c.status != Refused || c.record == "" && c.applying
 }
 
 // Err says why a command ended Refused on a value that did not parse.
@@ -374,6 +387,7 @@ func (c *Command) out(ops ...*Op) []*Op {
 // wound its transaction.
 func (c *Command) keyOp(kind opKind, i int) *Op {
 	op := &Op{Key: c.keys[i], kind: kind, index: i}
+	c.applying = c.applying || kind == applyOp
 	op.Change = func(v []byte) []byte {
 		op.saw, op.err = "", nil
 		s, err := ParseSlot(v)
