@@ -137,6 +137,14 @@ const (
 type Op struct {
 	Key    string
 	Change Change
+	// Wait, when not 0: the command found the key locked by a transaction
+	// under way, for the Wait-th time; the caller runs the op after a
+	// pause (a random backoff, longer each time), giving the transaction
+	// time to end before the command aborts it. A coordinator that runs
+	// that transaction itself (Holder names its record) may instead run the
+	// op once the transaction has ended and unlocked its keys.
+	Wait   int
+	Holder string
 
 	kind  opKind
 	index int    // applyOp, lockOp, resolveOp: which of the command's keys
@@ -159,7 +167,7 @@ type Op struct {
 // the key. See the package doc, "Commands on several keys".
 //
 //	c, err := NewCommand(keys, record, compound)
-//	ops := c.Start()               // run each op's Change on its Key
+//	ops := c.Start()               // run each op's Change on its Key (after a pause if Wait > 0)
 //	ops, st := c.Step(op, status)  // as each ends: Decided, Refused (not applied) or Unknown
 //	// st: Waiting, Decided (the reply is known; run the ops returned still,
 //	// they unlock), Refused (not applied), Unknown (it may have been applied)
@@ -171,7 +179,8 @@ type Command struct {
 	locked  []bool
 	data    [][]byte
 	wounds  map[string][]int // a transaction being wounded: the keys waiting on it
-	blocked int              // locks met: bounds the command's wounds
+	waits   map[string]int   // how often a transaction's lock was waited on
+	blocked int              // locks met: bounds the command's waits and wounds
 	// committing: the commit went out; the command can no longer end
 	// unapplied unless its record says aborted.
 	committing bool
@@ -181,10 +190,12 @@ type Command struct {
 }
 
 // Bounds of one command's work: tries of one op whose outcome is unknown or
-// which was refused, and locks of other transactions met.
+// which was refused, waits on one transaction before aborting it, and locks
+// of other transactions met.
 const (
 	maxOpTries = 3
-	maxBlocked = 8
+	maxWaits   = 4
+	maxBlocked = 16
 )
 
 // NewCommand returns the command of do on keys. A command of several keys
@@ -216,6 +227,7 @@ func NewCommand(keys []string, record string, do Compound) (*Command, error) {
 		locked: make([]bool, len(keys)),
 		data:   make([][]byte, len(keys)),
 		wounds: map[string][]int{},
+		waits:  map[string]int{},
 	}, nil
 }
 
@@ -236,14 +248,20 @@ func (c *Command) Err() error { return c.err }
 
 // Start returns the command's first ops.
 func (c *Command) Start() []*Op {
-	if c.record == "" {
-		return c.out(c.keyOp(applyOp, 0))
-	}
 	ops := make([]*Op, len(c.keys))
 	for i := range c.keys {
-		ops[i] = c.keyOp(lockOp, i)
+		ops[i] = c.firstOp(i)
 	}
 	return c.out(ops...)
+}
+
+// firstOp is the op that starts the command on key i: a transaction locks
+// it, a command of one key applies itself.
+func (c *Command) firstOp(i int) *Op {
+	if c.record == "" {
+		return c.keyOp(applyOp, i)
+	}
+	return c.keyOp(lockOp, i)
 }
 
 // Step takes how op ended: Decided, Refused (its change was not applied) or
@@ -306,13 +324,9 @@ func (c *Command) Step(op *Op, st Status) ([]*Op, Status) {
 			return c.giveUp()
 		}
 		c.fates[op.Key] = op.fate
-		kind := applyOp
-		if c.record != "" {
-			kind = lockOp
-		}
 		var ops []*Op
 		for _, i := range c.wounds[op.Key] {
-			ops = append(ops, c.keyOp(kind, i))
+			ops = append(ops, c.firstOp(i))
 		}
 		delete(c.wounds, op.Key)
 		return c.out(ops...), c.status
@@ -332,10 +346,17 @@ func (c *Command) Step(op *Op, st Status) ([]*Op, Status) {
 	return nil, c.status // resolveOp
 }
 
-// wound starts deciding the record of transaction tx, which holds key i.
+// wound waits for transaction tx, which holds key i, to end, and then
+// starts deciding its record: a transaction whose coordinator crashed
+// would hold its keys for ever.
 func (c *Command) wound(tx string, i int) ([]*Op, Status) {
 	if c.blocked++; c.blocked > maxBlocked {
 		return c.giveUp()
+	}
+	if c.waits[tx]++; c.waits[tx] <= maxWaits {
+		op := c.firstOp(i)
+		op.Wait, op.Holder = c.waits[tx], tx
+		return c.out(op), c.status
 	}
 	if w, ok := c.wounds[tx]; ok {
 		c.wounds[tx] = append(w, i)

@@ -146,6 +146,7 @@ type simNode struct {
 	// those under way, and what names their transactions' records, which
 	// no restart reuses.
 	runs        []*run
+	live        map[string]*run // transactions by record key
 	incarnation int
 	records     int
 }
@@ -355,6 +356,7 @@ func (s *sim) crashNode(node int) {
 	n.incarnation++
 	runs := n.runs
 	n.runs = nil
+	clear(n.live)
 	for _, r := range runs {
 		r.crash()
 	}
@@ -569,6 +571,7 @@ func simulate(cfg simConfig, seed uint64) ([]simOp, int) {
 			waiting:   map[string][]*command{},
 			gen:       map[string]int{},
 			last:      map[string]Acceptor{},
+			live:      map[string]*run{},
 		})
 	}
 	for c := range cfg.clients {
