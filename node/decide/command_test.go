@@ -184,3 +184,83 @@ func TestCommandOnAMalformedValue(t *testing.T) {
 		t.Errorf("the malformed value was changed to %q", r["a"])
 	}
 }
+
+// A command that meets a lock waits for it maxWaits times, each wait
+// longer, and then decides the transaction's record.
+func TestCommandWaitsBeforeAborting(t *testing.T) {
+	r := registers{}
+	var reply string
+	tx, _ := NewCommand([]string{"a", "b"}, "t1", move(&reply))
+	for _, op := range tx.Start() {
+		r.run(tx, op) // both locked; the commit is never sent
+	}
+	p, _ := NewCommand([]string{"a"}, "", push("9"))
+	ops := p.Start()
+	for wait := 1; wait <= maxWaits; wait++ {
+		next, st := r.run(p, ops[0])
+		if len(next) != 1 || next[0].Wait != wait || next[0].Holder != "t1" || next[0].Key != "a" || st != Waiting {
+			t.Fatalf("meeting the lock for the %dth time: %+v %v, want a wait on t1 of a", wait, next, st)
+		}
+		ops = next
+	}
+	next, _ := r.run(p, ops[0])
+	if len(next) != 1 || next[0].Key != "t1" || next[0].Wait != 0 {
+		t.Fatalf("after %d waits: %+v, want the decision of t1's record", maxWaits, next)
+	}
+	if st := r.drain(t, p, next); st != Decided || string(r["t1"]) != "a" || string(data(t, r["a"]).Data) != "9" {
+		t.Errorf("%v, record %q, a=%+v: want decided, t1 aborted, a holding 9", st, r["t1"], data(t, r["a"]))
+	}
+}
+
+// A transaction whose locks end unknown sends them again; one that never
+// sent its commit ends not applied and unlocks its keys; one whose commit
+// ends unknown every time ends unknown.
+func TestTransactionOutcomes(t *testing.T) {
+	var reply string
+	tx, _ := NewCommand([]string{"a", "b"}, "t1", move(&reply))
+	ops := tx.Start()
+	for try := 2; try <= maxOpTries; try++ {
+		next, st := tx.Step(ops[0], Unknown)
+		if len(next) != 1 || next[0] != ops[0] || next[0].tries != try || st != Waiting {
+			t.Fatalf("a lock of unknown outcome, try %d: %+v %v, want it sent again", try, next, st)
+		}
+	}
+	next, st := tx.Step(ops[0], Unknown)
+	if st != Refused || tx.MayHaveApplied() || len(next) != 2 || next[0].kind != resolveOp {
+		t.Fatalf("out of tries before its commit: %v, may have applied %v, %d ops, want refused, not applied, two unlocks", st, tx.MayHaveApplied(), len(next))
+	}
+
+	r := registers{}
+	tx, _ = NewCommand([]string{"a", "b"}, "t2", move(&reply))
+	var commit []*Op
+	for _, op := range tx.Start() {
+		commit, _ = r.run(tx, op)
+	}
+	for range maxOpTries - 1 {
+		commit, _ = tx.Step(commit[0], Unknown)
+	}
+	if _, st := tx.Step(commit[0], Unknown); st != Unknown || !tx.MayHaveApplied() {
+		t.Errorf("a commit of unknown outcome every try: %v, may have applied %v, want unknown", st, tx.MayHaveApplied())
+	}
+}
+
+// Two transactions on the same keys: the second meets the first's lock,
+// and, once the first committed, writes its data after and goes on.
+func TestTransactionAfterAnother(t *testing.T) {
+	r := registers{"a": Slot{Data: []byte("1,2")}.Value()}
+	var first, second string
+	t1, _ := NewCommand([]string{"a", "b"}, "t1", move(&first))
+	ops := t1.Start()
+	for len(ops) > 0 && ops[0].kind != resolveOp {
+		var next []*Op
+		next, _ = r.run(t1, ops[0])
+		ops = append(ops[1:], next...)
+	}
+	t2, _ := NewCommand([]string{"a", "b"}, "t2", move(&second))
+	if st := r.drain(t, t2, t2.Start()); st != Decided || first != "1" || second != "2" {
+		t.Fatalf("%v, replies %q %q, want decided, 1 then 2", st, first, second)
+	}
+	if a, b := data(t, r["a"]), data(t, r["b"]); a.Data != nil || string(b.Data) != "1,2" || a.Lock != "" || b.Lock != "" {
+		t.Errorf("a=%+v b=%+v, want a empty, b 1,2, both unlocked", a, b)
+	}
+}
