@@ -56,6 +56,7 @@ type run struct {
 	command  *Command
 	onEnd    []func() // ops of other commands waiting for it to end
 	seq      int      // its command's place among the coordinator's
+	outer    *run     // the run this one is a try of, if any
 }
 
 // crash ends the run with its coordinator: unknown, unless its command
@@ -167,7 +168,7 @@ func (s *sim) submitCommand(node int, op simOp, then func()) {
 // the coordinator runs it again, afresh, up to simRetries times after a
 // random backoff, as nothing of it was applied.
 func (s *sim) retried(node int, keys []string, do Compound, r *run, try int) *run {
-	again := &run{answer: func(o outcome) {
+	again := &run{outer: r, answer: func(o outcome) {
 		if o != failed || try == simRetries || r.dead {
 			r.end(o)
 			return
@@ -192,7 +193,9 @@ func (s *sim) runCommand(node int, keys []string, do Compound, r *run) {
 	if err != nil {
 		panic(err)
 	}
-	r.command = c
+	for x := r; x != nil; x = x.outer {
+		x.command = c // the last try's is the one that may have applied
+	}
 	if len(keys) > 1 {
 		n.live[record] = r
 	}
@@ -439,7 +442,10 @@ func TestSimulationFindsPlantedBugsOfSeveralKeys(t *testing.T) {
 					first = cmp.Or(first, p)
 				}
 			}
-			t.Logf("%s, bug %q: %d of 20 runs wrong, the first: %s", work, bug, found, first)
+			if first != "" {
+				first = ", the first: " + first
+			}
+			t.Logf("%s, bug %q: %d of 20 runs wrong%s", work, bug, found, first)
 			if bug != "" && found == 0 {
 				t.Errorf("%s, bug %q: the simulation never found the planted bug", work, bug)
 			}
