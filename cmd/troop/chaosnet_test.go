@@ -55,8 +55,14 @@ func TestChaosNetworkFaultsLab(t *testing.T) {
 					continue
 				}
 				// In place once the monkey says so: a delay's queue
-				// process runs before its rules are made.
+				// process runs before its rules are made. The monkey
+				// says so after it stored the lease again from when the
+				// fault was whole, so the lease is read again.
 				if on, _ := term.Present(context.Background(), x); on && strings.Contains(out.String(), "(seed ") {
+					x, err := leases.Load(x.ID)
+					if err != nil {
+						t.Fatalf("the lease of a fault in place: %v", err)
+					}
 					before[x.ID] = true
 					return cmd, &out, x
 				}
