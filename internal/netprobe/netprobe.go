@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"slices"
+	"syscall"
 	"time"
 
 	"github.com/troop-lab/troop/internal/netns"
@@ -39,8 +40,16 @@ func Reach(ns *os.File, addr string, timeout time.Duration) error {
 }
 
 // Datagrams sends count UDP datagrams from inside from to a socket opened
-// inside to on the address ip, a few at a time so that the receiver keeps
-// up, and returns how many arrived.
+// inside to on the address ip, and returns how many arrived. How many
+// arrive must not depend on how the machine schedules the two ends: the
+// receiving socket's buffer holds every datagram (nothing is lost to an
+// overflow while the reader waits for a core), and the burst ends with
+// end markers, sent one at a time until one is in the socket's queue,
+// rather than after a quiet while (which a sender waiting for a core would
+// end early). A veth delivers in the order sent (but for the rare packet
+// that a sender moved to another core overtakes), so once a marker is in,
+// every datagram sent before it has arrived or was dropped. A path that
+// drops everything costs endMarkers milliseconds.
 func Datagrams(from, to *os.File, ip string, count int) (int, error) {
 	var rx *net.UDPConn
 	if err := in(to, func() (err error) {
@@ -50,7 +59,13 @@ func Datagrams(from, to *os.File, ip string, count int) (int, error) {
 		return 0, err
 	}
 	defer rx.Close()
-	rx.SetReadBuffer(4 << 20)
+	raw, err := rx.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	if err := holdAll(rx, raw, count+endMarkers); err != nil {
+		return 0, err
+	}
 	var tx *net.UDPConn
 	if err := in(from, func() (err error) {
 		tx, err = net.DialUDP("udp", nil, rx.LocalAddr().(*net.UDPAddr))
@@ -59,26 +74,59 @@ func Datagrams(from, to *os.File, ip string, count int) (int, error) {
 		return 0, err
 	}
 	defer tx.Close()
-	got := make(chan int)
-	go func() {
-		n, buf := 0, make([]byte, 64)
-		for {
-			// A burst is over when nothing more comes for a while.
-			rx.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
-			if _, err := rx.Read(buf); err != nil {
-				got <- n
-				return
+	data, marker := []byte("troop netprobe"), []byte("troop netprobe end")
+	n, ended := 0, false
+	// drain reads what the socket's queue holds now, without waiting.
+	drain := func() error {
+		buf := make([]byte, 64)
+		return raw.Read(func(fd uintptr) bool {
+			for !ended {
+				k, _, err := syscall.Recvfrom(int(fd), buf, syscall.MSG_DONTWAIT)
+				if err != nil {
+					break
+				}
+				if string(buf[:k]) == string(marker) {
+					ended = true
+				} else {
+					n++
+				}
 			}
-			n++
+			return true
+		})
+	}
+	for range count {
+		tx.Write(data)
+	}
+	for i := 0; i < endMarkers && !ended; i++ {
+		tx.Write(marker)
+		if err := drain(); err != nil {
+			return 0, err
 		}
-	}()
-	for i := range count {
-		tx.Write([]byte("troop netprobe"))
-		if i%50 == 49 {
-			time.Sleep(2 * time.Millisecond)
+		if !ended {
+			time.Sleep(time.Millisecond)
 		}
 	}
-	return <-got, nil
+	return n, nil
+}
+
+// endMarkers bounds the end markers of a burst, sent a millisecond apart.
+const endMarkers = 2000
+
+// holdAll sizes rx's receive buffer for count small datagrams (each takes
+// a kernel buffer of about a kilobyte, whatever its length), past the
+// system's limit where the process may (root: SO_RCVBUFFORCE).
+func holdAll(rx *net.UDPConn, raw syscall.RawConn, count int) error {
+	size := 2048 * count
+	var serr error
+	if err := raw.Control(func(fd uintptr) {
+		serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUFFORCE, size)
+	}); err != nil {
+		return err
+	}
+	if serr != nil {
+		return rx.SetReadBuffer(size)
+	}
+	return nil
 }
 
 // ConnectTimes times count TCP connects from inside ns to addr, one at a
