@@ -219,7 +219,7 @@ type ClockInfo struct {
 
 func (n *Node) clockInfo() ClockInfo {
 	s, off := n.clock.skewNow()
-	ci := ClockInfo{OffsetMS: ms(s.Offset), Rate: s.Rate, SkewMS: ms(off)}
+	ci := ClockInfo{OffsetMS: float64(s.Offset) / float64(time.Millisecond), Rate: s.Rate, SkewMS: float64(off) / float64(time.Millisecond)}
 	if s.Offset != 0 || s.Rate != 0 {
 		ci.Since = s.Since.UTC().Format(time.RFC3339Nano)
 	}

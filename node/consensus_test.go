@@ -336,7 +336,7 @@ func twoDeciders(t *testing.T, bug string) *testCluster {
 	}})
 	for i, other := range []int{1, 0} {
 		n := tc.nodes[i].node
-		n.memberByAddr(tc.nodes[other].cfg.DynListen).health.down.Store(true)
+		n.memberByAddr(tc.nodes[other].cfg.DynListen).health.Down.Store(true)
 		if d, _ := n.decider(n.replicas([]byte("k"))); !d.self {
 			t.Fatalf("%s's deciding replica is %s, want its own", tc.nodes[i].cfg.Name, replicaName(d))
 		}
@@ -496,7 +496,7 @@ func TestWatchReadsAQuorumsValue(t *testing.T) {
 	})
 
 	c := tc.client(1, "DC_QUORUM")
-	down := &tc.nodes[1].node.memberByAddr(tc.nodes[0].cfg.DynListen).health.down
+	down := &tc.nodes[1].node.memberByAddr(tc.nodes[0].cfg.DynListen).health.Down
 	type answer struct {
 		v   resp.Value
 		err error

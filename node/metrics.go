@@ -148,7 +148,7 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(hintsDropped, dropped)
 	counter(hintsReplayed, replayed)
 
-	gauge(datastoreUp, bool01(n.datastore.reachable()))
+	gauge(datastoreUp, bool01(n.datastore.Reachable()))
 	var store link.Stats
 	for _, l := range n.store {
 		st := l.Stats()

@@ -25,6 +25,7 @@ import (
 	troopclient "github.com/troop-lab/troop/client" // aliased: the tests have a client type
 	"github.com/troop-lab/troop/link"
 	"github.com/troop-lab/troop/node/consistency"
+	"github.com/troop-lab/troop/node/health"
 	"github.com/troop-lab/troop/node/reconfig"
 	"github.com/troop-lab/troop/resp"
 	"github.com/troop-lab/troop/ring"
@@ -51,8 +52,8 @@ type member struct {
 	mu   sync.Mutex
 	info peerInfo // what the peer said in its handshake
 
-	health peerHealth // peers only: the failure detector's view
-	hints  *hintLog   // peers only, nil when hinted handoff is off
+	health *health.Peer // peers only: the failure detector's view
+	hints  *hintLog     // peers only, nil when hinted handoff is off
 }
 
 // peerInfo is what a node tells a peer about itself in the handshake.
@@ -89,16 +90,16 @@ type Node struct {
 	self      *member
 	selfAddr  atomic.Pointer[string] // this node's address in the membership (me)
 	peersMu   sync.Mutex
-	peers     map[string]*member // by peer address, made once and kept
-	changes   *reconfig.Driver   // membership changes this node drives or takes part in (node/reconfig, membership.go)
-	store     []*link.Link       // connections to the local redis-server
-	datastore *reachability      // whether the redis-server answers, for the log and /metrics
-	dataDir   string             // where hints live (troop_data_dir)
-	repair    *repairer          // read repair and anti-entropy
-	proposers keyProposers       // this node's proposer of each key it decides by consensus (consensus.go)
+	peers     map[string]*member   // by peer address, made once and kept
+	changes   *reconfig.Driver     // membership changes this node drives or takes part in (node/reconfig, membership.go)
+	store     []*link.Link         // connections to the local redis-server
+	datastore *health.Reachability // whether the redis-server answers, for the log and /metrics
+	dataDir   string               // where hints live (troop_data_dir)
+	repair    *repairer            // read repair and anti-entropy
+	proposers keyProposers         // this node's proposer of each key it decides by consensus (consensus.go)
 
 	// When the redis-server last answered the heartbeat's PING, Unix ns:
-	// for /ready (health.go).
+	// for /ready (ready.go).
 	datastorePong atomic.Int64
 
 	// Planted bugs (troop_planted_bug), for testing the testers; every
@@ -181,7 +182,7 @@ func New(cfg *topology.Config, log *slog.Logger) (*Node, error) {
 	}
 	// One line when the redis-server becomes unreachable and one when it is
 	// back, whichever of the node's connections to it finds out.
-	n.datastore = newReachability(log.With("redis", cfg.Servers[0].Addr), "datastore unreachable", "datastore reachable")
+	n.datastore = health.NewReachability(log.With("redis", cfg.Servers[0].Addr), "datastore unreachable", "datastore reachable")
 	for range clientLoops(cfg.ClientLoops) {
 		l, err := newFrontLoop(n)
 		if err != nil {
@@ -193,7 +194,7 @@ func New(cfg *topology.Config, log *slog.Logger) (*Node, error) {
 	conns := max(cfg.DatastoreConnections, 1)
 	for i := 0; i < conns; i++ {
 		l := link.New("redis", cfg.Servers[0].Addr, cfg.Timeout, n.storeHandshake(true))
-		l.Watch(func(reachable bool, err error) { n.datastore.set(reachable, err) })
+		l.Watch(func(reachable bool, err error) { n.datastore.Set(reachable, err) })
 		l.PollWith(n.pickLoop())
 		n.store = append(n.store, l)
 	}
@@ -374,9 +375,9 @@ func (n *Node) shutdown() {
 	cancel()
 	n.closeLinks()
 	n.wg.Wait()
-	n.datastore.stop()
+	n.datastore.Stop()
 	for _, m := range n.allPeers() {
-		m.health.reach.stop()
+		m.health.Stop()
 	}
 	n.closeLineageExport()
 	for _, m := range n.allPeers() {
