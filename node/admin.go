@@ -318,7 +318,7 @@ func (n *Node) Info() Info {
 		AuthFailures: s.authFailures.Load(), AuthRateLimited: s.authRateLimited.Load(), ACLDenied: s.aclDenied.Load(),
 		AdminAuthFailures: s.adminAuthFailures.Load(), PeerTLSRefused: s.peerTLSRefused.Load(),
 		Peers: n.peerStates(), PeersMarkedDown: s.peersMarkedDown.Load(),
-		ReadRepairs: s.readRepairs.Load(), ReadRepairsLost: s.readRepairsLost.Load(), ReadWriteBacks: s.readWriteBacks.Load(), DataDir: n.dataDir,
+		ReadRepairs: n.repair.ReadRepairs.Load(), ReadRepairsLost: n.repair.ReadRepairsLost.Load(), ReadWriteBacks: s.readWriteBacks.Load(), DataDir: n.dataDir,
 		HandoffMirrorFailures: s.mirrorFailures.Load(), HandoffKeys: s.handoffKeys.Load(),
 		PlantedBug: n.cfg.PlantedBug, Clock: n.clockInfo(),
 	}

@@ -682,7 +682,7 @@ func (q *readQuorum) answer(i int, version, reply []byte, err error) {
 	q.mu.Unlock()
 	q.done(out)
 	if len(q.keys) == 1 {
-		q.n.repair.readRepair(q.keys[0], q.replicas, q.comparable(answered), idx)
+		q.n.repair.ReadRepair(q.keys[0], q.replicas, q.comparable(answered), idx)
 	}
 }
 
@@ -719,7 +719,7 @@ func (q *readQuorum) writeBackTargets(answered []consistency.Reply, idx []int, s
 // them hold it; if they cannot, the read fails.
 func (q *readQuorum) writeBack(version []byte, src *member, targets []*member, need int, out []byte) {
 	q.n.stats.readWriteBacks.Add(1)
-	q.n.repair.writeBack(q.keys[0], src, version, targets, need, func(err error) {
+	q.n.repair.WriteBack(q.keys[0], src, version, targets, need, func(err error) {
 		if promised(err) {
 			// A change by consensus was promised above the newest version,
 			// and was not decided (or not yet everywhere): the value may

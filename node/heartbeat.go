@@ -131,7 +131,7 @@ func (m *member) state(now time.Time) PeerState {
 		Phi: math.Round(min(phi, 1e9)*100) / 100, SinceMS: since.Milliseconds(), LastHeartbeat: last.Milliseconds(),
 		Connected: m.link.Connected()}
 	if h := m.hints; h != nil {
-		ps.HintsPending, ps.HintsDropped, ps.HintsReplayed = h.pending.Load(), h.dropped.Load(), h.replayed.Load()
+		ps.HintsPending, ps.HintsDropped, ps.HintsReplayed = h.Counts()
 	}
 	return ps
 }

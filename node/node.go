@@ -27,6 +27,7 @@ import (
 	"github.com/troop-lab/troop/node/consistency"
 	"github.com/troop-lab/troop/node/health"
 	"github.com/troop-lab/troop/node/reconfig"
+	"github.com/troop-lab/troop/node/repair"
 	"github.com/troop-lab/troop/resp"
 	"github.com/troop-lab/troop/ring"
 	"github.com/troop-lab/troop/topology"
@@ -52,8 +53,8 @@ type member struct {
 	mu   sync.Mutex
 	info peerInfo // what the peer said in its handshake
 
-	health *health.Peer // peers only: the failure detector's view
-	hints  *hintLog     // peers only, nil when hinted handoff is off
+	health *health.Peer  // peers only: the failure detector's view
+	hints  *repair.Hints // peers only, nil when hinted handoff is off
 }
 
 // peerInfo is what a node tells a peer about itself in the handshake.
@@ -90,13 +91,13 @@ type Node struct {
 	self      *member
 	selfAddr  atomic.Pointer[string] // this node's address in the membership (me)
 	peersMu   sync.Mutex
-	peers     map[string]*member   // by peer address, made once and kept
-	changes   *reconfig.Driver     // membership changes this node drives or takes part in (node/reconfig, membership.go)
-	store     []*link.Link         // connections to the local redis-server
-	datastore *health.Reachability // whether the redis-server answers, for the log and /metrics
-	dataDir   string               // where hints live (troop_data_dir)
-	repair    *repairer            // read repair and anti-entropy
-	proposers keyProposers         // this node's proposer of each key it decides by consensus (consensus.go)
+	peers     map[string]*member        // by peer address, made once and kept
+	changes   *reconfig.Driver          // membership changes this node drives or takes part in (node/reconfig, membership.go)
+	store     []*link.Link              // connections to the local redis-server
+	datastore *health.Reachability      // whether the redis-server answers, for the log and /metrics
+	dataDir   string                    // where hints live (troop_data_dir)
+	repair    *repair.Repairer[*member] // read repair, anti-entropy, hints (node/repair, repairnode.go)
+	proposers keyProposers              // this node's proposer of each key it decides by consensus (consensus.go)
 
 	// When the redis-server last answered the heartbeat's PING, Unix ns:
 	// for /ready (ready.go).
@@ -113,13 +114,10 @@ type Node struct {
 	mem                   memBudget // bytes of requests in flight and unwritten replies (memory.go)
 	stats                 *stats
 
-	// Anti-entropy: its own connections (made on the first pass), one pass
-	// at a time, and the trees built for peers' passes.
-	aeMu    sync.Mutex
-	aeStore *link.Link
-	aePeers map[*member]*link.Link
-	aeRun   sync.Mutex
-	trees   treeCache
+	// The connections for long requests, made on first use (longlinks.go).
+	longMu    sync.Mutex
+	longStore *link.Link
+	longPeers map[*member]*link.Link
 
 	mu        sync.Mutex
 	listeners []net.Listener
@@ -198,7 +196,7 @@ func New(cfg *topology.Config, log *slog.Logger) (*Node, error) {
 		l.PollWith(n.pickLoop())
 		n.store = append(n.store, l)
 	}
-	n.repair = newRepairer(n)
+	n.repair = n.newRepairer()
 	n.changes = reconfig.New((*changeNode)(n), reconfig.Config{Dir: n.dataDir, Datacenter: cfg.Datacenter, Timeout: cfg.Timeout, Log: log})
 	if err := n.openHints(); err != nil {
 		n.closeLinks()
@@ -313,7 +311,7 @@ func (n *Node) Serve(ctx context.Context) error {
 	go func() { defer n.wg.Done(); n.acceptLoop(peers, n.acceptPeer) }()
 	go func() { defer n.wg.Done(); n.admin.Serve(adminLn) }()
 	go func() { defer n.wg.Done(); n.heartbeatLoop(ctx) }()
-	go func() { defer n.wg.Done(); n.repair.antiEntropyLoop(ctx) }()
+	go func() { defer n.wg.Done(); n.repair.RunAntiEntropy(ctx) }()
 	go func() { defer n.wg.Done(); n.changes.Run(ctx, catchUpEvery) }()
 	<-ctx.Done()
 	n.shutdown()
@@ -374,6 +372,7 @@ func (n *Node) shutdown() {
 	n.admin.Shutdown(shutdownCtx)
 	cancel()
 	n.closeLinks()
+	n.repair.Stop()
 	n.wg.Wait()
 	n.datastore.Stop()
 	for _, m := range n.allPeers() {
@@ -382,7 +381,7 @@ func (n *Node) shutdown() {
 	n.closeLineageExport()
 	for _, m := range n.allPeers() {
 		if m.hints != nil {
-			m.hints.close()
+			m.hints.Close()
 		}
 	}
 	n.log.Info("node stopped", "name", n.cfg.Name)
@@ -406,11 +405,11 @@ func (n *Node) closeLinks() {
 	for _, l := range n.store {
 		l.Close()
 	}
-	n.aeMu.Lock()
-	defer n.aeMu.Unlock()
-	if n.aeStore != nil {
-		n.aeStore.Close()
-		for _, l := range n.aePeers {
+	n.longMu.Lock()
+	defer n.longMu.Unlock()
+	if n.longStore != nil {
+		n.longStore.Close()
+		for _, l := range n.longPeers {
 			l.Close()
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/troop-lab/troop/node/repair"
 	"github.com/troop-lab/troop/resp"
 )
 
@@ -248,7 +249,7 @@ func (n *Node) handlePeer(tr *trace, op string, args [][]byte, s *slot, b *batch
 			return
 		}
 		n.clock.observe(args[2])
-		n.repairLocal(b, args[1], copyOf{version: args[2], dump: args[3], pttl: pttl, vpttl: vpttl}, op == "REPAIR", done)
+		n.repairLocal(b, args[1], repair.Copy{Version: args[2], Dump: args[3], PTTL: pttl, VPTTL: vpttl}, op == "REPAIR", done)
 	case op == "MEMBERSHIP":
 		n.serveMembership(args, s)
 	case op == "TREE" || op == "TREENODES" || op == "ENTRIES":

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/troop-lab/troop/node/repair"
 	"github.com/troop-lab/troop/topology"
 )
 
@@ -80,14 +81,14 @@ func TestReadRepair(t *testing.T) {
 }
 
 // repairVia runs an anti-entropy pass through a node's admin API.
-func repairVia(t *testing.T, tn *testNode) RepairReport {
+func repairVia(t *testing.T, tn *testNode) repair.Report {
 	t.Helper()
 	res, err := http.Post("http://"+tn.cfg.StatsListen+"/repair", "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer res.Body.Close()
-	var rep RepairReport
+	var rep repair.Report
 	if res.StatusCode != 200 || json.NewDecoder(res.Body).Decode(&rep) != nil {
 		t.Fatalf("POST /repair: %s", res.Status)
 	}
