@@ -35,7 +35,7 @@ import (
 //	POST /cluster/cancel, /cluster/resume   roll back or finish the change under way
 //	GET  /cluster/membership            the membership step this node holds and its moves
 //	GET  /ping                          always open
-//	GET  /ready                         200 when the node can serve, else 503 and why (health.go); always open
+//	GET  /ready                         200 when the node can serve, else 503 and why (ready.go); always open
 //	GET  /debug/pprof/...               Go's profiler and execution tracer, with troop_pprof only
 //
 // State changes take POST or PUT only (Dynomite's GET setters would let a

@@ -24,12 +24,17 @@ import (
 // newRepairer makes the node's repairer, with hinted handoff's files
 // under the data directory.
 func (n *Node) newRepairer() *repair.Repairer[*member] {
-	cfg := repair.Config{Name: n.cfg.Name, ReadRepair: n.cfg.ReadRepair, AntiEntropyInterval: n.cfg.AntiEntropyInterval,
-		KeysPerSec: n.cfg.RepairKeysPerSec, MaxHintBytes: int64(n.cfg.MaxHintBytes), Log: n.log}
-	if n.cfg.HintedHandoff {
-		cfg.HintDir = filepath.Join(n.dataDir, "hints")
+	return repair.New[*member]((*repairNode)(n), repair.Config{Name: n.cfg.Name, ReadRepair: n.cfg.ReadRepair,
+		AntiEntropyInterval: n.cfg.AntiEntropyInterval, KeysPerSec: n.cfg.RepairKeysPerSec,
+		HintDir: n.hintDir(), MaxHintBytes: int64(n.cfg.MaxHintBytes), Log: n.log})
+}
+
+// hintDir is where hinted handoff keeps its files, "" when it is off.
+func (n *Node) hintDir() string {
+	if !n.cfg.HintedHandoff {
+		return ""
 	}
-	return repair.New[*member]((*repairNode)(n), cfg)
+	return filepath.Join(n.dataDir, "hints")
 }
 
 // AntiEntropy runs one anti-entropy pass over the segments this node owns
@@ -127,11 +132,7 @@ func promised(err error) bool {
 	return err != nil && strings.Contains(err.Error(), promisedCode+" troop:")
 }
 
-// ReadByConsensus reads key at DC_QUORUM by consensus (consensusRead): a
-// change promised and abandoned (its proposer gave up) refuses every copy
-// below its promise, so copying alone would leave the replicas differing
-// for good. The read finishes or supersedes that change on a quorum and
-// forwards the value decided to the others.
+// ReadByConsensus reads key at DC_QUORUM by consensus (consensusRead).
 func (r *repairNode) ReadByConsensus(key []byte) error {
 	n := r.node()
 	done := make(chan []byte, 1)
@@ -217,11 +218,10 @@ func appendRepair(dst, key []byte, c repair.Copy) []byte {
 // openHints makes the hint directory under the data directory; each
 // peer's file opens with its member (openHint).
 func (n *Node) openHints() error {
-	if !n.cfg.HintedHandoff {
-		return nil
-	}
-	if err := os.MkdirAll(filepath.Join(n.dataDir, "hints"), 0o755); err != nil {
-		return fmt.Errorf("hints: %w", err)
+	if dir := n.hintDir(); dir != "" {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return fmt.Errorf("hints: %w", err)
+		}
 	}
 	return nil
 }

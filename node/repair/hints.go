@@ -15,10 +15,11 @@ import (
 	"github.com/troop-lab/troop/resp"
 )
 
-// Hints are the writes one peer missed, for hinted handoff (docs/repair.md). A write meant for a peer that is marked
-// down, or that could not be reached, is kept as a hint: the peer request
-// itself (WRITE or FWD, with the write's version), appended to a file per
-// peer under DATA_DIR/hints. When the peer is up again the hints are sent
+// Hints are the writes one peer missed, for hinted handoff
+// (docs/repair.md). A write meant for a peer that is marked down, or that
+// could not be reached, is kept as a hint: the peer request itself (WRITE
+// or FWD, with the write's version), appended to a file per peer under
+// DATA_DIR/hints. When the peer is up again the hints are sent
 // to it in the order they were written, a chunk at a time, and the offset
 // reached is saved beside the file, so a coordinator that restarts goes on
 // where it was. Hints reach the file within hintFlushDelay of being added

@@ -74,8 +74,8 @@ type Node[R Replica] interface {
 	// Entries is what this node's redis-server holds of keys: each one's
 	// version ("" for none) and a digest of its value ("" for none).
 	Entries(keys [][]byte) ([]Entry, error)
-	// Size is how many keys this node's redis-server holds, for the
-	// depth of the trees.
+	// Size is DBSIZE of this node's redis-server (a value and its
+	// version per key), for the depth of the trees.
 	Size() (int64, error)
 	// Ask sends the peer request req to peer r over a connection of long
 	// timeout (a tree takes seconds to build on a large redis-server) and
@@ -86,8 +86,11 @@ type Node[R Replica] interface {
 	// key's promise: a change by consensus was promised above its newest
 	// version and not decided (or not yet everywhere).
 	Promised(err error) bool
-	// ReadByConsensus reads key by consensus among its replicas, which
-	// finishes or supersedes a change promised and abandoned.
+	// ReadByConsensus reads key by consensus among its replicas. A
+	// change promised and abandoned (its proposer gave up) refuses every
+	// copy below its promise, so copying alone would leave the replicas
+	// differing for good; the read finishes or supersedes that change on
+	// a quorum and forwards the value decided to the others.
 	ReadByConsensus(key []byte) error
 }
 
