@@ -26,6 +26,7 @@ import (
 	"github.com/troop-lab/troop/link"
 	"github.com/troop-lab/troop/node/consistency"
 	"github.com/troop-lab/troop/node/health"
+	"github.com/troop-lab/troop/node/hlc"
 	"github.com/troop-lab/troop/node/reconfig"
 	"github.com/troop-lab/troop/node/repair"
 	"github.com/troop-lab/troop/resp"
@@ -73,7 +74,7 @@ type rackRing struct {
 type Node struct {
 	cfg      *topology.Config
 	log      *slog.Logger
-	clock    *clock
+	clock    *hlc.Clock
 	versions *versionCache  // nil when writes are unversioned or troop_version_cache_keys is 0
 	blockers blockers       // clients waiting in a blocking pop, by key (blocking.go)
 	clients  clientRegistry // the client connections, for CLIENT LIST, KILL and UNBLOCK (clients.go)
@@ -170,7 +171,7 @@ func New(cfg *topology.Config, log *slog.Logger) (*Node, error) {
 	}
 	n.readLevel.Store(int32(cfg.ReadConsistency))
 	n.writeLevel.Store(int32(cfg.WriteConsistency))
-	n.clock = newClock(uint16(ring.Hash([]byte(cfg.Name))), time.Now)
+	n.clock = hlc.NewClock(uint16(ring.Hash([]byte(cfg.Name))), time.Now)
 	n.dataDir = resolveDataDir(cfg.DataDir, cfg.Source, cfg.Name)
 	if err := n.openLineageExport(); err != nil {
 		return nil, err

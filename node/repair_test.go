@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/troop-lab/troop/node/hlc"
 	"github.com/troop-lab/troop/node/repair"
 	"github.com/troop-lab/troop/topology"
 )
@@ -118,7 +119,7 @@ func TestAntiEntropy(t *testing.T) {
 		victim.must("SET", fmt.Sprintf("ae%d", 10+i), "corrupt")
 		k := fmt.Sprintf("ae%d", 20+i)
 		victim.must("SET", k, "old")
-		victim.must("SET", VersionPrefix+k, string(encodeVersion(1<<20, 1)))
+		victim.must("SET", VersionPrefix+k, string(hlc.Encode(1<<20, 1)))
 	}
 	// Deletes and an expiry the victim missed: it holds the old values with
 	// their old versions.
