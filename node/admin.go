@@ -17,6 +17,7 @@ import (
 
 	"github.com/troop-lab/troop/link"
 	"github.com/troop-lab/troop/node/consistency"
+	"github.com/troop-lab/troop/node/hlc"
 	"github.com/troop-lab/troop/node/reconfig"
 )
 
@@ -35,7 +36,7 @@ import (
 //	POST /cluster/cancel, /cluster/resume   roll back or finish the change under way
 //	GET  /cluster/membership            the membership step this node holds and its moves
 //	GET  /ping                          always open
-//	GET  /ready                         200 when the node can serve, else 503 and why (health.go); always open
+//	GET  /ready                         200 when the node can serve, else 503 and why (ready.go); always open
 //	GET  /debug/pprof/...               Go's profiler and execution tracer, with troop_pprof only
 //
 // State changes take POST or PUT only (Dynomite's GET setters would let a
@@ -99,7 +100,7 @@ func (n *Node) adminHandler() http.Handler {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		n.clock.setSkew(offset, rate)
+		n.clock.SetSkew(offset, rate)
 		n.log.Warn("clock skew set", "offset", offset.String(), "rate", rate, "remote", r.RemoteAddr)
 		writeJSON(w, n.clockInfo())
 	})
@@ -197,13 +198,13 @@ func parseSkew(q url.Values) (time.Duration, float64, error) {
 		return 0, 0, errors.New("want offset=DURATION (e.g. 2s, -500ms) and/or rate=R (seconds of drift per second, e.g. 0.01); offset=0&rate=0 clears the skew")
 	}
 	if q.Has("offset") {
-		if offset, err = time.ParseDuration(q.Get("offset")); err != nil || offset < -MaxSkewOffset || offset > MaxSkewOffset {
-			return 0, 0, fmt.Errorf("offset %q: want a duration from -%v to %v", q.Get("offset"), MaxSkewOffset, MaxSkewOffset)
+		if offset, err = time.ParseDuration(q.Get("offset")); err != nil || offset < -hlc.MaxSkewOffset || offset > hlc.MaxSkewOffset {
+			return 0, 0, fmt.Errorf("offset %q: want a duration from -%v to %v", q.Get("offset"), hlc.MaxSkewOffset, hlc.MaxSkewOffset)
 		}
 	}
 	if q.Has("rate") {
-		if rate, err = strconv.ParseFloat(q.Get("rate"), 64); err != nil || math.IsNaN(rate) || rate <= -MaxSkewRate || rate > MaxSkewRate {
-			return 0, 0, fmt.Errorf("rate %q: want a number above -%g and at most %g (seconds of drift per second)", q.Get("rate"), MaxSkewRate, MaxSkewRate)
+		if rate, err = strconv.ParseFloat(q.Get("rate"), 64); err != nil || math.IsNaN(rate) || rate <= -hlc.MaxSkewRate || rate > hlc.MaxSkewRate {
+			return 0, 0, fmt.Errorf("rate %q: want a number above -%g and at most %g (seconds of drift per second)", q.Get("rate"), hlc.MaxSkewRate, hlc.MaxSkewRate)
 		}
 	}
 	return offset, rate, nil
@@ -218,8 +219,8 @@ type ClockInfo struct {
 }
 
 func (n *Node) clockInfo() ClockInfo {
-	s, off := n.clock.skewNow()
-	ci := ClockInfo{OffsetMS: ms(s.Offset), Rate: s.Rate, SkewMS: ms(off)}
+	s, off := n.clock.SkewNow()
+	ci := ClockInfo{OffsetMS: float64(s.Offset) / float64(time.Millisecond), Rate: s.Rate, SkewMS: float64(off) / float64(time.Millisecond)}
 	if s.Offset != 0 || s.Rate != 0 {
 		ci.Since = s.Since.UTC().Format(time.RFC3339Nano)
 	}
@@ -318,7 +319,7 @@ func (n *Node) Info() Info {
 		AuthFailures: s.authFailures.Load(), AuthRateLimited: s.authRateLimited.Load(), ACLDenied: s.aclDenied.Load(),
 		AdminAuthFailures: s.adminAuthFailures.Load(), PeerTLSRefused: s.peerTLSRefused.Load(),
 		Peers: n.peerStates(), PeersMarkedDown: s.peersMarkedDown.Load(),
-		ReadRepairs: s.readRepairs.Load(), ReadRepairsLost: s.readRepairsLost.Load(), ReadWriteBacks: s.readWriteBacks.Load(), DataDir: n.dataDir,
+		ReadRepairs: n.repair.ReadRepairs.Load(), ReadRepairsLost: n.repair.ReadRepairsLost.Load(), ReadWriteBacks: s.readWriteBacks.Load(), DataDir: n.dataDir,
 		HandoffMirrorFailures: s.mirrorFailures.Load(), HandoffKeys: s.handoffKeys.Load(),
 		PlantedBug: n.cfg.PlantedBug, Clock: n.clockInfo(),
 	}

@@ -245,17 +245,7 @@ func unknownCommand(args [][]byte) []byte {
 	return resp.AppendError(nil, fmt.Sprintf("ERR unknown command '%s', with args beginning with: %s", printableArg(args[0]), strings.Join(rest, " ")))
 }
 
-func printableArg(a []byte) string {
-	if len(a) > 64 {
-		a = a[:64]
-	}
-	return strings.Map(func(r rune) rune {
-		if r < 32 || r == 127 {
-			return '?'
-		}
-		return r
-	}, string(a))
-}
+func printableArg(a []byte) string { return resp.Printable(a) }
 
 func (n *Node) refuseInState(write bool) []byte {
 	if r := n.view().refuse; r != nil { // joining, or removed

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/troop-lab/troop/node/hlc"
 	"github.com/troop-lab/troop/resp"
 	"github.com/troop-lab/troop/topology"
 )
@@ -140,7 +141,7 @@ func TestSafeQuorumRefusesDisagreement(t *testing.T) {
 	for i, tn := range tc.nodes {
 		r := dial(t, tn.redis.Addr)
 		r.must("SET", "k", fmt.Sprintf("v%d", i))
-		r.must("SET", VersionPrefix+"k", string(encodeVersion(uint64(1+i)<<60, 1)))
+		r.must("SET", VersionPrefix+"k", string(hlc.Encode(uint64(1+i)<<60, 1)))
 	}
 	safe := tc.client(0, "DC_SAFE_QUORUM")
 	v := safe.do("GET", "k")
@@ -154,7 +155,7 @@ func TestSafeQuorumRefusesDisagreement(t *testing.T) {
 	// Two replicas agreeing is enough for DC_SAFE_QUORUM.
 	r := dial(t, tc.nodes[2].redis.Addr)
 	r.must("SET", "k", "v1")
-	r.must("SET", VersionPrefix+"k", string(encodeVersion(uint64(2)<<60, 1)))
+	r.must("SET", VersionPrefix+"k", string(hlc.Encode(uint64(2)<<60, 1)))
 	if got := safe.must("GET", "k"); got != "v1" {
 		t.Fatalf("DC_SAFE_QUORUM GET with two agreeing = %q", got)
 	}
@@ -167,7 +168,7 @@ func TestVersionsOrderWrites(t *testing.T) {
 	tn := tc.nodes[0]
 	r := dial(t, tn.redis.Addr)
 	peer := dialPeer(t, tn)
-	newer, older := string(encodeVersion(2<<20, 1)), string(encodeVersion(1<<20, 1))
+	newer, older := string(hlc.Encode(2<<20, 1)), string(hlc.Encode(1<<20, 1))
 	peer.must("WRITE", newer, "SET", "k", "new")
 	if got := peer.must("WRITE", older, "SET", "k", "old"); got != "OK" {
 		t.Fatalf("stale write answered %q", got)
@@ -175,7 +176,7 @@ func TestVersionsOrderWrites(t *testing.T) {
 	if got := r.must("GET", "k"); got != "new" {
 		t.Fatalf("after a stale write, k = %q", got)
 	}
-	peer.must("WRITE", string(encodeVersion(3<<20, 1)), "DEL", "k")
+	peer.must("WRITE", string(hlc.Encode(3<<20, 1)), "DEL", "k")
 	peer.must("WRITE", newer, "SET", "k", "resurrected")
 	if got := r.must("EXISTS", "k"); got != "0" {
 		t.Fatal("an older write brought a deleted key back")
@@ -194,7 +195,7 @@ func TestScriptlessWrites(t *testing.T) {
 	tn := tc.nodes[0]
 	r := dial(t, tn.redis.Addr)
 	peer := dialPeer(t, tn)
-	v := func(n uint64) string { return string(encodeVersion(n<<20, 1)) }
+	v := func(n uint64) string { return string(hlc.Encode(n<<20, 1)) }
 	fast := func() int64 { return tn.node.stats.scriptlessWrites.Load() }
 	expect := func(key, want string) {
 		t.Helper()
@@ -335,7 +336,7 @@ func TestScriptlessInPlaceWrites(t *testing.T) {
 	}
 }
 
-func isVersion(v string) bool { _, ok := decodeVersion([]byte(v)); return ok }
+func isVersion(v string) bool { _, ok := hlc.Decode([]byte(v)); return ok }
 
 // Concurrent SETs of the same keys through every node, most of them sent as
 // MSET without the script, never lower a replica's version, and leave the

@@ -17,6 +17,7 @@ import (
 	"github.com/troop-lab/troop/fit"
 	"github.com/troop-lab/troop/node/consistency"
 	"github.com/troop-lab/troop/node/decide"
+	"github.com/troop-lab/troop/node/hlc"
 	"github.com/troop-lab/troop/resp"
 )
 
@@ -166,14 +167,14 @@ func (n *Node) byConsensusAt(level consistency.Level) bool {
 }
 
 // ballotVersion writes a ballot as a version.
-func ballotVersion(b decide.Ballot) []byte { return encodeVersion(b.Counter, uint16(b.Proposer)) }
+func ballotVersion(b decide.Ballot) []byte { return hlc.Encode(b.Counter, uint16(b.Proposer)) }
 
 // versionBallot reads a version as a ballot; none ("") is the zero ballot.
 func versionBallot(v []byte) (decide.Ballot, bool) {
 	if len(v) == 0 {
 		return decide.Ballot{}, true
 	}
-	raw, ok := versionBytes(v)
+	raw, ok := hlc.Raw(v)
 	if !ok {
 		return decide.Ballot{}, false
 	}
@@ -183,7 +184,7 @@ func versionBallot(v []byte) (decide.Ballot, bool) {
 // proposerID is the proposer of this node's ballots: its clock's node id
 // with the top bit flipped, so that no ballot of this node equals a
 // version its clock issues.
-func (n *Node) proposerID() uint64 { return uint64(n.clock.node ^ 0x8000) }
+func (n *Node) proposerID() uint64 { return uint64(n.clock.Node() ^ 0x8000) }
 
 // A value as the proposer carries it: nil for none, else its expiry (Unix
 // ms, as PEXPIRETIME, 0 for none) in 8 bytes, then the DUMP.
@@ -445,7 +446,7 @@ func (n *Node) decide(tr *trace, level consistency.Level, name, key []byte, run 
 	}
 	// Ballots start above every version this node's clock issued or saw,
 	// so that a whole-value write's version does not keep refusing them.
-	p.Observe(n.clock.counter())
+	p.Observe(n.clock.Counter())
 	replies := make(chan acceptorReply, 2*len(reps)*(maxConsensusTries+2))
 	deadline := time.Now().Add(n.cfg.Timeout)
 	req := p.Propose(change)
@@ -464,15 +465,15 @@ func (n *Node) decide(tr *trace, level consistency.Level, name, key []byte, run 
 		if st != decide.Refused || try >= maxConsensusTries || time.Now().After(deadline) {
 			break
 		}
-		n.clock.observe(ballotVersion(decide.Ballot{Counter: p.Counter()}))
+		n.clock.Observe(ballotVersion(decide.Ballot{Counter: p.Counter()}))
 		time.Sleep(rand.N(consensusBackoff)) // a random backoff, not a synchronisation
 		// A ballot from the clock, not one past the promise that refused
 		// it: a proposer that decides a change each millisecond raises
 		// its promise by one each time, and would stay ahead.
-		p.Observe(n.clock.counter())
+		p.Observe(n.clock.Counter())
 		req = p.Retry()
 	}
-	n.clock.observe(ballotVersion(p.Ballot()))
+	n.clock.Observe(ballotVersion(p.Ballot()))
 	switch st {
 	case decide.Decided:
 		if expires {
@@ -695,7 +696,7 @@ func (n *Node) serveAcceptor(tr *trace, op string, args [][]byte, b *batch, done
 		done(resp.AppendError(nil, "ERR troop peer protocol: bad "+op+" arguments"), nil)
 		return
 	}
-	n.clock.observe(args[2])
+	n.clock.Observe(args[2])
 	n.localAcceptor(b, tr, args[1], req, done)
 }
 

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/troop-lab/troop/node/hlc"
 	"github.com/troop-lab/troop/resp"
 	"github.com/troop-lab/troop/topology"
 )
@@ -272,7 +273,7 @@ func abandonChange(t *testing.T, tc *testCluster, key string) {
 	t.Helper()
 	tc.client(0, "DC_QUORUM").must("SET", key, "old")
 	first := dial(t, tc.nodes[0].redis.Addr)
-	hlc, ok := decodeVersion([]byte(first.must("GET", VersionPrefix+key)))
+	at, ok := hlc.Decode([]byte(first.must("GET", VersionPrefix+key)))
 	if !ok {
 		t.Fatal("the key's version does not decode")
 	}
@@ -280,9 +281,9 @@ func abandonChange(t *testing.T, tc *testCluster, key string) {
 		r := dial(t, n.redis.Addr)
 		if i > 0 {
 			r.must("SET", key, "new")
-			r.must("SET", VersionPrefix+key, string(encodeVersion(hlc+1000, 7)))
+			r.must("SET", VersionPrefix+key, string(hlc.Encode(at+1000, 7)))
 		}
-		r.must("SET", PromisePrefix+key, string(encodeVersion(hlc+2000, 7)))
+		r.must("SET", PromisePrefix+key, string(hlc.Encode(at+2000, 7)))
 	}
 }
 
@@ -336,7 +337,7 @@ func twoDeciders(t *testing.T, bug string) *testCluster {
 	}})
 	for i, other := range []int{1, 0} {
 		n := tc.nodes[i].node
-		n.memberByAddr(tc.nodes[other].cfg.DynListen).health.down.Store(true)
+		n.memberByAddr(tc.nodes[other].cfg.DynListen).health.Down.Store(true)
 		if d, _ := n.decider(n.replicas([]byte("k"))); !d.self {
 			t.Fatalf("%s's deciding replica is %s, want its own", tc.nodes[i].cfg.Name, replicaName(d))
 		}
@@ -496,7 +497,7 @@ func TestWatchReadsAQuorumsValue(t *testing.T) {
 	})
 
 	c := tc.client(1, "DC_QUORUM")
-	down := &tc.nodes[1].node.memberByAddr(tc.nodes[0].cfg.DynListen).health.down
+	down := &tc.nodes[1].node.memberByAddr(tc.nodes[0].cfg.DynListen).health.Down
 	type answer struct {
 		v   resp.Value
 		err error

@@ -136,7 +136,7 @@ func (n *Node) write(tr *trace, level consistency.Level, cmd *command, keys [][]
 		return
 	}
 	if level == consistency.DCOne || !cmd.isLWW(args) || planted && n.noVersionQuery {
-		n.writeAt(tr, v, level, cmd, keys, args, reps, n.clock.next(), nil, h, b, done)
+		n.writeAt(tr, v, level, cmd, keys, args, reps, n.clock.Next(), nil, h, b, done)
 		return
 	}
 	h.add(1) // the query: the write may go out after the handling is done
@@ -158,8 +158,8 @@ func (n *Node) queryThenWrite(tr *trace, v *view, level consistency.Level, cmd *
 	q.begin(n, tr, level, args[0], reps, done)
 	q.order = askOrder(q.orderBuf[:0], reps)
 	q.write = func(newest []byte, b *batch) {
-		n.clock.observe(newest)
-		n.writeAt(tr, v, level, cmd, keys, args, reps, n.clock.next(), nil, h, b, done)
+		n.clock.Observe(newest)
+		n.writeAt(tr, v, level, cmd, keys, args, reps, n.clock.Next(), nil, h, b, done)
 	}
 	q.mu.Lock()
 	ask := q.next(consistency.Quorum(len(reps)), 0)
@@ -614,7 +614,7 @@ func (q *readQuorum) answer(i int, version, reply []byte, err error) {
 	if err == nil {
 		q.answers[i] = &consistency.Reply{Version: version, Raw: reply}
 		q.tally.OK++
-		q.n.clock.observe(version)
+		q.n.clock.Observe(version)
 	} else {
 		q.tally.Unreachable++
 		q.reasons[i] = err.Error()
@@ -682,7 +682,7 @@ func (q *readQuorum) answer(i int, version, reply []byte, err error) {
 	q.mu.Unlock()
 	q.done(out)
 	if len(q.keys) == 1 {
-		q.n.repair.readRepair(q.keys[0], q.replicas, q.comparable(answered), idx)
+		q.n.repair.ReadRepair(q.keys[0], q.replicas, q.comparable(answered), idx)
 	}
 }
 
@@ -719,7 +719,7 @@ func (q *readQuorum) writeBackTargets(answered []consistency.Reply, idx []int, s
 // them hold it; if they cannot, the read fails.
 func (q *readQuorum) writeBack(version []byte, src *member, targets []*member, need int, out []byte) {
 	q.n.stats.readWriteBacks.Add(1)
-	q.n.repair.writeBack(q.keys[0], src, version, targets, need, func(err error) {
+	q.n.repair.WriteBack(q.keys[0], src, version, targets, need, func(err error) {
 		if promised(err) {
 			// A change by consensus was promised above the newest version,
 			// and was not decided (or not yet everywhere): the value may

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/troop-lab/troop/node/hlc"
 	"github.com/troop-lab/troop/resp"
 )
 
@@ -479,7 +480,7 @@ func parseVersionReply(raw []byte, err error) ([]byte, error) {
 	case v.IsNull || len(v.Str) == 0:
 		return []byte{}, nil
 	}
-	if _, ok := decodeVersion(v.Str); !ok {
+	if _, ok := hlc.Decode(v.Str); !ok {
 		return nil, fmt.Errorf("version query: %q is not a version", printableArg(v.Str))
 	}
 	return v.Str, nil

@@ -48,7 +48,7 @@ func (n *Node) drawn(tr *trace, level consistency.Level, cmd *command, keys, arg
 		n.stats.forwarded.Add(1)
 	}
 	d, di := n.decider(reps)
-	version := n.clock.next()
+	version := n.clock.Next()
 	h.add(1)
 	decided := func(raw []byte, err error) {
 		defer h.done()

@@ -33,7 +33,7 @@ return e
 
 // localKeyCount scans this node's redis-server.
 func (n *Node) localKeyCount() (keyCount, error) {
-	store, _ := n.aeLinks()
+	store, _ := n.longLinks()
 	var total keyCount
 	cursor := "0"
 	for {
@@ -67,7 +67,7 @@ func (n *Node) localKeyCount() (keyCount, error) {
 
 // rackKeyCount adds up the counts of the nodes of this node's rack.
 func (n *Node) rackKeyCount() (keyCount, error) {
-	_, peers := n.aeLinks()
+	_, peers := n.longLinks()
 	var (
 		mu       sync.Mutex
 		wg       sync.WaitGroup

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/troop-lab/troop/node/membership"
+	"github.com/troop-lab/troop/node/repair"
 	"github.com/troop-lab/troop/resp"
 )
 
@@ -110,7 +111,7 @@ func (n *Node) mirror(keys [][]byte, targets []*member, done func(error)) {
 	var first error
 	for i, k := range keys {
 		t := targets[i]
-		n.repair.copyKeyAs("HANDOFF", k, n.self, []*member{t}, nil, func(_ int, err error) {
+		n.repair.Handoff(k, n.self, t, func(err error) {
 			mu.Lock()
 			if err != nil && first == nil {
 				first = fmt.Errorf("%s: %v", t.peerAddr, err)
@@ -153,22 +154,25 @@ func (n *Node) streamRange(ctx context.Context, r membership.Range, addr string)
 	}
 	const inflight = 64
 	slots := make(chan struct{}, inflight)
-	limiter := newRateLimiter(n.cfg.HandoffKeysPerSec)
+	limiter := repair.NewLimiter(n.cfg.HandoffKeysPerSec)
 	var (
 		mu     sync.Mutex
 		first  error
 		copied int64
 		wg     sync.WaitGroup
 	)
-	err := n.scanPages(ctx, segment{lo: r.Lo, hi: r.Hi}, 0, nil, func(keys [][]byte, _ []int) error {
-		for _, key := range keys {
-			if err := limiter.wait(ctx); err != nil {
+	err := n.scanVersioned(ctx, func(keys [][]byte, tokens []uint32) error {
+		for i, key := range keys {
+			if !r.Contains(tokens[i]) {
+				continue
+			}
+			if err := limiter.Wait(ctx); err != nil {
 				return err
 			}
 			key = append([]byte(nil), key...)
 			slots <- struct{}{}
 			wg.Add(1)
-			n.repair.copyKeyAs("HANDOFF", key, n.self, []*member{to}, nil, func(_ int, err error) {
+			n.repair.Handoff(key, n.self, to, func(err error) {
 				mu.Lock()
 				if err != nil && first == nil {
 					first = fmt.Errorf("copying %q: %v", printableArg(key), err)
@@ -201,13 +205,13 @@ func (n *Node) cleanup(ctx context.Context) (int64, error) {
 	if v.other != nil {
 		return 0, errors.New("a membership change is under way: keys are dropped only once it is done")
 	}
-	store, _ := n.aeLinks()
+	store, _ := n.longLinks()
 	own := v.localRacks[0].ring // not this node's rack when !ownRack: it owns nothing
 	var dropped int64
-	err := n.scanPages(ctx, segment{}, 0, nil, func(keys [][]byte, _ []int) error {
+	err := n.scanVersioned(ctx, func(keys [][]byte, tokens []uint32) error {
 		var drop [][]byte
-		for _, k := range keys {
-			if !v.ownRack || v.members[own.Owner(n.token(k))] != n.self {
+		for i, k := range keys {
+			if !v.ownRack || v.members[own.Owner(tokens[i])] != n.self {
 				drop = append(drop, k)
 			}
 		}
@@ -304,7 +308,7 @@ func (c *changeNode) Stream(ctx context.Context, r membership.Range, addr string
 func (c *changeNode) Cleanup(ctx context.Context) (int64, error) { return c.node().cleanup(ctx) }
 
 // Ask sends MEMBERSHIP args to m over its peer link, or, when long, over
-// the connection of long timeout anti-entropy uses.
+// the connection of long timeout (longLink).
 func (c *changeNode) Ask(_ context.Context, m membership.Member, long bool, args ...[]byte) ([]byte, error) {
 	n := c.node()
 	peer, err := n.memberFor(m.Addr, m.DC, m.Rack)
@@ -313,7 +317,7 @@ func (c *changeNode) Ask(_ context.Context, m membership.Member, long bool, args
 	}
 	l := peer.link
 	if long {
-		l = n.aeLink(peer)
+		l = n.longLink(peer)
 	}
 	return doSync(l, resp.AppendCommand(nil, append([][]byte{[]byte("MEMBERSHIP")}, args...)...))
 }

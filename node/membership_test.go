@@ -17,6 +17,7 @@ import (
 
 	"github.com/troop-lab/troop/internal/testredis"
 	"github.com/troop-lab/troop/node/consistency"
+	"github.com/troop-lab/troop/node/hlc"
 	"github.com/troop-lab/troop/node/membership"
 	"github.com/troop-lab/troop/node/reconfig"
 	"github.com/troop-lab/troop/topology"
@@ -606,7 +607,7 @@ func TestMembershipRepairMirrored(t *testing.T) {
 	scratch := dial(t, old.redis.Addr)
 	scratch.must("SET", "scratch", "repaired")
 	dump := scratch.do("DUMP", "scratch").Str
-	version := string(encodeVersion(uint64(time.Now().Add(time.Hour).UnixMilli())<<16, 9))
+	version := string(hlc.Encode(uint64(time.Now().Add(time.Hour).UnixMilli())<<16, 9))
 	if got := dialPeer(t, old).must("REPAIR", key, version, string(dump), "-1", "-1"); got != "1" {
 		t.Fatalf("REPAIR answered %s, want 1", got)
 	}

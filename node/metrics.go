@@ -90,8 +90,8 @@ var scalars = []scalar{
 	{desc("troop_blocked_clients", "Clients waiting in a blocking pop."), prometheus.GaugeValue, func(n *Node) int64 { return n.stats.blocked.Load() }},
 	{desc("troop_inflight", "Requests in progress."), prometheus.GaugeValue, func(n *Node) int64 { return n.inflight.Load() }},
 	{desc("troop_peers_marked_down_total", "Times the failure detector marked a peer down."), prometheus.CounterValue, func(n *Node) int64 { return n.stats.peersMarkedDown.Load() }},
-	{desc("troop_read_repairs_total", "Stale replicas written back after a quorum read."), prometheus.CounterValue, func(n *Node) int64 { return n.stats.readRepairs.Load() }},
-	{desc("troop_read_repairs_lost_total", "Read repairs not done (too many under way, or failed)."), prometheus.CounterValue, func(n *Node) int64 { return n.stats.readRepairsLost.Load() }},
+	{desc("troop_read_repairs_total", "Stale replicas written back after a quorum read."), prometheus.CounterValue, func(n *Node) int64 { return n.repair.ReadRepairs.Load() }},
+	{desc("troop_read_repairs_lost_total", "Read repairs not done (too many under way, or failed)."), prometheus.CounterValue, func(n *Node) int64 { return n.repair.ReadRepairsLost.Load() }},
 	{desc("troop_handoff_mirror_failures_total", "Writes to a key moving in a membership change that failed because their copy to the key's other owner failed."), prometheus.CounterValue, func(n *Node) int64 { return n.stats.mirrorFailures.Load() }},
 	{desc("troop_handoff_keys_total", "Keys this node streamed to their new owner in membership changes."), prometheus.CounterValue, func(n *Node) int64 { return n.stats.handoffKeys.Load() }},
 	{desc("troop_consensus_writes_total", "Quorum writes that change a value in place, decided by consensus per key."), prometheus.CounterValue, func(n *Node) int64 { return n.stats.consensusWrites.Load() }},
@@ -148,7 +148,7 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(hintsDropped, dropped)
 	counter(hintsReplayed, replayed)
 
-	gauge(datastoreUp, bool01(n.datastore.reachable()))
+	gauge(datastoreUp, bool01(n.datastore.Reachable()))
 	var store link.Stats
 	for _, l := range n.store {
 		st := l.Stats()

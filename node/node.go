@@ -25,7 +25,10 @@ import (
 	troopclient "github.com/troop-lab/troop/client" // aliased: the tests have a client type
 	"github.com/troop-lab/troop/link"
 	"github.com/troop-lab/troop/node/consistency"
+	"github.com/troop-lab/troop/node/health"
+	"github.com/troop-lab/troop/node/hlc"
 	"github.com/troop-lab/troop/node/reconfig"
+	"github.com/troop-lab/troop/node/repair"
 	"github.com/troop-lab/troop/resp"
 	"github.com/troop-lab/troop/ring"
 	"github.com/troop-lab/troop/topology"
@@ -51,8 +54,8 @@ type member struct {
 	mu   sync.Mutex
 	info peerInfo // what the peer said in its handshake
 
-	health peerHealth // peers only: the failure detector's view
-	hints  *hintLog   // peers only, nil when hinted handoff is off
+	health *health.Peer  // peers only: the failure detector's view
+	hints  *repair.Hints // peers only, nil when hinted handoff is off
 }
 
 // peerInfo is what a node tells a peer about itself in the handshake.
@@ -71,7 +74,7 @@ type rackRing struct {
 type Node struct {
 	cfg      *topology.Config
 	log      *slog.Logger
-	clock    *clock
+	clock    *hlc.Clock
 	versions *versionCache  // nil when writes are unversioned or troop_version_cache_keys is 0
 	blockers blockers       // clients waiting in a blocking pop, by key (blocking.go)
 	clients  clientRegistry // the client connections, for CLIENT LIST, KILL and UNBLOCK (clients.go)
@@ -89,16 +92,16 @@ type Node struct {
 	self      *member
 	selfAddr  atomic.Pointer[string] // this node's address in the membership (me)
 	peersMu   sync.Mutex
-	peers     map[string]*member // by peer address, made once and kept
-	changes   *reconfig.Driver   // membership changes this node drives or takes part in (node/reconfig, membership.go)
-	store     []*link.Link       // connections to the local redis-server
-	datastore *reachability      // whether the redis-server answers, for the log and /metrics
-	dataDir   string             // where hints live (troop_data_dir)
-	repair    *repairer          // read repair and anti-entropy
-	proposers keyProposers       // this node's proposer of each key it decides by consensus (consensus.go)
+	peers     map[string]*member        // by peer address, made once and kept
+	changes   *reconfig.Driver          // membership changes this node drives or takes part in (node/reconfig, membership.go)
+	store     []*link.Link              // connections to the local redis-server
+	datastore *health.Reachability      // whether the redis-server answers, for the log and /metrics
+	dataDir   string                    // where hints live (troop_data_dir)
+	repair    *repair.Repairer[*member] // read repair, anti-entropy, hints (node/repair, repairnode.go)
+	proposers keyProposers              // this node's proposer of each key it decides by consensus (consensus.go)
 
 	// When the redis-server last answered the heartbeat's PING, Unix ns:
-	// for /ready (health.go).
+	// for /ready (ready.go).
 	datastorePong atomic.Int64
 
 	// Planted bugs (troop_planted_bug), for testing the testers; every
@@ -112,13 +115,10 @@ type Node struct {
 	mem                   memBudget // bytes of requests in flight and unwritten replies (memory.go)
 	stats                 *stats
 
-	// Anti-entropy: its own connections (made on the first pass), one pass
-	// at a time, and the trees built for peers' passes.
-	aeMu    sync.Mutex
-	aeStore *link.Link
-	aePeers map[*member]*link.Link
-	aeRun   sync.Mutex
-	trees   treeCache
+	// The connections for long requests, made on first use (longlinks.go).
+	longMu    sync.Mutex
+	longStore *link.Link
+	longPeers map[*member]*link.Link
 
 	mu        sync.Mutex
 	listeners []net.Listener
@@ -171,7 +171,7 @@ func New(cfg *topology.Config, log *slog.Logger) (*Node, error) {
 	}
 	n.readLevel.Store(int32(cfg.ReadConsistency))
 	n.writeLevel.Store(int32(cfg.WriteConsistency))
-	n.clock = newClock(uint16(ring.Hash([]byte(cfg.Name))), time.Now)
+	n.clock = hlc.NewClock(uint16(ring.Hash([]byte(cfg.Name))), time.Now)
 	n.dataDir = resolveDataDir(cfg.DataDir, cfg.Source, cfg.Name)
 	if err := n.openLineageExport(); err != nil {
 		return nil, err
@@ -181,7 +181,7 @@ func New(cfg *topology.Config, log *slog.Logger) (*Node, error) {
 	}
 	// One line when the redis-server becomes unreachable and one when it is
 	// back, whichever of the node's connections to it finds out.
-	n.datastore = newReachability(log.With("redis", cfg.Servers[0].Addr), "datastore unreachable", "datastore reachable")
+	n.datastore = health.NewReachability(log.With("redis", cfg.Servers[0].Addr), "datastore unreachable", "datastore reachable")
 	for range clientLoops(cfg.ClientLoops) {
 		l, err := newFrontLoop(n)
 		if err != nil {
@@ -193,11 +193,11 @@ func New(cfg *topology.Config, log *slog.Logger) (*Node, error) {
 	conns := max(cfg.DatastoreConnections, 1)
 	for i := 0; i < conns; i++ {
 		l := link.New("redis", cfg.Servers[0].Addr, cfg.Timeout, n.storeHandshake(true))
-		l.Watch(func(reachable bool, err error) { n.datastore.set(reachable, err) })
+		l.Watch(func(reachable bool, err error) { n.datastore.Set(reachable, err) })
 		l.PollWith(n.pickLoop())
 		n.store = append(n.store, l)
 	}
-	n.repair = newRepairer(n)
+	n.repair = n.newRepairer()
 	n.changes = reconfig.New((*changeNode)(n), reconfig.Config{Dir: n.dataDir, Datacenter: cfg.Datacenter, Timeout: cfg.Timeout, Log: log})
 	if err := n.openHints(); err != nil {
 		n.closeLinks()
@@ -312,7 +312,7 @@ func (n *Node) Serve(ctx context.Context) error {
 	go func() { defer n.wg.Done(); n.acceptLoop(peers, n.acceptPeer) }()
 	go func() { defer n.wg.Done(); n.admin.Serve(adminLn) }()
 	go func() { defer n.wg.Done(); n.heartbeatLoop(ctx) }()
-	go func() { defer n.wg.Done(); n.repair.antiEntropyLoop(ctx) }()
+	go func() { defer n.wg.Done(); n.repair.RunAntiEntropy(ctx) }()
 	go func() { defer n.wg.Done(); n.changes.Run(ctx, catchUpEvery) }()
 	<-ctx.Done()
 	n.shutdown()
@@ -373,15 +373,16 @@ func (n *Node) shutdown() {
 	n.admin.Shutdown(shutdownCtx)
 	cancel()
 	n.closeLinks()
+	n.repair.Stop()
 	n.wg.Wait()
-	n.datastore.stop()
+	n.datastore.Stop()
 	for _, m := range n.allPeers() {
-		m.health.reach.stop()
+		m.health.Stop()
 	}
 	n.closeLineageExport()
 	for _, m := range n.allPeers() {
 		if m.hints != nil {
-			m.hints.close()
+			m.hints.Close()
 		}
 	}
 	n.log.Info("node stopped", "name", n.cfg.Name)
@@ -405,11 +406,11 @@ func (n *Node) closeLinks() {
 	for _, l := range n.store {
 		l.Close()
 	}
-	n.aeMu.Lock()
-	defer n.aeMu.Unlock()
-	if n.aeStore != nil {
-		n.aeStore.Close()
-		for _, l := range n.aePeers {
+	n.longMu.Lock()
+	defer n.longMu.Unlock()
+	if n.longStore != nil {
+		n.longStore.Close()
+		for _, l := range n.longPeers {
 			l.Close()
 		}
 	}

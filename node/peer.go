@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/troop-lab/troop/node/hlc"
+	"github.com/troop-lab/troop/node/repair"
 	"github.com/troop-lab/troop/resp"
 )
 
@@ -173,7 +175,7 @@ func (n *Node) handlePeer(tr *trace, op string, args [][]byte, s *slot, b *batch
 		n.serveStamp(tr, args, s, b)
 	case (op == "WRITE" || op == "FWD") && len(args) >= 4:
 		version := args[1]
-		if _, ok := decodeVersion(version); !ok && (len(version) > 0 || n.cfg.Versions) {
+		if _, ok := hlc.Decode(version); !ok && (len(version) > 0 || n.cfg.Versions) {
 			s.complete(resp.AppendError(nil, "ERR troop peer protocol: bad version"))
 			return
 		}
@@ -186,14 +188,14 @@ func (n *Node) handlePeer(tr *trace, op string, args [][]byte, s *slot, b *batch
 		if len(keys) > 0 {
 			n.versions.prefetch(keys[0]) // as for a client's write (handleClient)
 		}
-		n.clock.observe(version)
+		n.clock.Observe(version)
 		n.applyWrite(b, tr, n.view(), version, c, keys, cmdArgs, done)
 		if op == "FWD" {
 			n.fanOut(tr, keys[0], version, cmdArgs, b)
 		}
 	case op == "SCRIPT" && len(args) >= 5:
 		version := args[1]
-		if _, ok := decodeVersion(version); !ok && (len(version) > 0 || n.cfg.Versions) {
+		if _, ok := hlc.Decode(version); !ok && (len(version) > 0 || n.cfg.Versions) {
 			s.complete(resp.AppendError(nil, "ERR troop peer protocol: bad version"))
 			return
 		}
@@ -205,7 +207,7 @@ func (n *Node) handlePeer(tr *trace, op string, args [][]byte, s *slot, b *batch
 			s.complete(resp.AppendError(nil, bad))
 			return
 		}
-		n.clock.observe(version)
+		n.clock.Observe(version)
 		n.localScript(b, version, keys, args[2:], done)
 	case (op == "PUBLISH" || op == "SPUBLISH") && len(args) == 3:
 		s.complete(resp.AppendInt(nil, n.pubsub.deliver(op == "SPUBLISH", args[1], args[2])))
@@ -216,7 +218,7 @@ func (n *Node) handlePeer(tr *trace, op string, args [][]byte, s *slot, b *batch
 	case op == "TX" || op == "TXFWD":
 		version, wkeys, tokens, cmds, bad := parseTxRequest(args[1:])
 		if bad == "" && len(version) > 0 {
-			if _, ok := decodeVersion(version); !ok {
+			if _, ok := hlc.Decode(version); !ok {
 				bad = "ERR troop peer protocol: bad version"
 			}
 		}
@@ -224,7 +226,7 @@ func (n *Node) handlePeer(tr *trace, op string, args [][]byte, s *slot, b *batch
 			s.complete(resp.AppendError(nil, bad))
 			return
 		}
-		n.clock.observe(version)
+		n.clock.Observe(version)
 		n.localTx(b, version, wkeys, tokens, cmds, done)
 		if op == "TXFWD" {
 			n.fanOutTx(version, cmds, b)
@@ -243,12 +245,12 @@ func (n *Node) handlePeer(tr *trace, op string, args [][]byte, s *slot, b *batch
 	case (op == "REPAIR" || op == "HANDOFF") && len(args) == 6: // HANDOFF: a membership change's copy, never mirrored
 		pttl, err1 := strconv.ParseInt(string(args[4]), 10, 64)
 		vpttl, err2 := strconv.ParseInt(string(args[5]), 10, 64)
-		if _, ok := decodeVersion(args[2]); !ok || err1 != nil || err2 != nil {
+		if _, ok := hlc.Decode(args[2]); !ok || err1 != nil || err2 != nil {
 			s.complete(resp.AppendError(nil, "ERR troop peer protocol: bad REPAIR arguments"))
 			return
 		}
-		n.clock.observe(args[2])
-		n.repairLocal(b, args[1], copyOf{version: args[2], dump: args[3], pttl: pttl, vpttl: vpttl}, op == "REPAIR", done)
+		n.clock.Observe(args[2])
+		n.repairLocal(b, args[1], repair.Copy{Version: args[2], Dump: args[3], PTTL: pttl, VPTTL: vpttl}, op == "REPAIR", done)
 	case op == "MEMBERSHIP":
 		n.serveMembership(args, s)
 	case op == "TREE" || op == "TREENODES" || op == "ENTRIES":

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/troop-lab/troop/node/hlc"
+	"github.com/troop-lab/troop/node/repair"
 	"github.com/troop-lab/troop/topology"
 )
 
@@ -80,14 +82,14 @@ func TestReadRepair(t *testing.T) {
 }
 
 // repairVia runs an anti-entropy pass through a node's admin API.
-func repairVia(t *testing.T, tn *testNode) RepairReport {
+func repairVia(t *testing.T, tn *testNode) repair.Report {
 	t.Helper()
 	res, err := http.Post("http://"+tn.cfg.StatsListen+"/repair", "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer res.Body.Close()
-	var rep RepairReport
+	var rep repair.Report
 	if res.StatusCode != 200 || json.NewDecoder(res.Body).Decode(&rep) != nil {
 		t.Fatalf("POST /repair: %s", res.Status)
 	}
@@ -117,7 +119,7 @@ func TestAntiEntropy(t *testing.T) {
 		victim.must("SET", fmt.Sprintf("ae%d", 10+i), "corrupt")
 		k := fmt.Sprintf("ae%d", 20+i)
 		victim.must("SET", k, "old")
-		victim.must("SET", VersionPrefix+k, string(encodeVersion(1<<20, 1)))
+		victim.must("SET", VersionPrefix+k, string(hlc.Encode(1<<20, 1)))
 	}
 	// Deletes and an expiry the victim missed: it holds the old values with
 	// their old versions.

@@ -130,7 +130,7 @@ func (n *Node) decided(tr *trace, level consistency.Level, c *command, keys, arg
 	d, di := n.decider(reps)
 	version := []byte{}
 	if n.cfg.Versions {
-		version = n.clock.next()
+		version = n.clock.Next()
 	}
 	h.add(1)
 	decided := func(raw []byte, err error) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/troop-lab/troop/fit"
 	"github.com/troop-lab/troop/node/consistency"
+	"github.com/troop-lab/troop/node/hlc"
 	"github.com/troop-lab/troop/resp"
 )
 
@@ -66,7 +67,7 @@ func (n *Node) stamper(reps []*member) int {
 // write is queued or has failed.
 func (n *Node) stampedWrite(tr *trace, v *view, level consistency.Level, cmd *command, keys, args [][]byte, reps []*member, s int, deadline time.Time, release func(), h *hold, b *batch, done replyFunc) {
 	// The stamper reads the deadline on its own clock.
-	stampBy := n.clock.millis() + time.Until(deadline).Milliseconds()
+	stampBy := n.clock.Millis() + time.Until(deadline).Milliseconds()
 	n.localVersion(b, tr, keys[0], func(floor []byte, err error, b *batch) {
 		if err != nil { // this node's redis-server: the long way asks the others
 			n.queryThenWrite(tr, v, level, cmd, keys, args, reps, deadline, release, h, b, done)
@@ -90,7 +91,7 @@ func (n *Node) stampedWrite(tr *trace, v *view, level consistency.Level, cmd *co
 				// query's answer would.
 				n.useReplica(tr, reps[0])
 				n.stats.stampedWrites.Add(1)
-				n.clock.observe(st.version)
+				n.clock.Observe(st.version)
 				st.replica = s
 				n.writeAt(tr, v, level, cmd, keys, args, reps, st.version, st, h, nil, done) // from a link goroutine: no batch
 				release()
@@ -141,7 +142,7 @@ func parseStampReply(raw []byte, err error) (*stamped, error) {
 			return nil, errNotApplied
 		case stampedCode:
 			version, why, _ := strings.Cut(rest, " ")
-			if _, ok := decodeVersion([]byte(version)); ok {
+			if _, ok := hlc.Decode([]byte(version)); ok {
 				return &stamped{version: []byte(version), err: errors.New(why)}, nil
 			}
 		}
@@ -149,7 +150,7 @@ func parseStampReply(raw []byte, err error) (*stamped, error) {
 	}
 	version, reply, err := splitVersioned(raw)
 	if err == nil {
-		if _, ok := decodeVersion(version); !ok {
+		if _, ok := hlc.Decode(version); !ok {
 			err = fmt.Errorf("stamp: %q is not a version", printableArg(version))
 		}
 	}
@@ -161,7 +162,7 @@ func parseStampReply(raw []byte, err error) (*stamped, error) {
 func (n *Node) serveStamp(tr *trace, args [][]byte, s *slot, b *batch) {
 	deadline, err := strconv.ParseInt(string(args[1]), 10, 64)
 	floor := args[2]
-	if _, ok := decodeVersion(floor); err != nil || !ok && len(floor) > 0 {
+	if _, ok := hlc.Decode(floor); err != nil || !ok && len(floor) > 0 {
 		s.complete(resp.AppendError(nil, "ERR troop peer protocol: bad STAMP deadline or version"))
 		return
 	}
@@ -184,7 +185,7 @@ func (n *Node) serveStamp(tr *trace, args [][]byte, s *slot, b *batch) {
 		if bytes.Compare(floor, held) > 0 {
 			held = floor
 		}
-		version, ok := n.clock.stampBefore(deadline, held)
+		version, ok := n.clock.StampBefore(deadline, held)
 		if !ok {
 			notApplied("the write arrived after its deadline by this node's clock")
 			return

@@ -29,13 +29,13 @@ func TestStampedWrites(t *testing.T) {
 	// Refused: the stamper (rack2, the first other rack) reads its clock
 	// ahead of every deadline, so the write takes the long way, and still
 	// ends newer than the last.
-	tc.nodes[1].node.clock.setSkew(time.Hour, 0)
+	tc.nodes[1].node.clock.SetSkew(time.Hour, 0)
 	c.must("SET", "k", "2")
 	if stamped() != 1 {
 		t.Errorf("a write the stamper refused counted as stamped")
 	}
 	tc.redisesHold("k", "2", 2*time.Second)
-	tc.nodes[1].node.clock.setSkew(0, 0)
+	tc.nodes[1].node.clock.SetSkew(0, 0)
 
 	// Stamped but not applied there: rack2's redis-server is paused, so
 	// the stamper's own write times out; the write still reaches the

@@ -575,7 +575,7 @@ func (n *Node) execReplicated(tx *txn, wkeys, tokens [][]byte, route []byte, ses
 	}
 	var version []byte
 	if n.cfg.Versions && len(tx.writeKeys) > 0 {
-		version = n.clock.next()
+		version = n.clock.Next()
 	} else {
 		version = []byte{}
 	}

@@ -9,6 +9,7 @@ import (
 	"unsafe"
 
 	"github.com/troop-lab/troop/internal/prefetch"
+	"github.com/troop-lab/troop/node/hlc"
 )
 
 // A versionCache lets most versioned writes skip the write script. The
@@ -82,9 +83,9 @@ type cacheShard struct {
 }
 
 type cacheSlot struct {
-	key        keyHash              // key[1] is never 0 but in an empty slot
-	bound      [versionLen / 2]byte // no older than any version sent for the key since the entry was made
-	knownEpoch uint32               // bound is also no older than redis's version when this is the cache's epoch
+	key        keyHash           // key[1] is never 0 but in an empty slot
+	bound      [hlc.Len / 2]byte // no older than any version sent for the key since the entry was made
+	knownEpoch uint32            // bound is also no older than redis's version when this is the cache's epoch
 
 	noExpiryEpoch uint32 // the key has no expiry in redis, nor once what was sent runs, when this is the cache's epoch
 	expirySends   uint32 // requests sent that may give the key an expiry: a reply from before the last of them teaches nothing of it
@@ -191,7 +192,7 @@ func (c *versionCache) record(key, version []byte, effect expiryEffect) cacheTic
 	if c == nil {
 		return cacheTicket{}
 	}
-	v, ok := versionBytes(version)
+	v, ok := hlc.Raw(version)
 	if !ok {
 		return cacheTicket{}
 	}
@@ -255,7 +256,7 @@ func (c *versionCache) known(key []byte) ([]byte, bool) {
 	}
 	bound := sl.bound
 	sh.mu.Unlock()
-	out := make([]byte, versionLen)
+	out := make([]byte, hlc.Len)
 	hex.Encode(out, bound[:])
 	return out, true
 }
@@ -276,7 +277,7 @@ func (c *versionCache) bound(key []byte) ([]byte, bool) {
 	}
 	bound := sl.bound
 	sh.mu.Unlock()
-	out := make([]byte, versionLen)
+	out := make([]byte, hlc.Len)
 	hex.Encode(out, bound[:])
 	return out, true
 }
@@ -295,7 +296,7 @@ func (t cacheTicket) queued() {
 // one is sent. It runs on a reply, never while the node holds a shard (a
 // request that cannot be queued fails without a reply).
 func (t cacheTicket) learned(version []byte, noExpiry bool) {
-	v, ok := versionBytes(version)
+	v, ok := hlc.Raw(version)
 	if t.cache == nil || !ok {
 		return
 	}

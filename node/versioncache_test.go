@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/troop-lab/troop/node/hlc"
 )
 
-func testVersion(n uint64) []byte { return encodeVersion(n<<16, 1) }
+func testVersion(n uint64) []byte { return hlc.Encode(n<<16, 1) }
 
 func TestVersionCacheDecisions(t *testing.T) {
 	c := newVersionCache(1<<10, true)

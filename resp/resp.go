@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 )
 
 // Type is the first byte of a RESP frame.
@@ -106,4 +107,18 @@ func protoErr(format string, args ...any) error {
 func IsProtocolError(err error) bool {
 	var pe *ProtocolError
 	return errors.As(err, &pe)
+}
+
+// Printable is an argument as an error message or a log line quotes it:
+// its first 64 bytes, control characters as '?'.
+func Printable(a []byte) string {
+	if len(a) > 64 {
+		a = a[:64]
+	}
+	return strings.Map(func(r rune) rune {
+		if r < 32 || r == 127 {
+			return '?'
+		}
+		return r
+	}, string(a))
 }

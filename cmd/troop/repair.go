@@ -15,7 +15,7 @@ import (
 
 	"github.com/troop-lab/troop/client"
 	"github.com/troop-lab/troop/lab"
-	"github.com/troop-lab/troop/node"
+	"github.com/troop-lab/troop/node/repair"
 )
 
 func init() { subcommands = append(subcommands, newRepairCmd) }
@@ -55,7 +55,7 @@ It exits non-zero when a pass fails or a key could not be repaired.`,
 				targets = repairTargets(st.Nodes)
 			}
 			ctx := cmd.Context()
-			var reports []node.RepairReport
+			var reports []repair.Report
 			var errs []error
 			var stopped string
 			for i, addr := range targets {
@@ -117,8 +117,8 @@ func repairTargets(nodes []lab.NodeStatus) []string {
 	return out
 }
 
-func runRepair(ctx context.Context, admin string) (node.RepairReport, error) {
-	var rep node.RepairReport
+func runRepair(ctx context.Context, admin string) (repair.Report, error) {
+	var rep repair.Report
 	req, err := client.NewAdminRequest(ctx, http.MethodPost, "http://"+admin+"/repair")
 	if err != nil {
 		return rep, fmt.Errorf("repair: --node %q: %w", admin, err)
@@ -138,10 +138,10 @@ func runRepair(ctx context.Context, admin string) (node.RepairReport, error) {
 	return rep, nil
 }
 
-func printRepairTable(w io.Writer, reports []node.RepairReport) {
+func printRepairTable(w io.Writer, reports []repair.Report) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "node\tranges\tkeys compared\tdiffering\trepaired\tfailed\tbytes\ttook\t")
-	var total node.RepairReport
+	var total repair.Report
 	for _, r := range reports {
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t\n", r.Node, r.Segments, r.KeysCompared, r.Differing, r.Repaired, r.Failed, r.Bytes, r.Took)
 		total.Segments += r.Segments

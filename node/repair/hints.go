@@ -1,4 +1,4 @@
-package node
+package repair
 
 import (
 	"encoding/binary"
@@ -15,17 +15,19 @@ import (
 	"github.com/troop-lab/troop/resp"
 )
 
-// Hinted handoff (docs/repair.md). A write meant for a peer that is marked
-// down, or that could not be reached, is kept as a hint: the peer request
-// itself (WRITE or FWD, with the write's version), appended to a file per
-// peer under DATA_DIR/hints. When the peer is up again the hints are sent
+// Hints are the writes one peer missed, for hinted handoff
+// (docs/repair.md). A write meant for a peer that is marked down, or that
+// could not be reached, is kept as a hint: the peer request itself (WRITE
+// or FWD, with the write's version), appended to a file per peer under
+// DATA_DIR/hints. When the peer is up again the hints are sent
 // to it in the order they were written, a chunk at a time, and the offset
 // reached is saved beside the file, so a coordinator that restarts goes on
 // where it was. Hints reach the file within hintFlushDelay of being added
-// (see add), and at once when the node stops: a node killed with SIGKILL
+// (see Add), and at once when the node stops: a node killed with SIGKILL
 // keeps all but its last milliseconds of hints (the page cache survives
 // the process; a machine crash may lose more, as nothing is fsynced).
-type hintLog struct {
+type Hints struct {
+	peer string // its address
 	path string
 	max  int64 // bytes of pending hints kept; past it new hints are dropped
 
@@ -54,11 +56,11 @@ func hintFileName(addr string) string {
 	return strings.NewReplacer(":", "_", "[", "", "]", "", "/", "_").Replace(addr) + ".hints"
 }
 
-// openHintLog opens (or creates) the hint file of one peer and counts the
+// openHints opens (or creates) the hint file of one peer and counts the
 // hints still to deliver. A hint cut short at the end of the file (the node
 // died in the middle of writing it) is cut off.
-func openHintLog(dir, addr string, max int64) (*hintLog, error) {
-	h := &hintLog{path: filepath.Join(dir, hintFileName(addr)), max: max}
+func openHints(dir, addr string, max int64) (*Hints, error) {
+	h := &Hints{peer: addr, path: filepath.Join(dir, hintFileName(addr)), max: max}
 	f, err := os.OpenFile(h.path, os.O_CREATE|os.O_RDWR|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
@@ -85,7 +87,7 @@ func openHintLog(dir, addr string, max int64) (*hintLog, error) {
 	return h, nil
 }
 
-func (h *hintLog) offsetPath() string { return h.path + ".offset" }
+func (h *Hints) offsetPath() string { return h.path + ".offset" }
 
 // countFrames counts the complete RESP frames in r and the bytes they take;
 // a frame cut short at the end is not counted.
@@ -107,11 +109,11 @@ func countFrames(r io.Reader) (count, size int64, err error) {
 // hintLimits bound what a hint file may hold: what a peer would accept.
 var hintLimits = resp.Limits{MaxBulk: 1 << 30, MaxFrame: 1 << 30, MaxElems: resp.DefaultLimits.MaxElems, MaxInline: resp.DefaultLimits.MaxInline, MaxDepth: 1}
 
-// add queues one hint; it reports false when the hint was dropped. Queued
+// Add queues one hint; it reports false when the hint was dropped. Queued
 // hints go to the file together, hintFlushDelay after the first of them
 // (flush): one write(2) for all the hints of a burst, where a write per
 // hint cost a tenth of the node's CPU with a replica down.
-func (h *hintLog) add(req []byte) bool {
+func (h *Hints) Add(req []byte) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.failed != nil || h.size+int64(len(h.queue))-h.offset+int64(len(req)) > h.max {
@@ -133,7 +135,7 @@ func (h *hintLog) add(req []byte) bool {
 const hintFlushDelay = 2 * time.Millisecond
 
 // flush writes the queued hints to the file.
-func (h *hintLog) flush() {
+func (h *Hints) flush() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.flushing = false
@@ -159,7 +161,7 @@ func (h *hintLog) flush() {
 
 // next reads the hints after the offset, at most hintChunk of them: the
 // frames, and the bytes they take in the file.
-func (h *hintLog) next() ([][]byte, int64, error) {
+func (h *Hints) next() ([][]byte, int64, error) {
 	h.mu.Lock()
 	off, size := h.offset, h.size
 	h.mu.Unlock()
@@ -185,7 +187,7 @@ func (h *hintLog) next() ([][]byte, int64, error) {
 
 // advance records that count hints taking n bytes were delivered, saving
 // the offset; once everything is delivered the file starts over empty.
-func (h *hintLog) advance(count int, n int64) {
+func (h *Hints) advance(count int, n int64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.offset += n
@@ -205,7 +207,7 @@ func (h *hintLog) advance(count int, n int64) {
 }
 
 // dropRest gives up on a hint file that cannot be read past the offset.
-func (h *hintLog) dropRest() {
+func (h *Hints) dropRest() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.dropped.Add(h.pending.Swap(int64(h.queued)) - int64(h.queued)) // queued hints go to the file yet
@@ -215,7 +217,8 @@ func (h *hintLog) dropRest() {
 	}
 }
 
-func (h *hintLog) close() {
+// Close writes the hints queued and closes the file: the node stops.
+func (h *Hints) Close() {
 	h.flush()
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -223,48 +226,31 @@ func (h *hintLog) close() {
 	h.f = nil
 }
 
-// openHints makes the hint directory under the data directory; each
-// peer's file opens with its member (openHint).
-func (n *Node) openHints() error {
-	if !n.cfg.HintedHandoff {
-		return nil
-	}
-	if err := os.MkdirAll(filepath.Join(n.dataDir, "hints"), 0o755); err != nil {
-		return fmt.Errorf("hints: %w", err)
-	}
-	return nil
+// Counts says how many hints wait for the peer, how many did not fit and
+// how many were delivered.
+func (h *Hints) Counts() (pending, dropped, replayed int64) {
+	return h.pending.Load(), h.dropped.Load(), h.replayed.Load()
 }
 
-// openHint opens (or creates) the hint file of a new peer m.
-func (n *Node) openHint(m *member) error {
-	if !n.cfg.HintedHandoff {
-		return nil
+// OpenHints opens (or creates) the hint file of peer, the address it
+// listens on for peers; nil when hinted handoff is off.
+func (r *Repairer[R]) OpenHints(peer string) (*Hints, error) {
+	if r.cfg.HintDir == "" {
+		return nil, nil
 	}
-	h, err := openHintLog(filepath.Join(n.dataDir, "hints"), m.peerAddr, int64(n.cfg.MaxHintBytes))
+	h, err := openHints(r.cfg.HintDir, peer, r.cfg.MaxHintBytes)
 	if err != nil {
-		return fmt.Errorf("hints for %s: %w", m.peerAddr, err)
+		return nil, fmt.Errorf("hints for %s: %w", peer, err)
 	}
 	if p := h.pending.Load(); p > 0 {
-		n.log.Info("hints waiting from before the restart", "peer", m.peerAddr, "hints", p)
+		r.cfg.Log.Info("hints waiting from before the restart", "peer", peer, "hints", p)
 	}
-	m.hints = h
-	return nil
+	return h, nil
 }
 
-// hint keeps a write for m, which did not get it.
-func (n *Node) hint(m *member, req []byte) {
-	if m.hints == nil || planted && n.noHints {
-		return
-	}
-	if !m.hints.add(req) {
-		n.log.Debug("hint dropped", "peer", m.peerAddr, "pending", m.hints.pending.Load())
-	}
-}
-
-// replayHints starts delivering m's hints unless that is under way or
-// there are none.
-func (n *Node) replayHints(m *member) {
-	h := m.hints
+// ReplayHints starts delivering h, the hints of peer p, unless that is
+// under way or there are none.
+func (r *Repairer[R]) ReplayHints(p R, h *Hints) {
 	if h == nil || h.pending.Load() == 0 {
 		return
 	}
@@ -275,42 +261,41 @@ func (n *Node) replayHints(m *member) {
 	}
 	h.replaying = true
 	h.mu.Unlock()
-	n.mu.Lock()
-	if n.closed {
-		n.mu.Unlock()
+	r.mu.Lock()
+	if r.stopped {
+		r.mu.Unlock()
 		return
 	}
-	n.wg.Add(1)
-	n.mu.Unlock()
+	r.wg.Add(1)
+	r.mu.Unlock()
 	go func() {
-		defer n.wg.Done()
-		err := n.deliverHints(m)
+		defer r.wg.Done()
+		err := r.deliverHints(p, h)
 		h.mu.Lock()
 		h.replaying = false
 		h.mu.Unlock()
 		if err != nil {
 			// The heartbeat loop tries again while the peer is up.
-			n.log.Debug("hint replay stopped", "peer", m.peerAddr, "pending", h.pending.Load(), "err", err)
+			r.cfg.Log.Debug("hint replay stopped", "peer", h.peer, "pending", h.pending.Load(), "err", err)
 		}
 	}()
 }
 
-// deliverHints sends m's hints in order, a pipelined chunk at a time, until
-// none are left or one is not delivered.
-func (n *Node) deliverHints(m *member) error {
-	h := m.hints
+// deliverHints sends p's hints in order, a pipelined chunk at a time,
+// until none are left or one is not delivered.
+func (r *Repairer[R]) deliverHints(p R, h *Hints) error {
 	start := time.Now()
 	delivered := 0
-	for !m.isDown() && !n.isClosed() {
+	for p.MarkedDown() == nil && !r.isStopped() {
 		frames, used, err := h.next()
 		if err != nil {
-			n.log.Error("hint file unreadable: dropping its remaining hints", "peer", m.peerAddr, "err", err)
+			r.cfg.Log.Error("hint file unreadable: dropping its remaining hints", "peer", h.peer, "err", err)
 			h.dropRest()
 			return err
 		}
 		if len(frames) == 0 {
 			if delivered > 0 {
-				n.log.Info("hints delivered", "peer", m.peerAddr, "hints", delivered, "took", time.Since(start).Round(time.Millisecond).String())
+				r.cfg.Log.Info("hints delivered", "peer", h.peer, "hints", delivered, "took", time.Since(start).Round(time.Millisecond).String())
 			}
 			return nil
 		}
@@ -318,12 +303,10 @@ func (n *Node) deliverHints(m *member) error {
 		// failed are delivered. The rest go again, which last-writer-wins
 		// writes ignore when they did arrive.
 		errs := make([]chan error, len(frames))
-		for i, f := range frames {
-			ch := make(chan error, 1)
-			errs[i] = ch
-			m.link.Send(f, fromPeer(func(_ []byte, err error) { ch <- err }))
+		for i := range errs {
+			errs[i] = make(chan error, 1)
 		}
-		m.link.Flush()
+		r.node.Send(p, frames, func(i int, _ []byte, err error) { errs[i] <- err })
 		ok, okBytes := 0, int64(0)
 		var failed error
 		for i, ch := range errs {
@@ -347,33 +330,17 @@ func (n *Node) deliverHints(m *member) error {
 	return nil
 }
 
-func (n *Node) isClosed() bool {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.closed
+// Stop has repair start no more hint replays and waits for those under
+// way: the node is stopping.
+func (r *Repairer[R]) Stop() {
+	r.mu.Lock()
+	r.stopped = true
+	r.mu.Unlock()
+	r.wg.Wait()
 }
 
-// hintTotals sums the hint counters of every peer.
-func (n *Node) hintTotals() (pending, dropped, replayed int64) {
-	for _, m := range n.allPeers() {
-		if h := m.hints; h != nil {
-			pending += h.pending.Load()
-			dropped += h.dropped.Load()
-			replayed += h.replayed.Load()
-		}
-	}
-	return
-}
-
-// resolveDataDir is troop_data_dir, or by default troop-data/<node name>
-// beside the config file (the lab gives every node its own directory), or
-// under the system's temporary directory for a config built in code.
-func resolveDataDir(dataDir, source, name string) string {
-	if dataDir != "" {
-		return dataDir
-	}
-	if source != "" {
-		return filepath.Join(filepath.Dir(source), "troop-data", name)
-	}
-	return filepath.Join(os.TempDir(), "troop-data", name)
+func (r *Repairer[R]) isStopped() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.stopped
 }

@@ -1,4 +1,4 @@
-package node
+package repair
 
 import "hash/fnv"
 

@@ -1,4 +1,4 @@
-package node
+package health
 
 import (
 	"log/slog"
@@ -13,10 +13,10 @@ import (
 // on the target's current state.
 const reachabilityGap = 5 * time.Second
 
-// reachability logs a target's changes between reachable and unreachable
+// Reachability logs a target's changes between reachable and unreachable
 // (the node's redis-server, a peer): one line per change, not one per failed
 // request, and at most one per gap.
-type reachability struct {
+type Reachability struct {
 	log      *slog.Logger // with the target's attributes
 	gap      time.Duration
 	down, up string // the lines' messages
@@ -32,20 +32,22 @@ type reachability struct {
 	stopped  bool
 }
 
-func newReachability(log *slog.Logger, down, up string) *reachability {
-	return &reachability{log: log, gap: reachabilityGap, down: down, up: up, isUp: true, since: time.Now()}
+// NewReachability starts a target reachable; down and up are the messages
+// of its lines.
+func NewReachability(log *slog.Logger, down, up string) *Reachability {
+	return &Reachability{log: log, gap: reachabilityGap, down: down, up: up, isUp: true, since: time.Now()}
 }
 
-// reachable reports the state last set.
-func (r *reachability) reachable() bool {
+// Reachable reports the state last set.
+func (r *Reachability) Reachable() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.isUp
 }
 
-// set records the target's state; a change is logged, with attrs, at once
+// Set records the target's state; a change is logged, with attrs, at once
 // or when the gap since the last line has passed.
-func (r *reachability) set(up bool, err error, attrs ...any) {
+func (r *Reachability) Set(up bool, err error, attrs ...any) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if up == r.isUp {
@@ -69,7 +71,7 @@ func (r *reachability) set(up bool, err error, attrs ...any) {
 }
 
 // flush writes the line a change within the gap put off.
-func (r *reachability) flush() {
+func (r *Reachability) flush() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.timer = nil
@@ -77,13 +79,13 @@ func (r *reachability) flush() {
 }
 
 // putOffLineLocked writes the line of the changes made within the gap.
-func (r *reachability) putOffLineLocked() {
+func (r *Reachability) putOffLineLocked() {
 	if r.changes > 0 && !r.stopped {
 		r.lineLocked(time.Now(), append(slices.Clip(r.attrs), "changes", r.changes))
 	}
 }
 
-func (r *reachability) lineLocked(now time.Time, attrs []any) {
+func (r *Reachability) lineLocked(now time.Time, attrs []any) {
 	r.loggedAt, r.changes = now, 0
 	if r.isUp {
 		r.log.Info(r.up, attrs...)
@@ -95,8 +97,8 @@ func (r *reachability) lineLocked(now time.Time, attrs []any) {
 	r.log.Warn(r.down, attrs...)
 }
 
-// stop writes a line still put off, and no more: the node is shutting down.
-func (r *reachability) stop() {
+// Stop writes a line still put off, and no more: the node is shutting down.
+func (r *Reachability) Stop() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.timer != nil {

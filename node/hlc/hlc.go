@@ -1,4 +1,7 @@
-package node
+// Package hlc is the hybrid logical clock every write's version comes
+// from, and the versions' text form, which compares as the versions do.
+// It is pure: the clock reads the time through the function it is given.
+package hlc
 
 import (
 	"encoding/hex"
@@ -10,10 +13,12 @@ import (
 // milliseconds and 16 bits of logical counter, then 16 bits of node id to
 // break ties between coordinators. A version is written as 20 hex digits,
 // so comparing versions as strings (as the datastore scripts do) compares
-// them as numbers.
-const versionLen = 20
+// them as numbers. Len is how many digits.
+const Len = 20
 
-type clock struct {
+// Clock issues a node's versions: each greater than every version it
+// issued or observed, whatever its time source does.
+type Clock struct {
 	mu   sync.Mutex
 	last uint64 // ms<<16 | counter
 	node uint16
@@ -46,41 +51,47 @@ func (s Skew) at(t time.Time) time.Time {
 	return t.Add(s.Offset + time.Duration(s.Rate*float64(t.Sub(s.Since))))
 }
 
-func newClock(node uint16, now func() time.Time) *clock {
-	return &clock{node: node, now: now}
+// NewClock makes the clock of the node whose id is node, reading the time
+// from now.
+func NewClock(node uint16, now func() time.Time) *Clock {
+	return &Clock{node: node, now: now}
 }
 
-// setSkew replaces the clock's skew (offset 0 and rate 0 clear it); the
+// Node is the id of the node the clock issues versions for: the last 16
+// bits of each, which break ties between coordinators.
+func (c *Clock) Node() uint16 { return c.node }
+
+// SetSkew replaces the clock's skew (offset 0 and rate 0 clear it); the
 // drift counts from now. Versions never go back: after a negative skew
 // the clock's counter moves until the skewed time passes the last
 // version, as after any clock step back.
-func (c *clock) setSkew(offset time.Duration, rate float64) Skew {
+func (c *Clock) SetSkew(offset time.Duration, rate float64) Skew {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.skew = Skew{Offset: offset, Rate: rate, Since: c.now()}
 	return c.skew
 }
 
-// skewNow returns the skew and how far it puts the clock off now.
-func (c *clock) skewNow() (Skew, time.Duration) {
+// SkewNow returns the skew and how far it puts the clock off now.
+func (c *Clock) SkewNow() (Skew, time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	t := c.now()
 	return c.skew, c.skew.at(t).Sub(t)
 }
 
-// next returns a version greater than every version this clock issued or
+// Next returns a version greater than every version this clock issued or
 // observed.
-func (c *clock) next() []byte {
+func (c *Clock) Next() []byte {
 	c.mu.Lock()
 	v := c.tickLocked(c.skew.at(c.now()).UnixMilli())
 	c.mu.Unlock()
-	return encodeVersion(v, c.node)
+	return Encode(v, c.node)
 }
 
 // tickLocked moves the clock to the reading ms (Unix milliseconds), or one
 // past its last version when that is ahead, and returns it.
-func (c *clock) tickLocked(ms int64) uint64 {
+func (c *Clock) tickLocked(ms int64) uint64 {
 	if t := uint64(ms) << 16; t > c.last {
 		c.last = t
 	} else {
@@ -89,20 +100,20 @@ func (c *clock) tickLocked(ms int64) uint64 {
 	return c.last
 }
 
-// millis is the clock's reading in Unix milliseconds, skew included: the
+// Millis is the clock's reading in Unix milliseconds, skew included: the
 // time a stamped write's deadline is written in.
-func (c *clock) millis() int64 {
+func (c *Clock) Millis() int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.skew.at(c.now()).UnixMilli()
 }
 
-// stampBefore returns a version greater than floor and than every version
+// StampBefore returns a version greater than floor and than every version
 // this clock issued or observed, unless the clock reads past deadline (Unix
 // ms): a write stamped later could outrank writes acknowledged after its
 // coordinator gave up on it.
-func (c *clock) stampBefore(deadline int64, floor []byte) ([]byte, bool) {
-	f, _ := decodeVersion(floor) // none: 0
+func (c *Clock) StampBefore(deadline int64, floor []byte) ([]byte, bool) {
+	f, _ := Decode(floor) // none: 0
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	ms := c.skew.at(c.now()).UnixMilli()
@@ -110,22 +121,22 @@ func (c *clock) stampBefore(deadline int64, floor []byte) ([]byte, bool) {
 		return nil, false
 	}
 	c.last = max(c.last, f)
-	return encodeVersion(c.tickLocked(ms), c.node), true
+	return Encode(c.tickLocked(ms), c.node), true
 }
 
-// counter is the clock's reading as a version's counter, or its last
+// Counter is the clock's reading as a version's counter, or its last
 // version's when that is ahead, without issuing a version: the ballots of
-// this node's proposers start above it (consensus.go).
-func (c *clock) counter() uint64 {
+// this node's proposers start above it (the node's consensus).
+func (c *Clock) Counter() uint64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return max(c.last, uint64(c.skew.at(c.now()).UnixMilli())<<16)
 }
 
-// observe moves the clock past a version seen from another node, so a write
+// Observe moves the clock past a version seen from another node, so a write
 // that follows a read of that version gets a greater one.
-func (c *clock) observe(version []byte) {
-	v, ok := decodeVersion(version)
+func (c *Clock) Observe(version []byte) {
+	v, ok := Decode(version)
 	if !ok {
 		return
 	}
@@ -136,19 +147,23 @@ func (c *clock) observe(version []byte) {
 	c.mu.Unlock()
 }
 
-func encodeVersion(hlc uint64, node uint16) []byte {
+// Encode writes the version of clock reading hlc (ms<<16 | counter) on
+// node as its 20 hex digits.
+func Encode(hlc uint64, node uint16) []byte {
 	var raw [10]byte
 	for i := 0; i < 8; i++ {
 		raw[i] = byte(hlc >> (56 - 8*i))
 	}
 	raw[8], raw[9] = byte(node>>8), byte(node)
-	out := make([]byte, versionLen)
+	out := make([]byte, Len)
 	hex.Encode(out, raw[:])
 	return out
 }
 
-func decodeVersion(v []byte) (uint64, bool) {
-	raw, ok := versionBytes(v)
+// Decode reads a version's clock reading (ms<<16 | counter), and says
+// whether v is a version.
+func Decode(v []byte) (uint64, bool) {
+	raw, ok := Raw(v)
 	var hlc uint64
 	for i := 0; i < 8; i++ {
 		hlc = hlc<<8 | uint64(raw[i])
@@ -156,11 +171,11 @@ func decodeVersion(v []byte) (uint64, bool) {
 	return hlc, ok
 }
 
-// versionBytes decodes a version's 20 lowercase hex digits. Upper case is
+// Raw decodes a version's 20 lowercase hex digits. Upper case is
 // refused: redis-server compares versions as strings, which order as the
 // numbers do only when all digits share one case.
-func versionBytes(v []byte) (raw [versionLen / 2]byte, ok bool) {
-	if len(v) != versionLen {
+func Raw(v []byte) (raw [Len / 2]byte, ok bool) {
+	if len(v) != Len {
 		return raw, false
 	}
 	for i := range raw {
