@@ -156,36 +156,101 @@ func TestJudgeNemesisCoordination(t *testing.T) {
 	}
 }
 
-// With the coordination checks on, a nemesis round runs its coordination
-// workloads beside the others, through every node while the fault holds,
-// and judges them.
-func TestNemesisRunsCoordination(t *testing.T) {
-	c := nemesisLab(t, "")
+// nemesisMatrix are the conditions the coordination workloads hold under
+// at DC_QUORUM: no fault, a symmetric partition (a node isolated), an
+// asymmetric one (two nodes cut from each other, the third reaching both),
+// 20% loss, delay, a clock skew, and kill -9 of the deciding node.
+var nemesisMatrix = []string{"none", "partition:isolate", "partition:bridge", "loss", "delay", "clock-skew", "kill-decider"}
+
+// minCoordinationOps is how many operations of known outcome each
+// coordination workload must have run in a round of the matrix for its
+// check to count: a few seconds of clients with no think time make
+// hundreds (those through a killed node fail fast, of unknown outcome).
+const minCoordinationOps = 20
+
+// runMatrix runs the nemesis on c over faults at DC_QUORUM with the seven
+// coordination workloads in every round, in short rounds, and checks that
+// every fault was put in place, aimed where it should be, and undone, and
+// that every workload ran at least minCoordinationOps operations. It
+// returns the phase and its verdict.
+func runMatrix(t *testing.T, c *cluster, faults ...string) (*NemesisPhase, Verdict) {
+	t.Helper()
+	racks, why := ProbeNodes(c.nodes)
+	if racks == nil {
+		t.Fatal(why)
+	}
+	var out string
 	ph, v := runNemesisWith(t, c, func(cfg *Config) {
 		cfg.Coordination, cfg.Nemesis.Levels = true, []string{"DC_QUORUM"}
-	}, "partition")
-	if len(ph.Rounds) != 1 {
-		t.Fatalf("rounds %+v, want one", ph.Rounds)
+		cfg.Nemesis.Fault = 3 * time.Second
+		out = cfg.Out
+	}, faults...)
+	if len(ph.Rounds) != len(faults) {
+		t.Fatalf("%d rounds, want one of each of %q", len(ph.Rounds), faults)
 	}
-	r := ph.Rounds[0]
-	var names []string
-	for _, f := range r.Coordination {
-		names = append(names, f.Checker)
-		if f.Ops == 0 {
-			t.Errorf("%s: no operation ran under %s", f.Checker, r.Fault)
+	for i, r := range ph.Rounds {
+		kind, mode, _ := strings.Cut(faults[i], ":")
+		switch {
+		case !strings.HasPrefix(r.Fault, kind) || !strings.Contains(r.Fault, mode):
+			t.Errorf("round %d: %s, want %s", i, r.Fault, faults[i])
+		case r.Error != "":
+			t.Errorf("%s: not put in place: %s", r.Fault, r.Error)
+		case kind == nemesisNone && r.Node != "":
+			t.Errorf("%s: aimed at %s", r.Fault, r.Node)
+		case kind != nemesisNone && (r.Node == "" || r.Healed < r.End || r.End <= r.Start):
+			t.Errorf("%s of %q: from %.1f s to %.1f s, healed at %.1f s; want a node, and the heal after the end", r.Fault, r.Node, r.Start, r.End, r.Healed)
+		case kind == nemesisKillDecider && r.Node != racks[0].Name:
+			t.Errorf("%s: killed %s, want the first rack's node %s, which decides every key", r.Fault, r.Node, racks[0].Name)
+		}
+		if r.Differ > 0 {
+			t.Errorf("%s: the replicas of %d keys differ after the heal: %q", r.Fault, r.Differ, r.Samples)
+		}
+		var names []string
+		for _, f := range r.Coordination {
+			names = append(names, f.Checker)
+			if f.Ops-f.Unknown < minCoordinationOps {
+				t.Errorf("%s: %s ran %d operations of known outcome (of %d), want at least %d", r.Fault, f.Checker, f.Ops-f.Unknown, f.Ops, minCoordinationOps)
+			}
+			t.Logf("%s: %s: %d operations, %d of unknown outcome, %d anomalies", r.Fault, f.Checker, f.Ops, f.Unknown, f.Anomalies)
+		}
+		var want []string
+		for _, cc := range coordinationChecks {
+			want = append(want, cc.name)
+		}
+		if !slices.Equal(names, want) {
+			t.Errorf("%s: coordination checks %q, want all seven %q", r.Fault, names, want)
 		}
 	}
-	if want := []string{"lock", "unique ids"}; !slices.Equal(names, want) {
-		t.Errorf("the first round's coordination checks: %q, want %q", names, want)
+	// Undone: no lease is left, each one reverted by the run or its
+	// watchdog.
+	if files, err := filepath.Glob(filepath.Join(out, "nemesis", "leases", "*.json")); err != nil || len(files) != 0 {
+		t.Errorf("leases left after the nemesis: %v %v", files, err)
+	}
+	return ph, v
+}
+
+// The seven coordination workloads hold at DC_QUORUM on a netns lab under
+// each condition of nemesisMatrix: each round runs them all, with clients
+// through every node and no think time, beside the register and write
+// workloads; every fault is put in place and undone, every workload runs
+// its minimum of operations, and no check finds anything wrong.
+// (TestNemesisMatrixCatchesNoConsensus, in the planted build, shows that
+// the same run finds a store that does not decide these commands by
+// consensus.)
+func TestNemesisFaultMatrix(t *testing.T) {
+	c := nemesisLab(t, "")
+	_, v := runMatrix(t, c, nemesisMatrix...)
+	for _, b := range v.Broke {
+		t.Errorf("broke: %s", b)
 	}
 	judged := 0
-	for _, l := range append(v.Held, v.Broke...) {
+	for _, l := range v.Held {
 		if strings.Contains(l, "coordination at DC_QUORUM") {
 			judged++
 		}
 	}
-	if judged != len(names) {
-		t.Errorf("%d coordination lines in the verdict (held %q, broke %q), want %d", judged, v.Held, v.Broke, len(names))
+	if want := len(nemesisMatrix) * len(coordinationChecks); judged != want {
+		t.Errorf("%d coordination checks held, want %d", judged, want)
 	}
 }
 
