@@ -384,13 +384,23 @@ func (c *cluster) nemesisRound(ctx context.Context, cfg Config, m *monkey.Monkey
 	if cfg.Coordination {
 		checks = nemesisCoordination()
 	}
-	if a.Kind == chaos.Terminate {
+	// A kill is aimed at the deciding node of the round's keys; a bridge
+	// anywhere else, so that it cuts the deciding node from a node that
+	// then takes its own replica for the deciding one: two deciders.
+	if a.Kind == chaos.Terminate || a.Kind == chaos.Partition && a.Partition == chaos.Bridge && c.troopNodes() {
 		decider, err := decidingNode(coordinators, roundKeys(regs, prefix, checks))
+		var at, n uint64
 		if err == nil {
-			pick, err = c.pickOf(ctx, decider)
+			at, n, err = c.pickOf(ctx, decider)
 		}
-		if err != nil {
+		switch {
+		case err != nil && a.Kind == chaos.Terminate:
 			return round, nil, fmt.Errorf("%s at %s: %w", round.Fault, level, err)
+		case err != nil: // the bridge where the seed puts it
+		case a.Kind == chaos.Terminate:
+			pick = at
+		case pick%n == at:
+			pick = at + 1
 		}
 	}
 	wctx, endWorkloads := context.WithCancelCause(ctx)
@@ -579,20 +589,20 @@ func decidingNode(nodes []client.Node, keys []string) (string, error) {
 }
 
 // pickOf is the pick that has the monkey aim at node: the index of its
-// instance among the group's live instances outside its exceptions, by ID,
-// as chaos.PlannedKill.Choose orders them.
-func (c *cluster) pickOf(ctx context.Context, node string) (uint64, error) {
+// instance among the group's n live instances outside its exceptions, by
+// ID, as chaos.PlannedKill.Choose orders them.
+func (c *cluster) pickOf(ctx context.Context, node string) (pick, n uint64, err error) {
 	id := node
 	if c.instances != nil {
 		inst, ok := c.instances[node]
 		if !ok {
-			return 0, fmt.Errorf("node %s has no instance in chaos group %s", node, c.group.Name)
+			return 0, 0, fmt.Errorf("node %s has no instance in chaos group %s", node, c.group.Name)
 		}
 		id = inst.ID
 	}
 	live, err := c.terminator.Instances(ctx, &c.group)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	var ids []string
 	for _, in := range live {
@@ -603,9 +613,9 @@ func (c *cluster) pickOf(ctx context.Context, node string) (uint64, error) {
 	slices.Sort(ids)
 	i := slices.Index(ids, id)
 	if i < 0 {
-		return 0, fmt.Errorf("node %s is not among the running instances of chaos group %s outside its exceptions (%s)", node, c.group.Name, strings.Join(ids, ", "))
+		return 0, 0, fmt.Errorf("node %s is not among the running instances of chaos group %s outside its exceptions (%s)", node, c.group.Name, strings.Join(ids, ", "))
 	}
-	return uint64(i), nil
+	return uint64(i), uint64(len(ids)), nil
 }
 
 // nemesisFault waits lead, then has the monkey inject a on the node of

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/troop-lab/troop/bench"
+	"github.com/troop-lab/troop/chaos"
 	"github.com/troop-lab/troop/chaos/labchaos"
 	"github.com/troop-lab/troop/check"
 	"github.com/troop-lab/troop/internal/testlab"
@@ -201,6 +202,8 @@ func runMatrix(t *testing.T, c *cluster, faults ...string) (*NemesisPhase, Verdi
 			t.Errorf("%s of %q: from %.1f s to %.1f s, healed at %.1f s; want a node, and the heal after the end", r.Fault, r.Node, r.Start, r.End, r.Healed)
 		case kind == nemesisKillDecider && r.Node != racks[0].Name:
 			t.Errorf("%s: killed %s, want the first rack's node %s, which decides every key", r.Fault, r.Node, racks[0].Name)
+		case mode == string(chaos.Bridge) && r.Node == racks[0].Name:
+			t.Errorf("%s: the bridge is the deciding node %s: no node is cut from it", r.Fault, r.Node)
 		}
 		if r.Differ > 0 {
 			t.Errorf("%s: the replicas of %d keys differ after the heal: %q", r.Fault, r.Differ, r.Samples)
@@ -212,6 +215,9 @@ func runMatrix(t *testing.T, c *cluster, faults ...string) (*NemesisPhase, Verdi
 				t.Errorf("%s: %s ran %d operations of known outcome (of %d), want at least %d", r.Fault, f.Checker, f.Ops-f.Unknown, f.Ops, minCoordinationOps)
 			}
 			t.Logf("%s: %s: %d operations, %d of unknown outcome, %d anomalies", r.Fault, f.Checker, f.Ops, f.Unknown, f.Anomalies)
+			if !f.OK() {
+				t.Logf("%s under %s:\n%s", f.Checker, r.Fault, f.Problem())
+			}
 		}
 		var want []string
 		for _, cc := range coordinationChecks {
