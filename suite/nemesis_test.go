@@ -269,8 +269,8 @@ func TestNemesisFaultMatrix(t *testing.T) {
 // shows, or "" when it shows none known: those are left out of what the
 // matrix asserts, and logged, until the store is fixed.
 //
-// A DC_QUORUM list read now and then (3 of 17 runs of the matrix: twice
-// under the bridge, once under delay of the deciding node) answers a list
+// A DC_QUORUM list read now and then (4 of 18 runs of the matrix: three
+// times under the bridge, once under delay of the deciding node) answers a list
 // holding an RPUSH that was never decided: a later read, and the final
 // reads, which all agree, lack it, and hold another element at its
 // position. One run's operations, under delay 50ms±10ms of dc1-rack1-1,
