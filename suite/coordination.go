@@ -53,6 +53,18 @@ type CoordinationConfig struct {
 	Prefix string // of the keys; a fresh one per run keeps the keys missing at the start
 }
 
+// The workloads' keys, each under its run's prefix (Prefix + ":" + key):
+// the lock workload's is its first round's, the others' their only one.
+const (
+	lockKey    = "0"
+	idsKey     = "id"
+	listKey    = "list"
+	counterKey = "counter"
+	setKey     = "set"
+	queueKey   = "queue"
+	casKey     = "cas"
+)
+
 // lockHold is how long an acquired lock would be held (SET ... PX): longer
 // than any run, so no lock expires in the middle of its round.
 const lockHold = 10 * time.Minute
@@ -102,7 +114,7 @@ func RunLocks(ctx context.Context, nodes []client.Node, cfg CoordinationConfig) 
 // they held let go), a final GET through each node of the first
 // datacenter (finalReads).
 func RunIDs(ctx context.Context, nodes []client.Node, cfg CoordinationConfig) ([]check.Command, error) {
-	key := cfg.Prefix + ":id"
+	key := cfg.Prefix + ":" + idsKey
 	start := time.Now()
 	history, err := runEach(ctx, start, nodes, cfg, func(i, seq int) (check.Command, []byte) {
 		return check.Command{Key: key, Name: check.Incr}, nil
@@ -134,7 +146,7 @@ func RunIDs(ctx context.Context, nodes []client.Node, cfg CoordinationConfig) ([
 // closed, a final LRANGE directly on each of cfg.Redis and through each
 // node of the first datacenter (finalReads).
 func RunList(ctx context.Context, nodes []client.Node, cfg CoordinationConfig) ([]check.Command, error) {
-	key := cfg.Prefix + ":list"
+	key := cfg.Prefix + ":" + listKey
 	return runGrowing(ctx, nodes, cfg, key, check.RPush, check.LRange, lrangeAll(key), cfg.Redis)
 }
 

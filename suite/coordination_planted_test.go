@@ -4,6 +4,7 @@ package suite
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/troop-lab/troop/check"
@@ -74,5 +75,33 @@ func TestCoordinationCheckersCatchNoConsensusUnderBridge(t *testing.T) {
 	defer bridge()
 	if f := watchRounds(t, context.Background(), racks[:2], coordination("cas", 1, 1)); f.ByKind[check.LostUpdate] != casRounds {
 		t.Errorf("WATCH CAS: %d of %d rounds lost an update, want every one: %s", f.ByKind[check.LostUpdate], casRounds, f.Problem())
+	}
+}
+
+// The nemesis's matrix (TestNemesisFaultMatrix) finds a store that does
+// not decide read-modify-write commands by consensus (no-consensus): under
+// its asymmetric partition, the bridge, two nodes cannot reach each other
+// while the third reaches both. Each of the two applies its own clients'
+// commands to its own replica, which the other's never reach while the
+// partition holds, and answers from it: its clients win the locks the
+// other's win, are handed the numbers the other's are, pop what the
+// other's pop. The round's verdict breaks.
+func TestNemesisMatrixCatchesNoConsensus(t *testing.T) {
+	c := nemesisLab(t, topology.BugNoConsensus)
+	ph, v := runMatrix(t, c, "partition:bridge")
+	found := 0
+	for _, f := range ph.Rounds[0].Coordination {
+		if !f.OK() {
+			found++
+		}
+	}
+	broke := 0
+	for _, b := range v.Broke {
+		if strings.Contains(b, "coordination at DC_QUORUM") {
+			broke++
+		}
+	}
+	if found == 0 || broke != found {
+		t.Errorf("under %s with no-consensus: %d coordination checks found anomalies, %d broke the verdict (%q); want at least one, each breaking it", ph.Rounds[0].Fault, found, broke, v.Broke)
 	}
 }

@@ -22,7 +22,7 @@ import (
 // small amounts through every client, each reading it (GET) as every
 // cfg.ReadEvery-th operation; then the final reads (finalReads).
 func RunCounter(ctx context.Context, nodes []client.Node, cfg CoordinationConfig) ([]check.Command, error) {
-	key := cfg.Prefix + ":counter"
+	key := cfg.Prefix + ":" + counterKey
 	start := time.Now()
 	history, err := runEach(ctx, start, nodes, cfg, func(i, seq int) (check.Command, []byte) {
 		if cfg.ReadEvery > 0 && seq%cfg.ReadEvery == 0 {
@@ -66,7 +66,7 @@ func number(v resp.Value) (int64, error) {
 // client, each reading the whole set (SMEMBERS) as every cfg.ReadEvery-th
 // operation; then the final reads (finalReads).
 func RunSet(ctx context.Context, nodes []client.Node, cfg CoordinationConfig) ([]check.Command, error) {
-	key := cfg.Prefix + ":set"
+	key := cfg.Prefix + ":" + setKey
 	return runGrowing(ctx, nodes, cfg, key, check.SAdd, check.SMembers, [][]byte{[]byte("SMEMBERS"), []byte(key)}, cfg.Redis)
 }
 
@@ -75,7 +75,7 @@ func RunSet(ctx context.Context, nodes []client.Node, cfg CoordinationConfig) ([
 // client; then, once the workload's connections are closed, drains the
 // queue (drain).
 func RunQueue(ctx context.Context, nodes []client.Node, cfg CoordinationConfig) ([]check.Command, error) {
-	key := cfg.Prefix + ":queue"
+	key := cfg.Prefix + ":" + queueKey
 	every := cfg.ReadEvery
 	if every == 0 {
 		every = 2
@@ -158,7 +158,7 @@ func drain(ctx context.Context, start time.Time, nodes []client.Node, cfg Coordi
 // that fails before its EXEC is sent changed nothing and is left out.
 // Then a final GET through each node (finalReads).
 func RunCAS(ctx context.Context, nodes []client.Node, cfg CoordinationConfig) ([]check.Command, error) {
-	key := cfg.Prefix + ":cas"
+	key := cfg.Prefix + ":" + casKey
 	clients, wctx, stop, err := coordinationClients(ctx, nodes, cfg)
 	if err != nil {
 		return nil, err

@@ -21,36 +21,47 @@ type coordinationCheck struct {
 	name  string
 	run   func(context.Context, []client.Node, CoordinationConfig) ([]check.Command, error)
 	judge func([]check.Command) check.Finding
-	ops   int // per client, at most (rounds of the lock)
-	reads int // CoordinationConfig.ReadEvery
+	ops   int    // per client, at most (rounds of the lock)
+	reads int    // CoordinationConfig.ReadEvery
+	key   string // the workload's key (the lock's first), under its prefix
 }
 
 var coordinationChecks = []coordinationCheck{
-	{"lock", RunLocks, check.CheckLocks, 200, 0},
-	{"unique ids", RunIDs, check.CheckIDs, 2000, 0},
-	{"list append", RunList, check.CheckList, 2000, 10},
-	{"counter", RunCounter, check.CheckCounter, 2000, 10},
-	{"grow-only set", RunSet, check.CheckSet, 2000, 10},
-	{"queue", RunQueue, check.CheckQueue, 2000, 2},
-	{"WATCH compare-and-set", RunCAS, check.CheckCAS, 2000, 0},
+	{"lock", RunLocks, check.CheckLocks, 200, 0, lockKey},
+	{"unique ids", RunIDs, check.CheckIDs, 2000, 0, idsKey},
+	{"list append", RunList, check.CheckList, 2000, 10, listKey},
+	{"counter", RunCounter, check.CheckCounter, 2000, 10, counterKey},
+	{"grow-only set", RunSet, check.CheckSet, 2000, 10, setKey},
+	{"queue", RunQueue, check.CheckQueue, 2000, 2, queueKey},
+	{"WATCH compare-and-set", RunCAS, check.CheckCAS, 2000, 0, casKey},
 }
 
 // coordinationClientsPerNode is how many clients each node of the first
 // datacenter coordinates for, in each workload.
 const coordinationClientsPerNode = 2
 
+// coordinationPrefix is a fresh prefix of the coordination workloads' keys
+// at level: under it, each workload's keys are under prefix(cc).
+func coordinationPrefix(level string) string {
+	return fmt.Sprintf("troop:coordination:%d:%s", time.Now().UnixNano(), strings.ReplaceAll(cmpLevel(level), " ", "-"))
+}
+
+// prefix is the prefix of cc's keys under the run's prefix p.
+func (cc coordinationCheck) prefix(p string) string {
+	return p + ":" + strings.ReplaceAll(cc.name, " ", "-")
+}
+
 // runCoordination runs the coordination workloads of checks one after
-// another at rc's level, through nodes, each for at most d, or until end
-// is done (nil: no end but d), and the final reads settling for at most
-// settle; and returns their findings and the keys they wrote.
-func runCoordination(ctx, end context.Context, nodes []client.Node, rc RegisterConfig, checks []coordinationCheck, d, settle time.Duration, step func(string, ...any)) ([]check.Finding, []string, error) {
+// another at rc's level, through nodes, their keys under prefix
+// (coordinationPrefix), each for at most d, or until end is done (nil: no
+// end but d), and the final reads settling for at most settle; and returns
+// their findings and the keys they wrote.
+func runCoordination(ctx, end context.Context, nodes []client.Node, rc RegisterConfig, prefix string, checks []coordinationCheck, d, settle time.Duration, step func(string, ...any)) ([]check.Finding, []string, error) {
 	var findings []check.Finding
 	var keys []string
-	prefix := fmt.Sprintf("troop:coordination:%d:%s", time.Now().UnixNano(), strings.ReplaceAll(cmpLevel(rc.Level), " ", "-"))
 	for _, cc := range checks {
 		cfg := CoordinationConfig{Clients: coordinationClientsPerNode * len(firstDC(nodes)), Ops: cc.ops, Duration: d, End: end,
-			Level: rc.Level, Dial: rc.Dial, Timeout: rc.Timeout, ReadEvery: cc.reads, Settle: settle,
-			Prefix: prefix + ":" + strings.ReplaceAll(cc.name, " ", "-")}
+			Level: rc.Level, Dial: rc.Dial, Timeout: rc.Timeout, ReadEvery: cc.reads, Settle: settle, Prefix: cc.prefix(prefix)}
 		step("coordination at %s: %s, %d clients for at most %s", cmpLevel(rc.Level), cc.name, cfg.Clients, d)
 		h, err := cc.run(ctx, nodes, cfg)
 		for _, c := range h {
@@ -67,21 +78,13 @@ func runCoordination(ctx, end context.Context, nodes []client.Node, rc RegisterC
 	return findings, compactKeys(keys), nil
 }
 
-// nemesisCoordinationPerRound is how many coordination workloads each
-// nemesis round runs, at once, beside its register and write workloads:
-// two keep the machine's load modest, and the quick run's four rounds still
-// meet all seven.
-const nemesisCoordinationPerRound = 2
-
-// nemesisCoordination are the coordination checks of the nemesis's round
-// (counted over the phase), taken round-robin, each bounded by the round's
-// time alone (no bound on its operations).
-func nemesisCoordination(round int) []coordinationCheck {
-	var out []coordinationCheck
-	for k := range nemesisCoordinationPerRound {
-		cc := coordinationChecks[(round*nemesisCoordinationPerRound+k)%len(coordinationChecks)]
-		cc.ops = 0
-		out = append(out, cc)
+// nemesisCoordination are the coordination checks of a nemesis round: all
+// seven, each bounded by the round's time alone (no bound on its
+// operations).
+func nemesisCoordination() []coordinationCheck {
+	out := slices.Clone(coordinationChecks)
+	for i := range out {
+		out[i].ops = 0
 	}
 	return out
 }

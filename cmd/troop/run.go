@@ -57,7 +57,8 @@ replaces it, an audit of every acknowledged write, a linearizability check of
 a register workload per level (with --coordination, also a lock, unique
 ids, list append, counter, grow-only set, queue and WATCH compare-and-set
 workload per level, each judged by its checker), a nemesis (partitions, packet loss and delay,
-clock skew) while those workloads run, and lineage-driven fault injection.
+clock skew; named in --config, also kill -9 of the keys' deciding node)
+while those workloads run, and lineage-driven fault injection.
 Each run keeps its files in OUT/runs/<time>-<seed>/: report.html
 (self-contained), report.json and the lab's directory; OUT/report.html and
 OUT/report.json point at the latest, whose report draws the trend of the
