@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/troop-lab/troop/topology"
 )
@@ -18,28 +19,36 @@ func TestScripts(t *testing.T) {
 	a, b, other := tagged(tc.nodes[0].node)
 	c0, c1 := tc.client(0, "DC_QUORUM"), tc.client(3, "DC_QUORUM")
 
-	// replicasHold checks every replica of key holds the same members (or
-	// value), and returns them.
+	// replicasHold checks every replica of key comes to hold the same
+	// members (or value), and returns them. A change at DC_QUORUM is
+	// answered once a quorum took it: the last replica may take it a
+	// moment later.
 	replicasHold := func(t *testing.T, key string, read ...string) string {
 		t.Helper()
-		var seen []string
+		var replicas []*client
 		for _, tn := range tc.nodes {
-			if !tn.node.replicas([]byte(key))[0].self {
-				continue
+			if tn.node.replicas([]byte(key))[0].self {
+				replicas = append(replicas, dial(t, tn.redis.Addr))
 			}
-			r := dial(t, tn.redis.Addr)
-			v := r.do(append(read, key)...)
-			got := string(v.Str)
-			if v.Elems != nil {
-				vs := values(v)
-				sort.Strings(vs)
-				got = fmt.Sprint(vs)
+		}
+		var seen []string
+		eventually(t, 10*time.Second, func() string {
+			seen = seen[:0]
+			for _, r := range replicas {
+				v := r.do(append(read, key)...)
+				got := string(v.Str)
+				if v.Elems != nil {
+					vs := values(v)
+					sort.Strings(vs)
+					got = fmt.Sprint(vs)
+				}
+				seen = append(seen, got)
 			}
-			seen = append(seen, got)
-		}
-		if len(seen) != 3 || seen[0] != seen[1] || seen[1] != seen[2] {
-			t.Fatalf("the replicas of %s hold %q, want the same on all 3", key, seen)
-		}
+			if len(seen) != 3 || seen[0] != seen[1] || seen[1] != seen[2] {
+				return fmt.Sprintf("the replicas of %s hold %q, want the same on all 3", key, seen)
+			}
+			return ""
+		})
 		return seen[0]
 	}
 

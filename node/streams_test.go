@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/troop-lab/troop/topology"
 )
@@ -15,20 +16,29 @@ import (
 func TestStreams(t *testing.T) {
 	tc := startCluster(t, clusterOpts{racks: 3, configure: func(c *topology.Config) { c.HashTag = "{}" }})
 	c0, c1, c2 := tc.client(0, "DC_QUORUM"), tc.client(1, "DC_QUORUM"), tc.client(2, "DC_QUORUM")
+	// A change at DC_QUORUM is answered once a quorum took it: the last
+	// replica may take it a moment later.
 	replicasHold := func(key string) string {
 		t.Helper()
-		var seen []string
+		var replicas []*client
 		for _, tn := range tc.nodes {
-			r := dial(t, tn.redis.Addr)
-			var ids []string
-			for _, e := range r.do("XRANGE", key, "-", "+").Elems {
-				ids = append(ids, string(e.Elems[0].Str))
+			replicas = append(replicas, dial(t, tn.redis.Addr))
+		}
+		var seen []string
+		eventually(t, 10*time.Second, func() string {
+			seen = seen[:0]
+			for _, r := range replicas {
+				var ids []string
+				for _, e := range r.do("XRANGE", key, "-", "+").Elems {
+					ids = append(ids, string(e.Elems[0].Str))
+				}
+				seen = append(seen, strings.Join(ids, " "))
 			}
-			seen = append(seen, strings.Join(ids, " "))
-		}
-		if seen[0] != seen[1] || seen[1] != seen[2] {
-			t.Fatalf("the replicas of %s hold the entries %q, want the same on all", key, seen)
-		}
+			if seen[0] != seen[1] || seen[1] != seen[2] {
+				return fmt.Sprintf("the replicas of %s hold the entries %q, want the same on all", key, seen)
+			}
+			return ""
+		})
 		return seen[0]
 	}
 

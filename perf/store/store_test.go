@@ -154,7 +154,7 @@ func TestHarness(t *testing.T) {
 	} else {
 		for _, r := range append(m.Before, m.During...) {
 			if r.Count == 0 || r.Errors != 0 || r.Fails != 0 {
-				t.Errorf("membership experiment, %s: %d requests, %d errors, %d fails", r.Task, r.Count, r.Errors, r.Fails)
+				t.Errorf("membership experiment, %s: %d requests, %d errors, %d fails (%q %q)", r.Task, r.Count, r.Errors, r.Fails, r.ErrorSamples, r.FailSamples)
 			}
 		}
 	}
