@@ -406,23 +406,7 @@ func unconserved(h []simOp) string {
 // coordinators, message loss, delay and reordering, each kind of
 // partition, and coordinators that crash mid-command.
 func TestCommandsOfSeveralKeysAreLinearizable(t *testing.T) {
-	draw := rand.New(rand.NewPCG(2, 2))
-	combinations := map[string]bool{}
-	for seed := range uint64(160) {
-		cfg := randomSimConfig(draw, []workload{transfer, msetnx}[seed%2], "")
-		combinations[fmt.Sprint(cfg.acceptors, cfg.partition, cfg.work, cfg.crash > 0)] = true
-		h, _ := simulate(cfg, seed)
-		if p := problem(cfg.work, h); p != "" {
-			t.Errorf("seed %d, %s: %s", seed, cfg, p)
-			for _, o := range h {
-				t.Log(o)
-			}
-			return
-		}
-	}
-	if len(combinations) != 2*4*2*2 {
-		t.Errorf("the seeds drew %d of the 32 combinations of acceptors, partition, workload and crashes", len(combinations))
-	}
+	simulateSeeds(t, rand.New(rand.NewPCG(2, 2)), 160, []workload{transfer, msetnx})
 }
 
 // Each planted variant breaks both workloads in some runs, and the design

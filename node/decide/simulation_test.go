@@ -799,10 +799,17 @@ func randomSimConfig(r *rand.Rand, work workload, bug string) simConfig {
 // 5 acceptors, 2 to 4 coordinators, message loss, delay and reordering,
 // each kind of partition, and coordinators that crash.
 func TestProtocolIsLinearizable(t *testing.T) {
-	draw := rand.New(rand.NewPCG(1, 1))
+	simulateSeeds(t, rand.New(rand.NewPCG(1, 1)), 300, []workload{ids, lock, list})
+}
+
+// simulateSeeds simulates seeds runs, their configurations drawn from draw
+// with the workloads in turn, checks each history, and checks the runs drew
+// every combination of acceptors, partition, workload and crashes.
+func simulateSeeds(t *testing.T, draw *rand.Rand, seeds uint64, works []workload) {
+	t.Helper()
 	combinations := map[string]bool{}
-	for seed := range uint64(300) {
-		cfg := randomSimConfig(draw, workload(seed%3), "")
+	for seed := range seeds {
+		cfg := randomSimConfig(draw, works[seed%uint64(len(works))], "")
 		combinations[fmt.Sprint(cfg.acceptors, cfg.partition, cfg.work, cfg.crash > 0)] = true
 		h, _ := simulate(cfg, seed)
 		if p := problem(cfg.work, h); p != "" {
@@ -813,8 +820,8 @@ func TestProtocolIsLinearizable(t *testing.T) {
 			return
 		}
 	}
-	if len(combinations) != 2*4*3*2 {
-		t.Errorf("the seeds drew %d of the 48 combinations of acceptors, partition, workload and crashes", len(combinations))
+	if want := 2 * 4 * len(works) * 2; len(combinations) != want {
+		t.Errorf("the seeds drew %d of the %d combinations of acceptors, partition, workload and crashes", len(combinations), want)
 	}
 }
 
