@@ -261,3 +261,43 @@ func TestInfoCachedScripts(t *testing.T) {
 		t.Fatalf("after SCRIPT FLUSH ASYNC: %s, want 0", got)
 	}
 }
+
+func TestStoreMemory(t *testing.T) {
+	info := fmt.Sprintf("# Memory\r\nused_memory:1000\r\nused_memory_scripts_eval:900\r\nnumber_of_cached_scripts:%d\r\nused_memory_scripts:1234\r\n", len(troopScripts)+3)
+	want := "number_of_cached_scripts:3\r\nused_memory_scripts:1234\r\n"
+	if got := storeMemory(resp.AppendBulkString(nil, info), nil); got != want {
+		t.Errorf("storeMemory = %q, want %q", got, want)
+	}
+	// Fewer than troop's own (a redis-server that just restarted, not yet reloaded): none of the client's.
+	few := resp.AppendBulkString(nil, "number_of_cached_scripts:1\r\n")
+	if got := storeMemory(few, nil); got != "number_of_cached_scripts:0\r\n" {
+		t.Errorf("storeMemory with fewer scripts than troop's = %q", got)
+	}
+	for _, raw := range [][]byte{resp.AppendError(nil, "ERR down"), []byte("garbage")} {
+		if got := storeMemory(raw, nil); got != "" {
+			t.Errorf("storeMemory(%q) = %q, want nothing", raw, got)
+		}
+	}
+	if got := storeMemory(nil, fmt.Errorf("unreachable")); got != "" {
+		t.Errorf("storeMemory of a failed call = %q, want nothing", got)
+	}
+}
+
+// TestErrorCodesBounded: codes past maxErrorCodes count only in the total,
+// and a code already counted keeps counting.
+func TestErrorCodesBounded(t *testing.T) {
+	s := newStats()
+	r := &s.replies
+	for i := range maxErrorCodes + 10 {
+		r.errorReply(noCommand, []byte(fmt.Sprintf("-CODE%d message\r\n", i)))
+	}
+	r.errorReply(noCommand, []byte("-CODE0 again\r\n"))
+	codes := r.codes()
+	if len(codes) != maxErrorCodes || codes["CODE0"] != 2 || r.errors.Load() != maxErrorCodes+11 {
+		t.Fatalf("%d codes, CODE0 counted %d, total %d; want %d codes, 2 and %d", len(codes), codes["CODE0"], r.errors.Load(), maxErrorCodes, maxErrorCodes+11)
+	}
+	r.reset(s.commands)
+	if len(r.codes()) != 0 || r.errors.Load() != 0 {
+		t.Fatalf("after reset: %v, total %d", r.codes(), r.errors.Load())
+	}
+}
