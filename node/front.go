@@ -294,6 +294,13 @@ func (n *Node) protocolError(err error) []byte {
 func (n *Node) start(cmd resp.Command, s *slot, limit *connLimit, sess *session, handle requestHandler, b *batch) {
 	if busy := n.admit(s, limit, len(cmd.Raw)); busy != nil {
 		limit.release()
+		if sess.client != nil { // a client's call, refused before it ran
+			if c := lookup(cmd.Args[0]); c != nil {
+				n.stats.replies.reject(c.id, busy)
+			} else {
+				n.stats.replies.errorReply(noCommand, busy)
+			}
+		}
 		s.complete(busy)
 		return
 	}
