@@ -109,18 +109,26 @@ func TestInfoErrorStats(t *testing.T) {
 		t.Fatalf("GET with no key in MULTI = %s, want an error", v)
 	}
 	c.do("DISCARD")
+	// Inside EXEC's reply: the error is LPUSH's, as in Redis.
+	c.must("MULTI")
+	c.must("GET", "k")
+	c.must("LPUSH", "k", "w")
+	if v := c.do("EXEC"); len(v.Elems) != 2 || !v.Elems[1].IsError() || !strings.HasPrefix(string(v.Elems[1].Str), "WRONGTYPE ") {
+		t.Fatalf("EXEC of GET and LPUSH on a string = %s, want its second reply WRONGTYPE", v)
+	}
 
-	wantErrors := []string{"errorstat_ERR:count=3", "errorstat_NOGROUP:count=1", "errorstat_NOSCRIPT:count=1", "errorstat_WRONGTYPE:count=2"}
+	wantErrors := []string{"errorstat_ERR:count=3", "errorstat_NOGROUP:count=1", "errorstat_NOSCRIPT:count=1", "errorstat_WRONGTYPE:count=3"}
 	if got := infoLines(c, "errorstats", "errorstat_"); strings.Join(got, "\n") != strings.Join(wantErrors, "\n") {
 		t.Errorf("INFO errorstats:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(wantErrors, "\n"))
 	}
-	if got := infoLines(c, "stats", "total_error_replies:"); len(got) != 1 || got[0] != "total_error_replies:7" {
-		t.Errorf("INFO stats total_error_replies: %q, want total_error_replies:7", got)
+	if got := infoLines(c, "stats", "total_error_replies:"); len(got) != 1 || got[0] != "total_error_replies:8" {
+		t.Errorf("INFO stats total_error_replies: %q, want total_error_replies:8", got)
 	}
 	stats := strings.Join(infoLines(c, "commandstats", "cmdstat_"), "\n")
 	for _, want := range []string{
-		`cmdstat_lpush:calls=2,usec=\d+,usec_per_call=[0-9.]+,rejected_calls=0,failed_calls=2`,
-		`cmdstat_get:calls=0,usec=\d+,usec_per_call=[0-9.]+,rejected_calls=2,failed_calls=0`,
+		`cmdstat_lpush:calls=3,usec=\d+,usec_per_call=[0-9.]+,rejected_calls=0,failed_calls=3`,
+		`cmdstat_exec:calls=1,usec=\d+,usec_per_call=[0-9.]+,rejected_calls=0,failed_calls=0`,
+		`cmdstat_get:calls=1,usec=\d+,usec_per_call=[0-9.]+,rejected_calls=2,failed_calls=0`,
 		`cmdstat_set:calls=1,usec=\d+,usec_per_call=[0-9.]+,rejected_calls=0,failed_calls=0`,
 		`cmdstat_evalsha:calls=1,usec=\d+,usec_per_call=[0-9.]+,rejected_calls=0,failed_calls=1`,
 		`cmdstat_xreadgroup:calls=1,usec=\d+,usec_per_call=[0-9.]+,rejected_calls=0,failed_calls=1`,

@@ -8,6 +8,7 @@ import (
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 	"github.com/troop-lab/troop/node/consistency"
+	"github.com/troop-lab/troop/resp"
 )
 
 const levels = 3 // DC_ONE, DC_QUORUM, DC_SAFE_QUORUM
@@ -178,6 +179,29 @@ func (r *replyStats) errorReply(cmd int, reply []byte) {
 	}
 	if k != nil {
 		k.Add(1)
+	}
+}
+
+// execErrors counts the error replies inside EXEC's reply, each as a
+// failed call of its command in order. An error in its place (EXECABORT)
+// is EXEC's own, which the slot counts.
+func (r *replyStats) execErrors(order [][][]byte, reply []byte) {
+	if len(reply) == 0 || reply[0] != '*' || !bytes.Contains(reply, []byte("\r\n-")) {
+		return // no error inside, or none to parse for: the usual EXEC costs a search only
+	}
+	v, err := resp.Parse(reply)
+	if err != nil {
+		return
+	}
+	for i, e := range v.Elems {
+		if !e.IsError() || i >= len(order) {
+			continue
+		}
+		cmd := noCommand
+		if c := lookup(order[i][0]); c != nil {
+			cmd = c.id
+		}
+		r.errorReply(cmd, append([]byte{'-'}, e.Str...))
 	}
 }
 
