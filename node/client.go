@@ -54,11 +54,15 @@ func (n *Node) levelFor(sess *session, write bool) consistency.Level {
 func (n *Node) handleClient(cmd resp.Command, s *slot, sess *session, b *batch) {
 	args := cmd.Args
 	c := lookup(args[0])
+	s.replies, s.cmd = &n.stats.replies, noCommand
+	if sess.replyMode != replyOn || c != nil && c.name == "CLIENT" {
+		s.quiet, sess.replyMode = sess.replyMode.next(c, args, sess.tx != nil)
+	}
 	if reply := n.authorize(c, args, sess); reply != nil {
 		if sess.tx != nil {
 			sess.tx.dirty = true // EXEC then aborts, as in Redis
 		}
-		s.complete(reply)
+		n.reject(c, s, reply)
 		return
 	}
 	if sess.proto == 3 {
@@ -69,10 +73,13 @@ func (n *Node) handleClient(cmd resp.Command, s *slot, sess *session, b *batch) 
 		sess.client.lastAt.Store(b.started().UnixNano())
 	}
 	if sess.tx != nil && (c == nil || c.kind != kindTransaction || c.name == "UNWATCH") && (c == nil || c.name != "QUIT") {
-		if c != nil {
-			n.stats.commands[c.id].Add(1)
+		reply := n.queue(c, args, sess)
+		if reply[0] == '-' { // refused at MULTI, as Redis rejects it
+			n.reject(c, s, reply)
+			return
 		}
-		s.complete(n.queue(c, args, sess))
+		n.stats.commands[c.id].Add(1)
+		s.complete(reply)
 		return
 	}
 	if c == nil {
@@ -80,14 +87,15 @@ func (n *Node) handleClient(cmd resp.Command, s *slot, sess *session, b *batch) 
 		return
 	}
 	if sess.subscriptions > 0 && sess.proto != 3 && !subscribedOnly[c.name] {
-		s.complete(resp.AppendError(nil, fmt.Sprintf("ERR Can't execute '%s': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context", strings.ToLower(c.name))))
+		n.reject(c, s, resp.AppendError(nil, fmt.Sprintf("ERR Can't execute '%s': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context", strings.ToLower(c.name))))
 		return
 	}
 	if !c.arityOK(len(args)) {
-		s.complete(resp.AppendError(nil, fmt.Sprintf("ERR wrong number of arguments for '%s' command", strings.ToLower(c.name))))
+		n.reject(c, s, resp.AppendError(nil, fmt.Sprintf("ERR wrong number of arguments for '%s' command", strings.ToLower(c.name))))
 		return
 	}
 	n.stats.commands[c.id].Add(1)
+	s.cmd = c.id
 	switch c.kind {
 	case kindLocal:
 		n.runLocal(c, args, sess, b, s.complete)
@@ -183,6 +191,16 @@ func (n *Node) handleClient(cmd resp.Command, s *slot, sess *session, b *batch) 
 	}
 }
 
+// reject answers a call refused before it ran: Redis counts it as the
+// command's rejected call, not as a call that failed.
+func (n *Node) reject(c *command, s *slot, reply []byte) {
+	if c != nil {
+		n.stats.replies.reject(c.id, reply)
+		s.replies = nil // counted
+	}
+	s.complete(reply)
+}
+
 // sortPatternsShare checks that the keys SORT's BY and GET patterns name
 // have the sorted key's replicas: a pattern whose * is inside the hash
 // tag could name keys anywhere, and is refused, as is one whose keys
@@ -225,11 +243,9 @@ func (n *Node) runLocal(c *command, args [][]byte, sess *session, b *batch, comp
 		n.publish(c.name == "SPUBLISH", args[1], args[2], b, complete)
 	case "PUBSUB":
 		n.pubsubCommand(args, b, complete)
+	case "INFO":
+		n.info(args[1:], b, complete)
 	default:
-		if c.name == "INFO" && wantsKeyspace(args[1:]) {
-			n.keyspace(false, n.infoText(args[1:]), complete)
-			return
-		}
 		complete(n.local(c, args, sess))
 	}
 }
@@ -378,8 +394,8 @@ func (n *Node) local(c *command, args [][]byte, sess *session) []byte {
 		return resp.AppendBulkString(out, strconv.Itoa(now.Nanosecond()/1000))
 	case "AUTH":
 		return n.authCommand(args, sess)
-	case "INFO":
-		return resp.AppendBulkString(nil, n.infoText(args[1:]))
+	case "INFO": // inside MULTI: without the redis-server's figures
+		return resp.AppendBulkString(nil, n.infoText(args[1:], ""))
 	case "HELLO":
 		return n.hello(args, sess)
 	case "CLIENT":
@@ -419,6 +435,15 @@ func clientCommand(args [][]byte, sess *session) []byte {
 		return resp.AppendSimple(nil, "OK")
 	case "SETINFO", "NO-EVICT", "NO-TOUCH":
 		return resp.AppendSimple(nil, "OK")
+	case "REPLY": // handleClient keeps the mode (replyMode.next); the replies of OFF and SKIP are dropped
+		if len(args) != 3 {
+			return resp.AppendError(nil, "ERR wrong number of arguments for 'client|reply' command")
+		}
+		switch strings.ToUpper(string(args[2])) {
+		case "ON", "OFF", "SKIP":
+			return resp.AppendSimple(nil, "OK")
+		}
+		return resp.AppendError(nil, "ERR syntax error")
 	case "GETNAME":
 		if sess.name == "" {
 			return resp.AppendNullBulk(nil)

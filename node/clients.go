@@ -396,3 +396,46 @@ func (n *Node) clientUnblock(args [][]byte) []byte {
 	}
 	return resp.AppendInt(nil, 1)
 }
+
+// replyMode is a connection's CLIENT REPLY state, as Redis keeps it.
+type replyMode uint8
+
+const (
+	replyOn   replyMode = iota
+	replyOff            // no replies until CLIENT REPLY ON
+	replySkip           // no reply to the command now coming
+)
+
+// subscribeReplies are the commands whose replies Redis sends as pushes,
+// which CLIENT REPLY OFF and SKIP leave alone (networking.c's
+// prepareClientToWrite lets a pushing client write).
+var subscribeReplies = map[string]bool{"SUBSCRIBE": true, "PSUBSCRIBE": true, "SSUBSCRIBE": true,
+	"UNSUBSCRIBE": true, "PUNSUBSCRIBE": true, "SUNSUBSCRIBE": true}
+
+// next says whether the reply to command c with args, coming in mode m, is
+// dropped, and the mode after it, as Redis's CLIENT REPLY has it: OFF and
+// SKIP get no reply themselves, ON answers OK at once, a skip lasts one
+// command, and pub/sub replies go whatever the mode. Inside MULTI, CLIENT
+// REPLY is refused as it is queued (it changes the connection), so it
+// changes nothing.
+func (m replyMode) next(c *command, args [][]byte, inTx bool) (quiet bool, after replyMode) {
+	quiet, after = m != replyOn && (c == nil || !subscribeReplies[c.name]), m
+	if after == replySkip {
+		after = replyOn
+	}
+	if c == nil || c.name != "CLIENT" || inTx || len(args) != 3 || !strings.EqualFold(string(args[1]), "REPLY") {
+		return quiet, after
+	}
+	switch strings.ToUpper(string(args[2])) {
+	case "ON":
+		return false, replyOn
+	case "OFF":
+		return true, replyOff
+	case "SKIP":
+		if m == replyOff {
+			return true, replyOff
+		}
+		return true, replySkip
+	}
+	return quiet, after // a syntax error, answered as the mode says
+}

@@ -35,6 +35,12 @@ type slot struct {
 	replyCost int64
 	// conv maps the reply for the client (RESP3, resp3.go); nil for none.
 	conv func([]byte) []byte
+	// Where an error reply is counted (nil for nowhere: not a client's
+	// request), and under which command id (noCommand for none).
+	replies *replyStats
+	cmd     int
+	// quiet drops the reply once counted: CLIENT REPLY OFF or SKIP.
+	quiet bool
 	// Where the request's latency goes on completion (nil for nowhere),
 	// when it arrived, and what kind of request it was.
 	timing  *stats
@@ -60,8 +66,8 @@ func init() {
 
 func newSlot() *slot {
 	s := slotPool.Get().(*slot)
-	s.conn, s.node, s.mem, s.conv, s.timing = nil, nil, nil, nil, nil
-	s.owner, s.reply, s.ready = nil, nil, false
+	s.conn, s.node, s.mem, s.conv, s.timing, s.replies = nil, nil, nil, nil, nil, nil
+	s.owner, s.reply, s.ready, s.quiet = nil, nil, false, false
 	return s
 }
 
@@ -84,7 +90,12 @@ func (s *slot) complete(reply []byte) {
 	if hidesScript(reply) { // troop's scripts are its business, not the client's
 		reply = resp.AppendError(nil, cleanScriptError(reply))
 	}
-	if s.conv != nil {
+	if s.replies != nil && len(reply) > 0 && reply[0] == '-' {
+		s.replies.errorReply(s.cmd, reply)
+	}
+	if s.quiet {
+		reply = nil
+	} else if s.conv != nil {
 		reply = s.conv(reply)
 	}
 	if s.mem != nil {
@@ -180,6 +191,7 @@ type session struct {
 	closed                chan struct{} // closed when the connection is: blocked commands stop waiting
 	client                *clientConn   // as other connections see it; nil for a peer's
 	subscriptions         int           // channels, patterns and shard channels subscribed (pubsub.go)
+	replyMode             replyMode     // CLIENT REPLY (clients.go)
 }
 
 // requestHandler answers one request, now or later, by completing its slot;
@@ -282,6 +294,13 @@ func (n *Node) protocolError(err error) []byte {
 func (n *Node) start(cmd resp.Command, s *slot, limit *connLimit, sess *session, handle requestHandler, b *batch) {
 	if busy := n.admit(s, limit, len(cmd.Raw)); busy != nil {
 		limit.release()
+		if sess.client != nil { // a client's call, refused before it ran
+			if c := lookup(cmd.Args[0]); c != nil {
+				n.stats.replies.reject(c.id, busy)
+			} else {
+				n.stats.replies.errorReply(noCommand, busy)
+			}
+		}
 		s.complete(busy)
 		return
 	}

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"regexp"
 	"runtime"
 	"strings"
 	"syscall"
@@ -239,6 +240,13 @@ func TestBusyWhenTheNodeIsOverloaded(t *testing.T) {
 	}
 	if got := second.must("GET", "x"); got != "(nil)" {
 		t.Errorf("GET after the overload: %q", got)
+	}
+	// The refusal counts as Redis counts a call refused before it ran.
+	if info := second.must("INFO", "errorstats"); !strings.Contains(info, "errorstat_BUSY:count=1\r\n") {
+		t.Errorf("INFO errorstats after one BUSY:\n%s", info)
+	}
+	if info := second.must("INFO", "commandstats"); !regexp.MustCompile(`\r\ncmdstat_get:calls=\d+,usec=0,usec_per_call=0\.00,rejected_calls=1,failed_calls=0\r\n`).MatchString(info) {
+		t.Errorf("INFO commandstats has no GET rejected:\n%s", info)
 	}
 }
 

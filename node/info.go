@@ -2,10 +2,13 @@ package node
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"os"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -93,9 +96,58 @@ func chosenSections(args [][]byte) map[string]bool {
 	return want
 }
 
+// info answers INFO: the memory section has figures of the node's
+// redis-server (storeMemory), asked for as INFO runs, and the keyspace a
+// count of the rack (keyspace.go).
+func (n *Node) info(args [][]byte, b *batch, complete func([]byte)) {
+	answer := func(store string) {
+		text := n.infoText(args, store)
+		if wantsKeyspace(args) {
+			n.keyspace(false, text, complete)
+			return
+		}
+		complete(resp.AppendBulkString(nil, text))
+	}
+	if !chosenSections(args)["memory"] {
+		answer("")
+		return
+	}
+	n.onNode(b, n.self, [][]byte{[]byte("INFO"), []byte("memory")}, func(raw []byte, err error) {
+		answer(storeMemory(raw, err))
+	})
+}
+
+// storeMemory are the lines of INFO memory that come from the node's
+// redis-server, from its answer to INFO memory: the scripts it caches
+// (less troop's own, which it always holds) and the memory they take
+// (troop's own included); none when it did not answer.
+func storeMemory(raw []byte, err error) string {
+	if err != nil {
+		return ""
+	}
+	v, perr := resp.Parse(raw)
+	if perr != nil || v.IsError() {
+		return ""
+	}
+	var b strings.Builder
+	for _, line := range strings.Split(string(v.Str), "\n") {
+		name, value, _ := strings.Cut(strings.TrimSpace(line), ":")
+		switch name {
+		case "number_of_cached_scripts":
+			if k, err := strconv.Atoi(value); err == nil {
+				fmt.Fprintf(&b, "number_of_cached_scripts:%d\r\n", max(k-len(troopScripts), 0))
+			}
+		case "used_memory_scripts":
+			b.WriteString(name + ":" + value + "\r\n")
+		}
+	}
+	return b.String()
+}
+
 // infoText is the node's INFO reply for the sections args name, in Redis's
-// format, without the keyspace (keyspace.go adds it).
-func (n *Node) infoText(args [][]byte) string {
+// format, without the keyspace (keyspace.go adds it); store is what the
+// memory section has of the node's redis-server (storeMemory).
+func (n *Node) infoText(args [][]byte, store string) string {
 	want := chosenSections(args)
 	var b strings.Builder
 	for _, s := range infoSections {
@@ -106,12 +158,12 @@ func (n *Node) infoText(args [][]byte) string {
 			b.WriteString("\r\n")
 		}
 		b.WriteString("# " + strings.ToUpper(s.name[:1]) + s.name[1:] + "\r\n")
-		n.infoSection(&b, s.name)
+		n.infoSection(&b, s.name, store)
 	}
 	return b.String()
 }
 
-func (n *Node) infoSection(b *strings.Builder, name string) {
+func (n *Node) infoSection(b *strings.Builder, name, store string) {
 	switch name {
 	case "server":
 		client, _, _ := n.Addrs()
@@ -125,12 +177,14 @@ func (n *Node) infoSection(b *strings.Builder, name string) {
 		fmt.Fprintf(b, "connected_clients:%d\r\nblocked_clients:%d\r\n", n.stats.connections.Load(), n.stats.blocked.Load())
 	case "memory":
 		b.WriteString(n.memoryInfo())
+		b.WriteString(store)
 	case "persistence":
 		b.WriteString("loading:0\r\n")
 	case "stats":
 		fmt.Fprintf(b, "total_connections_received:%d\r\ninflight_requests:%d\r\nforwarded_requests:%d\r\nbusy_replies:%d\r\nquorum_failures:%d\r\ntimeouts:%d\r\n",
 			n.stats.connsAccepted.Load(), n.inflight.Load(), n.stats.forwarded.Load(), n.stats.busy.Load(), n.stats.quorumFailures.Load(), n.stats.timeouts.Load())
 		fmt.Fprintf(b, "acl_access_denied_auth:%d\r\nacl_access_denied_cmd:%d\r\n", n.stats.authFailures.Load()+n.stats.authRateLimited.Load(), n.stats.aclDenied.Load())
+		fmt.Fprintf(b, "total_error_replies:%d\r\n", n.stats.replies.errors.Load())
 	case "replication":
 		// Replication is troop's, between nodes; to a client the node is a
 		// master with no replicas of its own.
@@ -140,17 +194,23 @@ func (n *Node) infoSection(b *strings.Builder, name string) {
 		fmt.Fprintf(b, "used_cpu_sys:%.6f\r\nused_cpu_user:%.6f\r\nused_cpu_sys_children:%.6f\r\nused_cpu_user_children:%.6f\r\n",
 			self[0], self[1], children[0], children[1])
 	case "commandstats":
+		r := &n.stats.replies
 		var names []string
-		calls := map[string]int64{}
 		for name, c := range commandTable {
-			if k := n.stats.commands[c.id].Load(); k > 0 {
+			if n.stats.commands[c.id].Load() > r.callsAtReset[c.id].Load() || r.failed[c.id].Load() > 0 || r.rejected[c.id].Load() > 0 {
 				names = append(names, name)
-				calls[name] = k
 			}
 		}
 		sort.Strings(names)
 		for _, name := range names {
-			fmt.Fprintf(b, "cmdstat_%s:calls=%d,usec=0,usec_per_call=0.00,rejected_calls=0,failed_calls=0\r\n", strings.ToLower(name), calls[name])
+			id := commandTable[name].id
+			fmt.Fprintf(b, "cmdstat_%s:calls=%d,usec=0,usec_per_call=0.00,rejected_calls=%d,failed_calls=%d\r\n",
+				strings.ToLower(name), n.stats.commands[id].Load()-r.callsAtReset[id].Load(), r.rejected[id].Load(), r.failed[id].Load())
+		}
+	case "errorstats":
+		codes := n.stats.replies.codes()
+		for _, code := range slices.Sorted(maps.Keys(codes)) {
+			fmt.Fprintf(b, "errorstat_%s:count=%d\r\n", code, codes[code])
 		}
 	case "cluster":
 		b.WriteString("cluster_enabled:0\r\n")

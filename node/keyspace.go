@@ -372,6 +372,7 @@ func (n *Node) configCommand(args [][]byte, b *batch, complete func([]byte)) {
 		}
 		n.onEveryNode("CONFIG SET", args, b, complete)
 	case sub == "RESETSTAT" && len(args) == 2:
+		n.stats.replies.reset(n.stats.commands) // this node's INFO commandstats and errorstats
 		n.onEveryNode("CONFIG RESETSTAT", args, b, complete)
 	default:
 		complete(resp.AppendError(nil, fmt.Sprintf("ERR troop: 'CONFIG %s' is not supported: CONFIG GET, CONFIG SET of encoding parameters and CONFIG RESETSTAT are", strings.ToUpper(printableArg(args[1])))))

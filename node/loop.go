@@ -428,7 +428,7 @@ func (c *loopConn) collectLocked() {
 	for ready < len(owed) && owed[ready].ready {
 		s := owed[ready]
 		ready++
-		if !c.failed {
+		if !c.failed && len(s.reply) > 0 { // none for a reply CLIENT REPLY drops: writeLocked drops an empty one only behind a longer one
 			c.out.Push(s.reply)
 			c.outBytes += len(s.reply)
 			c.outBurst = s.burst

@@ -1,12 +1,14 @@
 package node
 
 import (
+	"bytes"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 	"github.com/troop-lab/troop/node/consistency"
+	"github.com/troop-lab/troop/resp"
 )
 
 const levels = 3 // DC_ONE, DC_QUORUM, DC_SAFE_QUORUM
@@ -17,6 +19,7 @@ type stats struct {
 
 	reads, writes [levels]levelStats
 	commands      []atomic.Int64 // by command id
+	replies       replyStats     // INFO's commandstats and errorstats
 
 	forwarded        atomic.Int64 // requests whose local-rack replica is another node
 	busy             atomic.Int64 // requests refused with -BUSY
@@ -57,6 +60,12 @@ type levelStats struct {
 
 func newStats() *stats {
 	s := &stats{started: time.Now(), commands: make([]atomic.Int64, commandCount())}
+	s.replies = replyStats{
+		callsAtReset: make([]atomic.Int64, len(s.commands)),
+		failed:       make([]atomic.Int64, len(s.commands)),
+		rejected:     make([]atomic.Int64, len(s.commands)),
+		byCode:       map[string]*atomic.Int64{},
+	}
 	for i := 0; i < levels; i++ {
 		s.reads[i].hist = hdrhistogram.New(1, int64(time.Minute/time.Microsecond), 3)
 		s.writes[i].hist = hdrhistogram.New(1, int64(time.Minute/time.Microsecond), 3)
@@ -119,4 +128,127 @@ func (ls *levelStats) buckets(bounds []float64) (count uint64, sum float64, cumu
 		cumulative[bounds[i]] = below
 	}
 	return uint64(h.TotalCount()), float64(sumMicros) / 1e6, cumulative
+}
+
+// replyStats are what Redis's INFO commandstats and errorstats count of
+// the replies the node sends its clients: error replies by their code, and
+// per command the calls that answered an error (failed) and those refused
+// before they ran (rejected: arity, authorization, a subscribed
+// connection). CONFIG RESETSTAT starts them again; /metrics' command
+// counts are not reset, so calls since the reset are counted from
+// callsAtReset.
+type replyStats struct {
+	errors       atomic.Int64   // error replies: INFO's total_error_replies
+	callsAtReset []atomic.Int64 // stats.commands at the last reset, by command id
+	failed       []atomic.Int64 // by command id
+	rejected     []atomic.Int64 // by command id
+
+	mu     sync.RWMutex
+	byCode map[string]*atomic.Int64
+}
+
+// maxErrorCodes bounds the codes counted apart, as Redis 7.2 bounds its
+// errorstats: a script's redis.error_reply can make up any number of
+// codes. Past it, errors of a new code count only in the total.
+const maxErrorCodes = 128
+
+// noCommand is the command id of a reply counted under no command's stats.
+const noCommand = -1
+
+// errorReply counts an error reply to command id cmd (noCommand for none).
+// It takes the read lock and allocates only for a code not seen before:
+// the request path calls it for every error it answers.
+func (r *replyStats) errorReply(cmd int, reply []byte) {
+	r.errors.Add(1)
+	if cmd != noCommand {
+		r.failed[cmd].Add(1)
+	}
+	code := errorCode(reply)
+	r.mu.RLock()
+	k := r.byCode[string(code)]
+	r.mu.RUnlock()
+	if k == nil {
+		r.mu.Lock()
+		if k = r.byCode[string(code)]; k == nil && len(r.byCode) < maxErrorCodes {
+			k = new(atomic.Int64)
+			r.byCode[string(code)] = k
+		}
+		r.mu.Unlock()
+	}
+	if k != nil {
+		k.Add(1)
+	}
+}
+
+// execErrors counts the error replies inside EXEC's reply, each as a
+// failed call of its command in order. An error in its place (EXECABORT)
+// is EXEC's own, which the slot counts.
+func (r *replyStats) execErrors(order [][][]byte, reply []byte) {
+	if len(reply) == 0 || reply[0] != '*' || !bytes.Contains(reply, []byte("\r\n-")) {
+		return // no error inside, or none to parse for: the usual EXEC costs a search only
+	}
+	v, err := resp.Parse(reply)
+	if err != nil {
+		return
+	}
+	for i, e := range v.Elems {
+		if !e.IsError() || i >= len(order) {
+			continue
+		}
+		cmd := noCommand
+		if c := lookup(order[i][0]); c != nil {
+			cmd = c.id
+		}
+		r.errorReply(cmd, append([]byte{'-'}, e.Str...))
+	}
+}
+
+// reject counts a call of command id cmd refused before it ran, and its
+// error reply.
+func (r *replyStats) reject(cmd int, reply []byte) {
+	r.rejected[cmd].Add(1)
+	r.errorReply(noCommand, reply)
+}
+
+// errorCode is an error reply's code, as Redis counts it: the word after
+// the '-' up to a space within the first 32 bytes of the message, or ERR
+// when there is none.
+func errorCode(reply []byte) []byte {
+	msg := reply
+	if i := bytes.IndexByte(msg, '\r'); i >= 0 {
+		msg = msg[:i]
+	}
+	msg = msg[:min(len(msg), 32)]
+	if i := bytes.IndexByte(msg, ' '); i > 1 {
+		return msg[1:i]
+	}
+	return errCode
+}
+
+var errCode = []byte("ERR")
+
+// reset is CONFIG RESETSTAT: the counts start again from zero.
+func (r *replyStats) reset(commands []atomic.Int64) {
+	for i := range commands {
+		r.callsAtReset[i].Store(commands[i].Load())
+		r.failed[i].Store(0)
+		r.rejected[i].Store(0)
+	}
+	r.mu.Lock()
+	r.byCode = map[string]*atomic.Int64{}
+	r.mu.Unlock()
+	r.errors.Store(0)
+}
+
+// codes are the error codes counted and their counts, by code.
+func (r *replyStats) codes() map[string]int64 {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make(map[string]int64, len(r.byCode))
+	for code, k := range r.byCode {
+		if v := k.Load(); v > 0 {
+			out[code] = v
+		}
+	}
+	return out
 }

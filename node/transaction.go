@@ -487,6 +487,10 @@ func (n *Node) exec(tx *txn, watches []*watch, sess *session, b *batch, s *slot)
 	level := n.levelFor(sess, tx.writes)
 	s.measure(n.stats, tx.writes, level, b.started())
 	done := s.done
+	if s.replies != nil { // the errors in EXEC's reply count as the commands' own, as in Redis
+		inner, order := done, tx.order
+		done = func(reply []byte) { s.replies.execErrors(order, reply); inner(reply) }
+	}
 	if tx.writes && n.blockers.count.Load() > 0 { // as after a write: the clients blocked on its keys go first
 		inner := done
 		done = func(reply []byte) { n.blockers.wake(tx.writeKeys).after(func() { inner(reply) }) }
