@@ -18,3 +18,21 @@ func Sleep(ctx context.Context, d time.Duration) error {
 		return ctx.Err()
 	}
 }
+
+// Every calls f every d until ctx ends; the first call is d after the
+// start. A call that takes longer than d delays the next, never doubles it.
+func Every(ctx context.Context, d time.Duration, f func()) {
+	tick := time.NewTicker(d)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if ctx.Err() != nil { // both were ready, and select chose the tick
+			return
+		}
+		f()
+	}
+}

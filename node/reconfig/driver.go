@@ -22,6 +22,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/troop-lab/troop/internal/ctxtime"
 	"github.com/troop-lab/troop/node/membership"
 	"github.com/troop-lab/troop/resp"
 )
@@ -305,16 +306,7 @@ func unspecified(addr string) bool {
 // missed steps while its peers could not reach it learns them within a
 // period of being reachable again.
 func (d *Driver) Run(ctx context.Context, every time.Duration) {
-	tick := time.NewTicker(every)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-		d.CatchUp(ctx)
-	}
+	ctxtime.Every(ctx, every, func() { d.CatchUp(ctx) })
 }
 
 // drive takes a change from step s (from, the step before it, names the

@@ -24,6 +24,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/troop-lab/troop/internal/ctxtime"
 	"github.com/troop-lab/troop/node/consistency"
 	"github.com/troop-lab/troop/resp"
 	"github.com/troop-lab/troop/ring"
@@ -349,20 +350,13 @@ func (r *Repairer[R]) RunAntiEntropy(ctx context.Context) {
 	if every <= 0 {
 		return
 	}
-	tick := time.NewTicker(every)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
+	ctxtime.Every(ctx, every, func() {
 		rep, err := r.AntiEntropy(ctx)
 		if err != nil {
 			r.cfg.Log.Warn("anti-entropy pass failed", "err", err)
-			continue
+			return
 		}
 		r.cfg.Log.Info("anti-entropy pass", "keys_compared", rep.KeysCompared, "differing", rep.Differing, "repaired", rep.Repaired,
 			"bytes", rep.Bytes, "took", rep.Took)
-	}
+	})
 }
