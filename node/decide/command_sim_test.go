@@ -1,7 +1,6 @@
 package decide
 
 import (
-	"cmp"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -414,25 +413,7 @@ func TestCommandsOfSeveralKeysAreLinearizable(t *testing.T) {
 func TestSimulationFindsPlantedBugsOfSeveralKeys(t *testing.T) {
 	for _, work := range []workload{transfer, msetnx} {
 		for _, bug := range []string{"", bugIgnoreLock, bugUndecided, bugKeyByKey} {
-			found, first := 0, ""
-			for seed := uint64(1); seed <= 20; seed++ {
-				cfg := simConfig{acceptors: 3, nodes: 3, clients: 6, ops: 25, loss: 0.02, slow: 0.02, crash: 0.01, partition: bridge, work: work, bug: bug}
-				h, _ := simulate(cfg, seed)
-				switch p := problem(work, h); {
-				case p != "" && bug == "":
-					t.Errorf("seed %d, %s: %s", seed, cfg, p)
-				case p != "" && p != timedOut:
-					found++
-					first = cmp.Or(first, p)
-				}
-			}
-			if first != "" {
-				first = ", the first: " + first
-			}
-			t.Logf("%s, bug %q: %d of 20 runs wrong%s", work, bug, found, first)
-			if bug != "" && found == 0 {
-				t.Errorf("%s, bug %q: the simulation never found the planted bug", work, bug)
-			}
+			plantedRuns(t, simConfig{acceptors: 3, nodes: 3, clients: 6, ops: 25, loss: 0.02, slow: 0.02, crash: 0.01, partition: bridge, work: work, bug: bug})
 		}
 	}
 }
