@@ -163,7 +163,7 @@ func (n *Node) authorize(c *command, args [][]byte, sess *session) []byte {
 		n.stats.aclDenied.Add(1)
 		name := strings.ToLower(c.name)
 		if (c.name == "CONFIG" || c.name == "FUNCTION") && len(args) > 1 {
-			name += "|" + strings.ToLower(printableArg(args[1]))
+			name += "|" + strings.ToLower(resp.Printable(args[1]))
 		}
 		return resp.AppendError(nil, fmt.Sprintf("NOPERM this user has no permissions to run the '%s' command", name))
 	}

@@ -212,7 +212,7 @@ func (n *Node) sortPatternsShare(c *command, args [][]byte) string {
 	_, patterns := sortKeys(args)
 	for _, p := range patterns {
 		if key, _, _ := bytes.Cut(p, []byte("->")); bytes.IndexByte(ring.Tag(key, n.cfg.HashTag), '*') >= 0 || !n.sameReplicas([][]byte{args[1], key}) {
-			return fmt.Sprintf("ERR troop: the keys of %s's pattern '%s' may belong to other nodes than '%s': give the pattern the key's hash tag outside its *", c.name, printableArg(p), printableArg(args[1]))
+			return fmt.Sprintf("ERR troop: the keys of %s's pattern '%s' may belong to other nodes than '%s': give the pattern the key's hash tag outside its *", c.name, resp.Printable(p), resp.Printable(args[1]))
 		}
 	}
 	return ""
@@ -256,12 +256,10 @@ const reservedPrefix = "__troop:"
 func unknownCommand(args [][]byte) []byte {
 	var rest []string
 	for _, a := range args[1:] {
-		rest = append(rest, "'"+printableArg(a)+"'")
+		rest = append(rest, "'"+resp.Printable(a)+"'")
 	}
-	return resp.AppendError(nil, fmt.Sprintf("ERR unknown command '%s', with args beginning with: %s", printableArg(args[0]), strings.Join(rest, " ")))
+	return resp.AppendError(nil, fmt.Sprintf("ERR unknown command '%s', with args beginning with: %s", resp.Printable(args[0]), strings.Join(rest, " ")))
 }
-
-func printableArg(a []byte) string { return resp.Printable(a) }
 
 func (n *Node) refuseInState(write bool) []byte {
 	if r := n.view().refuse; r != nil { // joining, or removed
@@ -325,7 +323,7 @@ func mergeSplit(c *command, keys, results [][]byte) []byte {
 			results[i] = resp.AppendNullBulk(nil) // MGET answers nil for non-strings
 			continue
 		}
-		return resp.AppendError(nil, fmt.Sprintf("ERR troop: %s failed on key '%s': %s", c.name, printableArg(keys[i]), strings.TrimSpace(string(r[1:]))))
+		return resp.AppendError(nil, fmt.Sprintf("ERR troop: %s failed on key '%s': %s", c.name, resp.Printable(keys[i]), strings.TrimSpace(string(r[1:]))))
 	}
 	switch c.name {
 	case "MGET":
@@ -439,8 +437,7 @@ func clientCommand(args [][]byte, sess *session) []byte {
 		if len(args) != 3 {
 			return resp.AppendError(nil, "ERR wrong number of arguments for 'client|reply' command")
 		}
-		switch strings.ToUpper(string(args[2])) {
-		case "ON", "OFF", "SKIP":
+		if _, ok := replyModes[strings.ToUpper(string(args[2]))]; ok {
 			return resp.AppendSimple(nil, "OK")
 		}
 		return resp.AppendError(nil, "ERR syntax error")
@@ -452,7 +449,7 @@ func clientCommand(args [][]byte, sess *session) []byte {
 	case "ID":
 		return resp.AppendInt(nil, sess.client.number())
 	}
-	return resp.AppendError(nil, fmt.Sprintf("ERR troop: 'CLIENT %s' is not supported", strings.ToUpper(printableArg(args[1]))))
+	return resp.AppendError(nil, fmt.Sprintf("ERR troop: 'CLIENT %s' is not supported", strings.ToUpper(resp.Printable(args[1]))))
 }
 
 // commandCommand answers enough of COMMAND for redis-cli and client
@@ -511,7 +508,7 @@ func commandCommand(args [][]byte) []byte {
 		}
 		return out
 	}
-	return resp.AppendError(nil, fmt.Sprintf("ERR troop: 'COMMAND %s' is not supported", printableArg(args[1])))
+	return resp.AppendError(nil, fmt.Sprintf("ERR troop: 'COMMAND %s' is not supported", resp.Printable(args[1])))
 }
 
 // troopCommand is troop's own command, answered through complete: TROOP
@@ -567,7 +564,7 @@ func (n *Node) troopConsistency(args [][]byte, sess *session) []byte {
 		case "WRITE":
 			sess.writeLevel = l
 		default:
-			return resp.AppendError(nil, fmt.Sprintf("ERR troop: want READ or WRITE, got '%s'", printableArg(args[2])))
+			return resp.AppendError(nil, fmt.Sprintf("ERR troop: want READ or WRITE, got '%s'", resp.Printable(args[2])))
 		}
 		return resp.AppendSimple(nil, "OK")
 	}

@@ -225,7 +225,7 @@ func parseClientType(v []byte) (string, string) {
 	case "normal", "master", "replica", "slave", "pubsub":
 		return t, ""
 	}
-	return "", "ERR Unknown client type '" + printableArg(v) + "'"
+	return "", "ERR Unknown client type '" + resp.Printable(v) + "'"
 }
 
 // clientAdmin answers CLIENT LIST, INFO, KILL and UNBLOCK; handled says
@@ -426,16 +426,16 @@ func (m replyMode) next(c *command, args [][]byte, inTx bool) (quiet bool, after
 	if c == nil || c.name != "CLIENT" || inTx || len(args) != 3 || !strings.EqualFold(string(args[1]), "REPLY") {
 		return quiet, after
 	}
-	switch strings.ToUpper(string(args[2])) {
-	case "ON":
+	switch mode, ok := replyModes[strings.ToUpper(string(args[2]))]; {
+	case !ok:
+		return quiet, after // a syntax error, answered as the mode says
+	case mode == replyOn:
 		return false, replyOn
-	case "OFF":
-		return true, replyOff
-	case "SKIP":
-		if m == replyOff {
-			return true, replyOff
-		}
+	case mode == replySkip && m != replyOff:
 		return true, replySkip
 	}
-	return quiet, after // a syntax error, answered as the mode says
+	return true, replyOff // OFF, or SKIP while off
 }
+
+// replyModes are CLIENT REPLY's arguments.
+var replyModes = map[string]replyMode{"ON": replyOn, "OFF": replyOff, "SKIP": replySkip}

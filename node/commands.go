@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"strconv"
 	"strings"
+
+	"github.com/troop-lab/troop/resp"
 )
 
 // kind says how the coordinator routes a command.
@@ -213,7 +215,7 @@ func init() {
 				return nil, "wrong number of arguments for '" + strings.ToLower(string(a[0])) + "|help' command"
 			}
 			if len(a) < 3 {
-				return nil, "troop: " + strings.ToUpper(string(a[0])) + " " + strings.ToUpper(printableArg(a[1])) + " names no key"
+				return nil, "troop: " + strings.ToUpper(string(a[0])) + " " + strings.ToUpper(resp.Printable(a[1])) + " names no key"
 			}
 			return a[2:3], ""
 		}
@@ -227,14 +229,14 @@ func init() {
 		if strings.EqualFold(string(a[1]), "USAGE") {
 			return a[2:3], ""
 		}
-		return nil, "troop: MEMORY " + strings.ToUpper(printableArg(a[1])) + " is not supported (MEMORY USAGE key is)"
+		return nil, "troop: MEMORY " + strings.ToUpper(resp.Printable(a[1])) + " is not supported (MEMORY USAGE key is)"
 	}
 	commandTable["OBJECT"].keys = func(a [][]byte) ([][]byte, string) {
 		switch strings.ToUpper(string(a[1])) {
 		case "ENCODING", "FREQ", "IDLETIME", "REFCOUNT":
 			return a[2:3], ""
 		}
-		return nil, "troop: OBJECT " + strings.ToUpper(printableArg(a[1])) + " is not supported (ENCODING, FREQ, IDLETIME and REFCOUNT are)"
+		return nil, "troop: OBJECT " + strings.ToUpper(resp.Printable(a[1])) + " is not supported (ENCODING, FREQ, IDLETIME and REFCOUNT are)"
 	}
 	commandTable["MSETNX"].keys = func(a [][]byte) ([][]byte, string) { return commandTable["MSET"].keys(a) }
 	commandTable["MSET"].keys = func(a [][]byte) ([][]byte, string) {

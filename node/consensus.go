@@ -650,7 +650,7 @@ func parseAcceptorReply(req decide.Request, raw []byte) (decide.Reply, error) {
 	if v.IsError() {
 		return nil, fmt.Errorf("%s", v.Str)
 	}
-	bad := fmt.Errorf("troop: unexpected acceptor answer %q", printableArg(raw))
+	bad := fmt.Errorf("troop: unexpected acceptor answer %q", resp.Printable(raw))
 	if len(v.Elems) < 3 {
 		return nil, bad
 	}

@@ -321,7 +321,7 @@ func versionedFrames(raw []byte, err error, n int, done func([]byte, error)) (fr
 }
 
 func unexpectedAnswer(raw []byte) error {
-	return fmt.Errorf("redis-server answered %q to a versioned write", printableArg(raw))
+	return fmt.Errorf("redis-server answered %q to a versioned write", resp.Printable(raw))
 }
 
 // appendWrite encodes a versioned write of args, touching keys, for the
@@ -481,7 +481,7 @@ func parseVersionReply(raw []byte, err error) ([]byte, error) {
 		return []byte{}, nil
 	}
 	if _, ok := hlc.Decode(v.Str); !ok {
-		return nil, fmt.Errorf("version query: %q is not a version", printableArg(v.Str))
+		return nil, fmt.Errorf("version query: %q is not a version", resp.Printable(v.Str))
 	}
 	return v.Str, nil
 }

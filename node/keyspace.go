@@ -187,7 +187,7 @@ func (n *Node) scanCommand(args [][]byte, b *batch, complete func([]byte)) {
 	cursor, err := strconv.ParseUint(string(args[1]), 10, 64)
 	node := int(cursor % maxScanNodes)
 	if err != nil || node >= len(nodes) || len(nodes) > maxScanNodes {
-		complete(resp.AppendError(nil, fmt.Sprintf("ERR troop: invalid cursor '%s': not one this cluster's SCAN gave", printableArg(args[1]))))
+		complete(resp.AppendError(nil, fmt.Sprintf("ERR troop: invalid cursor '%s': not one this cluster's SCAN gave", resp.Printable(args[1]))))
 		return
 	}
 	m := nodes[node]
@@ -366,7 +366,7 @@ func (n *Node) configCommand(args [][]byte, b *batch, complete func([]byte)) {
 	case sub == "SET" && len(args) >= 4 && len(args)%2 == 0:
 		for i := 2; i < len(args); i += 2 {
 			if p := strings.ToLower(string(args[i])); !configSettable[p] {
-				complete(resp.AppendError(nil, fmt.Sprintf("ERR troop: CONFIG SET '%s' is not passed on: only parameters that change how redis-server encodes values are (%s); configure each redis-server directly", printableArg(args[i]), strings.Join(settableNames(), ", "))))
+				complete(resp.AppendError(nil, fmt.Sprintf("ERR troop: CONFIG SET '%s' is not passed on: only parameters that change how redis-server encodes values are (%s); configure each redis-server directly", resp.Printable(args[i]), strings.Join(settableNames(), ", "))))
 				return
 			}
 		}
@@ -375,7 +375,7 @@ func (n *Node) configCommand(args [][]byte, b *batch, complete func([]byte)) {
 		n.stats.replies.reset(n.stats.commands) // this node's INFO commandstats and errorstats
 		n.onEveryNode("CONFIG RESETSTAT", args, b, complete)
 	default:
-		complete(resp.AppendError(nil, fmt.Sprintf("ERR troop: 'CONFIG %s' is not supported: CONFIG GET, CONFIG SET of encoding parameters and CONFIG RESETSTAT are", strings.ToUpper(printableArg(args[1])))))
+		complete(resp.AppendError(nil, fmt.Sprintf("ERR troop: 'CONFIG %s' is not supported: CONFIG GET, CONFIG SET of encoding parameters and CONFIG RESETSTAT are", strings.ToUpper(resp.Printable(args[1])))))
 	}
 }
 

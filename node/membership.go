@@ -175,7 +175,7 @@ func (n *Node) streamRange(ctx context.Context, r membership.Range, addr string)
 			n.repair.Handoff(key, n.self, to, func(err error) {
 				mu.Lock()
 				if err != nil && first == nil {
-					first = fmt.Errorf("copying %q: %v", printableArg(key), err)
+					first = fmt.Errorf("copying %q: %v", resp.Printable(key), err)
 				}
 				if err == nil {
 					copied++

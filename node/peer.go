@@ -113,7 +113,7 @@ func (n *Node) servePeer(c net.Conn, secure bool) {
 			args = args[2:]
 			op = strings.ToUpper(string(args[0]))
 			if op != "LOCAL" && op != "READ" && op != "VERSION" && op != "WRITE" && op != "FWD" && op != "STAMP" && op != "PREPARE" && op != "ACCEPT" && op != "DECIDE" {
-				s.complete(resp.AppendError(nil, fmt.Sprintf("ERR troop peer protocol: FIT carries LOCAL, READ, VERSION, WRITE, FWD, STAMP, PREPARE, ACCEPT or DECIDE, not '%s'", printableArg(args[0]))))
+				s.complete(resp.AppendError(nil, fmt.Sprintf("ERR troop peer protocol: FIT carries LOCAL, READ, VERSION, WRITE, FWD, STAMP, PREPARE, ACCEPT or DECIDE, not '%s'", resp.Printable(args[0]))))
 				return
 			}
 		}
@@ -256,7 +256,7 @@ func (n *Node) handlePeer(tr *trace, op string, args [][]byte, s *slot, b *batch
 	case op == "TREE" || op == "TREENODES" || op == "ENTRIES":
 		n.serveAntiEntropy(op, args, s)
 	default:
-		s.complete(resp.AppendError(nil, fmt.Sprintf("ERR troop peer protocol: unknown request '%s'", printableArg(args[0]))))
+		s.complete(resp.AppendError(nil, fmt.Sprintf("ERR troop peer protocol: unknown request '%s'", resp.Printable(args[0]))))
 	}
 }
 
@@ -280,7 +280,7 @@ func fromPeer(done func([]byte, error)) func([]byte, error) {
 func peerCommand(args [][]byte) (*command, [][]byte, string) {
 	c := lookup(args[0])
 	if c == nil || !c.arityOK(len(args)) || c.kind == kindLocal || c.kind == kindUnsupported {
-		return nil, nil, fmt.Sprintf("ERR troop peer protocol: cannot run '%s'", printableArg(args[0]))
+		return nil, nil, fmt.Sprintf("ERR troop peer protocol: cannot run '%s'", resp.Printable(args[0]))
 	}
 	if c.keys == nil || c.kind == kindSplit { // split commands arrive one key at a time
 		return c, args[1:2], ""

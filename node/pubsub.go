@@ -308,7 +308,7 @@ func (n *Node) pubsubCommand(args [][]byte, b *batch, complete func([]byte)) {
 		sub == "NUMSUB" || sub == "SHARDNUMSUB",
 		sub == "NUMPAT" && len(args) == 2:
 	default:
-		complete(resp.AppendError(nil, fmt.Sprintf("ERR unknown subcommand or wrong number of arguments for '%s'. Try PUBSUB HELP.", printableArg(args[1]))))
+		complete(resp.AppendError(nil, fmt.Sprintf("ERR unknown subcommand or wrong number of arguments for '%s'. Try PUBSUB HELP.", resp.Printable(args[1]))))
 		return
 	}
 	own, _ := resp.Parse(n.pubsub.local(args[1:]))

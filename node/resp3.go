@@ -156,7 +156,7 @@ func (n *Node) hello(args [][]byte, sess *session) []byte {
 			name = string(args[i+1])
 			i++
 		default:
-			return resp.AppendError(nil, "ERR Syntax error in HELLO option '"+printableArg(args[i])+"'")
+			return resp.AppendError(nil, "ERR Syntax error in HELLO option '"+resp.Printable(args[i])+"'")
 		}
 	}
 	// As Redis: options first, then authentication, then the rest.

@@ -292,7 +292,7 @@ func (n *Node) scriptCommand(args [][]byte, b *batch, complete func([]byte)) {
 			complete(resp.AppendSimple(nil, "OK"))
 		})
 	default:
-		complete(resp.AppendError(nil, fmt.Sprintf("ERR troop: 'SCRIPT %s' is not supported: SCRIPT LOAD, EXISTS and FLUSH are", strings.ToUpper(printableArg(args[1])))))
+		complete(resp.AppendError(nil, fmt.Sprintf("ERR troop: 'SCRIPT %s' is not supported: SCRIPT LOAD, EXISTS and FLUSH are", strings.ToUpper(resp.Printable(args[1])))))
 	}
 }
 
@@ -351,6 +351,6 @@ func (n *Node) functionCommand(args [][]byte, b *batch, complete func([]byte)) {
 			complete(mine)
 		})
 	default:
-		complete(resp.AppendError(nil, fmt.Sprintf("ERR troop: 'FUNCTION %s' is not supported: FUNCTION LOAD, DELETE, RESTORE, FLUSH, LIST, DUMP and STATS are", strings.ToUpper(printableArg(args[1])))))
+		complete(resp.AppendError(nil, fmt.Sprintf("ERR troop: 'FUNCTION %s' is not supported: FUNCTION LOAD, DELETE, RESTORE, FLUSH, LIST, DUMP and STATS are", strings.ToUpper(resp.Printable(args[1])))))
 	}
 }

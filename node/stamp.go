@@ -151,7 +151,7 @@ func parseStampReply(raw []byte, err error) (*stamped, error) {
 	version, reply, err := splitVersioned(raw)
 	if err == nil {
 		if _, ok := hlc.Decode(version); !ok {
-			err = fmt.Errorf("stamp: %q is not a version", printableArg(version))
+			err = fmt.Errorf("stamp: %q is not a version", resp.Printable(version))
 		}
 	}
 	return &stamped{version: version, reply: reply}, err
@@ -169,7 +169,7 @@ func (n *Node) serveStamp(tr *trace, args [][]byte, s *slot, b *batch) {
 	cmdArgs := args[3:]
 	c, keys, bad := peerCommand(cmdArgs)
 	if bad == "" && !c.isLWW(cmdArgs) {
-		bad = fmt.Sprintf("ERR troop peer protocol: STAMP carries whole-value writes, not '%s'", printableArg(cmdArgs[0]))
+		bad = fmt.Sprintf("ERR troop peer protocol: STAMP carries whole-value writes, not '%s'", resp.Printable(cmdArgs[0]))
 	}
 	if bad != "" {
 		s.complete(resp.AppendError(nil, bad))
