@@ -267,6 +267,7 @@ type Info struct {
 	// Failure detection and repair (docs/repair.md).
 	Peers           []PeerState `json:"peers"`
 	PeersMarkedDown int64       `json:"peers_marked_down"` // times a peer was marked down
+	LocalPauses     int64       `json:"local_pauses"`      // times this node stood still a heartbeat period or more
 	HintsPending    int64       `json:"hints_pending"`
 	HintsDropped    int64       `json:"hints_dropped"`
 	HintsReplayed   int64       `json:"hints_replayed"`
@@ -318,7 +319,7 @@ func (n *Node) Info() Info {
 		Connections: s.connections.Load(), Inflight: n.inflight.Load(),
 		AuthFailures: s.authFailures.Load(), AuthRateLimited: s.authRateLimited.Load(), ACLDenied: s.aclDenied.Load(),
 		AdminAuthFailures: s.adminAuthFailures.Load(), PeerTLSRefused: s.peerTLSRefused.Load(),
-		Peers: n.peerStates(), PeersMarkedDown: s.peersMarkedDown.Load(),
+		Peers: n.peerStates(), PeersMarkedDown: s.peersMarkedDown.Load(), LocalPauses: s.localPauses.Load(),
 		ReadRepairs: n.repair.ReadRepairs.Load(), ReadRepairsLost: n.repair.ReadRepairsLost.Load(), ReadWriteBacks: s.readWriteBacks.Load(), DataDir: n.dataDir,
 		HandoffMirrorFailures: s.mirrorFailures.Load(), HandoffKeys: s.handoffKeys.Load(),
 		PlantedBug: n.cfg.PlantedBug, Clock: n.clockInfo(),

@@ -72,12 +72,34 @@ func (n *Node) evaluate(m *member, now time.Time) {
 // re-evaluates every peer's state. It also keeps connections open, so the
 // first request after a quiet spell does not pay for a dial, and starts
 // hint replay for peers that are up and have hints waiting.
+//
+// A tick that comes late says this node stood still (starved of CPU,
+// stopped, paused by a GC): the PONGs of that time wait unread in its
+// sockets, so the pause is taken off every peer's silence before the
+// peers are judged, and with the same reading of the clock, so that a
+// pause after it counts at the next tick and not now.
 func (n *Node) heartbeatLoop(ctx context.Context) {
 	tick := time.NewTicker(n.cfg.Heartbeat)
 	defer tick.Stop()
+	stood := health.NewLocalPause(n.cfg.Heartbeat)
 	ping := resp.AppendCommandStrings(nil, "PING")
 	infoServer := resp.AppendCommandStrings(nil, "INFO", "server")
 	for {
+		now := time.Now()
+		peers := n.view().peers()
+		if pause := stood.Tick(now); pause > 0 {
+			n.stats.localPauses.Add(1)
+			n.log.Info("this node stood still; its peers' silence in that time is not counted against them", "for", pause.Round(time.Millisecond))
+			for _, m := range peers {
+				m.health.Excuse(pause, now)
+			}
+		}
+		for _, m := range peers {
+			n.evaluate(m, now)
+			if !m.isDown() {
+				n.replayHints(m)
+			}
+		}
 		// The datastore too, so that an idle node notices (and logs) a
 		// redis-server that died or came back.
 		n.store[0].Do(ping, func(raw []byte, err error) {
@@ -88,20 +110,12 @@ func (n *Node) heartbeatLoop(ctx context.Context) {
 		if n.storeVersion.Load() == nil {
 			n.store[0].Do(infoServer, n.learnStoreVersion)
 		}
-		peers := n.view().peers()
 		for _, m := range peers {
 			m.link.Do(ping, func(raw []byte, err error) {
 				if err == nil && string(raw) == "+PONG\r\n" {
 					n.heartbeat(m, time.Now())
 				}
 			})
-		}
-		now := time.Now()
-		for _, m := range peers {
-			n.evaluate(m, now)
-			if !m.isDown() {
-				n.replayHints(m)
-			}
 		}
 		select {
 		case <-ctx.Done():

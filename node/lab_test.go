@@ -70,7 +70,9 @@ func waitState(t *testing.T, observers []lab.Node, peer lab.Node, state string, 
 }
 
 // A killed node and a paused (SIGSTOP) node are each marked down by their
-// peers within 3 s, and up again once they are back.
+// peers within 3 s, and up again once they are back. The paused node, once
+// it runs again after 3 s stopped, finds its peers' PONGs of that time
+// waiting unread: it counts its own pause, and marks neither peer down.
 func TestDetectsKilledAndPausedNodes(t *testing.T) {
 	l := testlab.Start(t, lab.Spec{ReplaceAfter: time.Hour})
 	nodes := l.Nodes()
@@ -90,14 +92,42 @@ func TestDetectsKilledAndPausedNodes(t *testing.T) {
 	}
 	waitState(t, others, victim, "up", 10*time.Second)
 
+	before := nodeInfo(t, victim)
 	resume := pause(t, l, victim.Name, lab.NodeProc)
+	stopped := time.Now()
 	if took := waitState(t, others, victim, "down", 10*time.Second); took > 3*time.Second {
 		t.Errorf("paused node marked down after %v, want within 3s", took)
 	} else {
 		t.Logf("paused node marked down after %v", took)
 	}
+	// Twice the time the detector takes for a silent peer, so that without
+	// the guard the node would see both peers silent past their threshold.
+	time.Sleep(time.Until(stopped.Add(3 * time.Second)))
 	resume()
 	waitState(t, others, victim, "up", 10*time.Second)
+	after := nodeInfo(t, victim)
+	if after.PeersMarkedDown != before.PeersMarkedDown {
+		t.Errorf("the paused node marked %d peers down when it ran again: its own pause counted as their silence", after.PeersMarkedDown-before.PeersMarkedDown)
+	}
+	if after.LocalPauses == before.LocalPauses {
+		t.Errorf("the paused node counted no local pause (local_pauses %d)", after.LocalPauses)
+	}
+}
+
+// nodeInfo is node's GET /info.
+func nodeInfo(t *testing.T, node lab.Node) Info {
+	t.Helper()
+	c := http.Client{Timeout: 5 * time.Second}
+	res, err := c.Get("http://" + node.StatsListen + "/info")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var info Info
+	if err := json.NewDecoder(res.Body).Decode(&info); err != nil {
+		t.Fatal(err)
+	}
+	return info
 }
 
 // Catch-up: under a steady DC_QUORUM write load, one node of three is

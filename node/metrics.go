@@ -90,6 +90,7 @@ var scalars = []scalar{
 	{desc("troop_blocked_clients", "Clients waiting in a blocking pop."), prometheus.GaugeValue, func(n *Node) int64 { return n.stats.blocked.Load() }},
 	{desc("troop_inflight", "Requests in progress."), prometheus.GaugeValue, func(n *Node) int64 { return n.inflight.Load() }},
 	{desc("troop_peers_marked_down_total", "Times the failure detector marked a peer down."), prometheus.CounterValue, func(n *Node) int64 { return n.stats.peersMarkedDown.Load() }},
+	{desc("troop_local_pauses_total", "Times this node stood still (starved of CPU, stopped, paused) a heartbeat period or more; its peers' silence in that time is not counted against them."), prometheus.CounterValue, func(n *Node) int64 { return n.stats.localPauses.Load() }},
 	{desc("troop_read_repairs_total", "Stale replicas written back after a quorum read."), prometheus.CounterValue, func(n *Node) int64 { return n.repair.ReadRepairs.Load() }},
 	{desc("troop_read_repairs_lost_total", "Read repairs not done (too many under way, or failed)."), prometheus.CounterValue, func(n *Node) int64 { return n.repair.ReadRepairsLost.Load() }},
 	{desc("troop_handoff_mirror_failures_total", "Writes to a key moving in a membership change that failed because their copy to the key's other owner failed."), prometheus.CounterValue, func(n *Node) int64 { return n.stats.mirrorFailures.Load() }},

@@ -44,6 +44,7 @@ type stats struct {
 	peerTLSRefused    atomic.Int64 // peer connections refused: a failed TLS handshake, or plain where TLS is due
 
 	peersMarkedDown atomic.Int64 // times the failure detector marked a peer down
+	localPauses     atomic.Int64 // heartbeat ticks that came a period or more late: this node stood still
 	readWriteBacks  atomic.Int64 // quorum reads that wrote their answer back to a quorum before giving it
 	mirrorFailures  atomic.Int64 // writes to a moving key whose copy to its other owner failed (membership.go)
 	handoffKeys     atomic.Int64 // keys this node streamed to a new owner in membership changes

@@ -84,6 +84,18 @@ func (d *phiDetector) heartbeat(now time.Time) {
 	d.last = now
 }
 
+// excuse takes pause off the peer's silence, as far as now: time in which
+// this node could not run, so PONGs that reached it waited unread, is not
+// time in which the peer was silent. It adds no sample to the history.
+func (d *phiDetector) excuse(pause time.Duration, now time.Time) {
+	if pause <= 0 {
+		return
+	}
+	if d.last = d.last.Add(pause); d.last.After(now) {
+		d.last = now
+	}
+}
+
 // phi is the suspicion level at now.
 func (d *phiDetector) phi(now time.Time) float64 {
 	elapsed := ms(now.Sub(d.last))

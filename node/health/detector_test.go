@@ -147,3 +147,74 @@ func TestPhiOf(t *testing.T) {
 		}
 	}
 }
+
+// A pause of this node is taken off its peer's silence: a peer that
+// answered throughout is not suspected when the node runs again, a peer
+// that really went silent still is, later by the pause, and the last
+// heartbeat never moves past now.
+func TestDetectorExcusesLocalPause(t *testing.T) {
+	cfg := defaultDetectorConfig(250*time.Millisecond, 8)
+	steady := func() (*phiDetector, time.Time) {
+		now := t0
+		d := newPhiDetector(cfg, now)
+		for i := 0; i < 40; i++ {
+			now = now.Add(250 * time.Millisecond)
+			d.heartbeat(now)
+		}
+		return d, now
+	}
+
+	d, last := steady()
+	resumed := last.Add(100*time.Millisecond + 3*time.Second) // stood still 3 s
+	if !d.suspect(resumed) {
+		t.Fatalf("without the excuse a 3 s pause should look like a dead peer (phi %v)", d.phi(resumed))
+	}
+	d.excuse(3*time.Second, resumed)
+	if d.suspect(resumed) {
+		t.Fatalf("suspected right after an excused 3 s pause (phi %v)", d.phi(resumed))
+	}
+
+	// A dead peer is still found: later by the pause, no more.
+	d, last = steady()
+	first := suspectedAfter(d, last)
+	d.excuse(3*time.Second, last.Add(4*time.Second))
+	if got := suspectedAfter(d, last); got != first+3*time.Second {
+		t.Fatalf("suspected %v after the last heartbeat with a 3 s pause excused, want %v", got, first+3*time.Second)
+	}
+
+	// An excuse longer than the silence so far stops at now.
+	d, last = steady()
+	d.excuse(time.Hour, last.Add(time.Second))
+	if !d.lastHeartbeat().Equal(last.Add(time.Second)) {
+		t.Fatalf("last heartbeat moved to %v, past now", d.lastHeartbeat().Sub(last))
+	}
+	d.excuse(-time.Second, last.Add(2*time.Second))
+	if !d.lastHeartbeat().Equal(last.Add(time.Second)) {
+		t.Fatalf("a negative excuse moved the last heartbeat to %v", d.lastHeartbeat().Sub(last))
+	}
+}
+
+func TestLocalPause(t *testing.T) {
+	const period = 250 * time.Millisecond
+	ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
+	for _, tt := range []struct {
+		name  string
+		ticks []time.Time
+		want  []time.Duration // pause reported at each tick
+	}{
+		{"first tick", []time.Time{ms(0)}, []time.Duration{0}},
+		{"on time", []time.Time{ms(0), ms(250), ms(500)}, []time.Duration{0, 0, 0}},
+		{"jitter within a period", []time.Time{ms(0), ms(490), ms(700)}, []time.Duration{0, 0, 0}},
+		{"a period late", []time.Time{ms(0), ms(500)}, []time.Duration{0, 0}},
+		{"stood still 3 s", []time.Time{ms(0), ms(250), ms(3500), ms(3750)}, []time.Duration{0, 0, 3000 * time.Millisecond, 0}},
+		{"starved at every tick", []time.Time{ms(0), ms(600), ms(1200)}, []time.Duration{0, 350 * time.Millisecond, 350 * time.Millisecond}},
+		{"clock stepped back", []time.Time{ms(1000), ms(0), ms(1250)}, []time.Duration{0, 0, 0}},
+	} {
+		l := NewLocalPause(period)
+		for i, at := range tt.ticks {
+			if got := l.Tick(at); got != tt.want[i] {
+				t.Errorf("%s: tick %d at %v: pause %v, want %v", tt.name, i, at.Sub(t0), got, tt.want[i])
+			}
+		}
+	}
+}

@@ -51,6 +51,13 @@ func (p *Peer) Heartbeat(now time.Time) {
 	p.mu.Unlock()
 }
 
+// Excuse takes a local pause off the peer's silence (see LocalPause).
+func (p *Peer) Excuse(pause time.Duration, now time.Time) {
+	p.mu.Lock()
+	p.det.excuse(pause, now)
+	p.mu.Unlock()
+}
+
 // Evaluate sets the peer's state from its detector at now and reports
 // whether it changed and to what; a change is logged, with attrs.
 func (p *Peer) Evaluate(now time.Time, attrs ...any) (changed, down bool) {
