@@ -1,7 +1,6 @@
 package node
 
 import (
-	"encoding/json"
 	"io"
 	"net/http"
 	"strings"
@@ -21,19 +20,7 @@ func TestClockSkewAPI(t *testing.T) {
 		body, _ := io.ReadAll(res.Body)
 		return res.StatusCode, string(body)
 	}
-	info := func() ClockInfo {
-		t.Helper()
-		res, err := http.Get(admin + "/info")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer res.Body.Close()
-		var i Info
-		if err := json.NewDecoder(res.Body).Decode(&i); err != nil {
-			t.Fatal(err)
-		}
-		return i.Clock
-	}
+	info := func() ClockInfo { t.Helper(); return nodeInfo(t, tc.nodes[0].cfg.StatsListen).Clock }
 	if ci := info(); ci != (ClockInfo{}) {
 		t.Errorf("/info clock of a true clock: %+v", ci)
 	}

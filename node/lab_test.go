@@ -92,7 +92,7 @@ func TestDetectsKilledAndPausedNodes(t *testing.T) {
 	}
 	waitState(t, others, victim, "up", 10*time.Second)
 
-	before := nodeInfo(t, victim)
+	before := nodeInfo(t, victim.StatsListen)
 	resume := pause(t, l, victim.Name, lab.NodeProc)
 	stopped := time.Now()
 	if took := waitState(t, others, victim, "down", 10*time.Second); took > 3*time.Second {
@@ -105,29 +105,13 @@ func TestDetectsKilledAndPausedNodes(t *testing.T) {
 	time.Sleep(time.Until(stopped.Add(3 * time.Second)))
 	resume()
 	waitState(t, others, victim, "up", 10*time.Second)
-	after := nodeInfo(t, victim)
+	after := nodeInfo(t, victim.StatsListen)
 	if after.PeersMarkedDown != before.PeersMarkedDown {
 		t.Errorf("the paused node marked %d peers down when it ran again: its own pause counted as their silence", after.PeersMarkedDown-before.PeersMarkedDown)
 	}
 	if after.LocalPauses == before.LocalPauses {
 		t.Errorf("the paused node counted no local pause (local_pauses %d)", after.LocalPauses)
 	}
-}
-
-// nodeInfo is node's GET /info.
-func nodeInfo(t *testing.T, node lab.Node) Info {
-	t.Helper()
-	c := http.Client{Timeout: 5 * time.Second}
-	res, err := c.Get("http://" + node.StatsListen + "/info")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	var info Info
-	if err := json.NewDecoder(res.Body).Decode(&info); err != nil {
-		t.Fatal(err)
-	}
-	return info
 }
 
 // Catch-up: under a steady DC_QUORUM write load, one node of three is

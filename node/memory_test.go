@@ -258,6 +258,22 @@ func TestMemoryBudgetRefusesABurst(t *testing.T) {
 	}
 }
 
+// nodeInfo is the node's /info at admin (host:port).
+func nodeInfo(t *testing.T, admin string) Info {
+	t.Helper()
+	c := http.Client{Timeout: 5 * time.Second}
+	res, err := c.Get("http://" + admin + "/info")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var info Info
+	if err := json.NewDecoder(res.Body).Decode(&info); err != nil {
+		t.Fatal(err)
+	}
+	return info
+}
+
 // waitInfo polls the node's /info at admin until ok holds of it, for at
 // most within.
 func waitInfo(admin string, within time.Duration, ok func(Info) bool) error {
