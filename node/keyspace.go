@@ -2,6 +2,7 @@ package node
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"slices"
 	"sort"
@@ -37,7 +38,7 @@ func (n *Node) localKeyCount() (keyCount, error) {
 	var total keyCount
 	cursor := "0"
 	for {
-		raw, err := doSync(store, resp.AppendCommandStrings(nil, "SCAN", cursor, "COUNT", "1000"))
+		raw, err := doSync(context.Background(), store, resp.AppendCommandStrings(nil, "SCAN", cursor, "COUNT", "1000"))
 		if err != nil {
 			return total, err
 		}
@@ -51,7 +52,7 @@ func (n *Node) localKeyCount() (keyCount, error) {
 		}
 		if len(keys) > 0 {
 			total.keys += int64(len(keys))
-			raw, err := doSync(store, resp.AppendCommand(nil, scriptArgs("EVAL", countExpiring, keys)...))
+			raw, err := doSync(context.Background(), store, resp.AppendCommand(nil, scriptArgs("EVAL", countExpiring, keys)...))
 			if err != nil {
 				return total, err
 			}
@@ -106,7 +107,7 @@ func (n *Node) rackKeyCount() (keyCount, error) {
 
 // peerKeyCount asks a peer for its count (peer request KEYCOUNT).
 func peerKeyCount(l *link.Link) (keyCount, error) {
-	raw, err := doSync(l, resp.AppendCommandStrings(nil, "KEYCOUNT"))
+	raw, err := doSync(context.Background(), l, resp.AppendCommandStrings(nil, "KEYCOUNT"))
 	if err == nil {
 		fromPeer(func(r []byte, e error) { raw, err = r, e })(raw, nil)
 	}

@@ -46,20 +46,20 @@ func (n *Node) longLink(m *member) *link.Link {
 	return l
 }
 
-// doSync runs one request on l and waits for its reply.
-func doSync(l *link.Link, req []byte) ([]byte, error) {
-	ch := make(chan struct {
+// doSync runs one request on l and waits for its reply, or for ctx to end.
+func doSync(ctx context.Context, l *link.Link, req []byte) ([]byte, error) {
+	type result struct {
 		raw []byte
 		err error
-	}, 1)
-	l.Do(req, func(raw []byte, err error) {
-		ch <- struct {
-			raw []byte
-			err error
-		}{raw, err}
-	})
-	r := <-ch
-	return r.raw, r.err
+	}
+	ch := make(chan result, 1) // the link's answer may come after ctx ends
+	l.Do(req, func(raw []byte, err error) { ch <- result{raw, err} })
+	select {
+	case r := <-ch:
+		return r.raw, r.err
+	case <-ctx.Done():
+		return nil, context.Cause(ctx)
+	}
 }
 
 // scanVersioned scans this node's redis-server for the keys it holds a
@@ -73,7 +73,7 @@ func (n *Node) scanVersioned(ctx context.Context, page func(keys [][]byte, token
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		raw, err := doSync(store, resp.AppendCommandStrings(nil, "SCAN", cursor, "MATCH", VersionPrefix+"*", "COUNT", "1000"))
+		raw, err := doSync(ctx, store, resp.AppendCommandStrings(nil, "SCAN", cursor, "MATCH", VersionPrefix+"*", "COUNT", "1000"))
 		if err != nil {
 			return err
 		}

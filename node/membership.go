@@ -223,7 +223,7 @@ func (n *Node) cleanup(ctx context.Context) (int64, error) {
 		for _, k := range drop {
 			req = appendVersionKey(req, k)
 		}
-		raw, err := doSync(store, req)
+		raw, err := doSync(ctx, store, req)
 		if err != nil {
 			return err
 		}
@@ -235,7 +235,7 @@ func (n *Node) cleanup(ctx context.Context) (int64, error) {
 		for _, e := range vs.Elems {
 			args = append(args, e.Str) // "" for a version gone since SCAN: matches none
 		}
-		raw, err = doSync(store, resp.AppendCommand(nil, args...))
+		raw, err = doSync(ctx, store, resp.AppendCommand(nil, args...))
 		if err != nil {
 			return err
 		}
@@ -309,7 +309,7 @@ func (c *changeNode) Cleanup(ctx context.Context) (int64, error) { return c.node
 
 // Ask sends MEMBERSHIP args to m over its peer link, or, when long, over
 // the connection of long timeout (longLink).
-func (c *changeNode) Ask(_ context.Context, m membership.Member, long bool, args ...[]byte) ([]byte, error) {
+func (c *changeNode) Ask(ctx context.Context, m membership.Member, long bool, args ...[]byte) ([]byte, error) {
 	n := c.node()
 	peer, err := n.memberFor(m.Addr, m.DC, m.Rack)
 	if err != nil {
@@ -319,5 +319,5 @@ func (c *changeNode) Ask(_ context.Context, m membership.Member, long bool, args
 	if long {
 		l = n.longLink(peer)
 	}
-	return doSync(l, resp.AppendCommand(nil, append([][]byte{[]byte("MEMBERSHIP")}, args...)...))
+	return doSync(ctx, l, resp.AppendCommand(nil, append([][]byte{[]byte("MEMBERSHIP")}, args...)...))
 }

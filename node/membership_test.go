@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -322,6 +323,28 @@ func startJoiningAt(t *testing.T, tc *testCluster, rack string, token uint32) *t
 		t.Fatalf("a joining node answered SET with %s, want TRYAGAIN", v)
 	}
 	return fresh
+}
+
+// A new member that takes longer than a request's timeout to take its
+// first step (a node that has just started, on a machine starved of CPU)
+// does not fail the add: its steps go on the connection of long timeout.
+func TestMembershipAddWaitsForASlowNewMember(t *testing.T) {
+	tc := startCluster(t, clusterOpts{racks: 3, read: consistency.DCQuorum, write: consistency.DCQuorum})
+	fresh, _ := startJoining(t, tc)
+	driver := tc.nodes[1]
+	var slowed atomic.Bool
+	fresh.node.changes.BeforeStep = func(membership.State) {
+		if !slowed.Swap(true) {
+			time.Sleep(driver.cfg.Timeout + time.Second)
+		}
+	}
+	code, rep, body := adminPost(t, driver.cfg.StatsListen, "/cluster/add", url.Values{"addr": {fresh.cfg.DynListen}, "rack": {"rack1"}})
+	if !slowed.Load() {
+		t.Fatal("the new member was never asked to take a step")
+	}
+	if code != http.StatusOK || rep.State.Phase != membership.Stable || len(rep.State.New) != 4 {
+		t.Fatalf("POST /cluster/add, the new member slower than the timeout (%v) at its first step: %d %s", driver.cfg.Timeout, code, body)
+	}
 }
 
 // A replacement takes over every key of the node it replaces, which ends

@@ -95,7 +95,7 @@ func (r *repairNode) Scan(ctx context.Context, page func(keys [][]byte, tokens [
 
 func (r *repairNode) Entries(keys [][]byte) ([]repair.Entry, error) {
 	store, _ := r.node().longLinks()
-	raw, err := doSync(store, resp.AppendCommand(nil, scriptArgs("EVALSHA", digestSHA, keys)...))
+	raw, err := doSync(context.Background(), store, resp.AppendCommand(nil, scriptArgs("EVALSHA", digestSHA, keys)...))
 	if err != nil {
 		return nil, err
 	}
@@ -111,7 +111,7 @@ func (r *repairNode) Entries(keys [][]byte) ([]repair.Entry, error) {
 }
 
 func (r *repairNode) Size() (int64, error) {
-	raw, err := doSync(r.node().store[0], resp.AppendCommandStrings(nil, "DBSIZE"))
+	raw, err := doSync(context.Background(), r.node().store[0], resp.AppendCommandStrings(nil, "DBSIZE"))
 	if err != nil {
 		return 0, err
 	}
@@ -120,7 +120,7 @@ func (r *repairNode) Size() (int64, error) {
 }
 
 func (r *repairNode) Ask(m *member, req []byte) ([]byte, error) {
-	return doSync(r.node().longLink(m), req)
+	return doSync(context.Background(), r.node().longLink(m), req)
 }
 
 func (r *repairNode) Promised(err error) bool { return promised(err) }

@@ -47,8 +47,9 @@ type Node interface {
 	// by, and answers how many it dropped.
 	Cleanup(ctx context.Context) (int64, error)
 	// Ask sends the peer request MEMBERSHIP args... to member m and
-	// answers its reply, a RESP frame; long (STREAM, CLEANUP) on a
-	// connection of long timeout.
+	// answers its reply, a RESP frame; long (STREAM, CLEANUP, the new
+	// member's steps) on a connection of long timeout. It gives up when
+	// ctx ends.
 	Ask(ctx context.Context, m membership.Member, long bool, args ...[]byte) ([]byte, error)
 }
 
@@ -70,6 +71,8 @@ type Driver struct {
 
 	// AfterStream, for tests, runs between the streaming and the switch.
 	AfterStream func()
+	// BeforeStep, for tests, runs before this node takes step s.
+	BeforeStep func(s membership.State)
 }
 
 // New makes the driver of node.
@@ -88,6 +91,10 @@ type Report struct {
 // errRefused marks a change the membership core refused.
 type errRefused struct{ error }
 
+// newMemberPatience is how long the member a change adds is given to take
+// a step (see broadcast).
+const newMemberPatience = 30 * time.Second
+
 // conflictingStep starts the refusal of a step that differs from the one
 // a node holds at the same epoch: a driver stops at it.
 const conflictingStep = "conflicting membership step"
@@ -96,6 +103,9 @@ const conflictingStep = "conflicting membership step"
 // node holds; an older or equal one changes nothing. self, when given, is
 // this node's address in s (the one the driver dialled).
 func (d *Driver) TakeStep(s membership.State, self string) error {
+	if h := d.BeforeStep; h != nil {
+		h(s)
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	cur := d.node.State()
@@ -390,15 +400,23 @@ func (d *Driver) broadcast(ctx context.Context, s membership.State, audience map
 		}
 	}
 	sort.Strings(addrs)
-	send := func(a string) error {
-		reply, err := d.node.Ask(ctx, audience[a], false, []byte("STEP"), raw, []byte(a))
+	send := func(ctx context.Context, a string, long bool) error {
+		reply, err := d.node.Ask(ctx, audience[a], long, []byte("STEP"), raw, []byte(a))
 		if err == nil && string(reply) != "+OK\r\n" {
 			err = errors.New(strings.TrimSpace(strings.TrimPrefix(string(reply), "-")))
 		}
 		return err
 	}
 	if added != "" && added != me {
-		if err := send(added); err != nil {
+		// The new member has just started, and takes the step by saving it
+		// and routing by it: on a machine starved of CPU that can outlast a
+		// request's timeout, and then the whole change would fail. So its
+		// step goes on the connection of long timeout, for at most
+		// newMemberPatience; a member that is not there fails at once.
+		within, cancel := context.WithTimeout(ctx, max(newMemberPatience, d.cfg.Timeout))
+		err := send(within, added, true)
+		cancel()
+		if err != nil {
 			return nil, fmt.Errorf("the new member %s did not take step %d (%s), so no member did: %v", added, s.Epoch, s.Phase, err)
 		}
 	}
@@ -407,7 +425,7 @@ func (d *Driver) broadcast(ctx context.Context, s membership.State, audience map
 	}
 	var missed []string
 	for _, a := range addrs {
-		if err := send(a); err != nil {
+		if err := send(ctx, a, false); err != nil {
 			if strings.Contains(err.Error(), conflictingStep) {
 				return missed, fmt.Errorf("%s refused step %d: %v", a, s.Epoch, err)
 			}
