@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/troop-lab/troop/node/decide"
 	"github.com/troop-lab/troop/node/hlc"
 	"github.com/troop-lab/troop/resp"
 	"github.com/troop-lab/troop/topology"
@@ -552,4 +553,127 @@ func TestWatchReadsAQuorumsValue(t *testing.T) {
 	if n != 2 && exec.Type == resp.Array && !exec.IsNull {
 		t.Errorf("EXEC committed %d, computed from the GET's %d, over the INCR to 2 decided after the GET: an update lost", n+1, n)
 	}
+}
+
+// A quorum read answers a value only once a quorum holds that very value:
+// a copy of a newer one written back in its place does not make it
+// chosen. The test makes the read meet an RPUSH that one replica accepted
+// and that is then superseded, by construction: an RPUSH x through rack1's
+// node (which decides the key, and sends its next change as an accept
+// alone) is accepted by its own replica while its calls to the other two
+// are held; an LRANGE through rack1's node reads that replica's [a x] and
+// has its call to rack2 held; then another proposer (the test, speaking
+// the peer protocol) prepares a higher ballot on rack2's and rack3's
+// replicas, which hold [a], and has rack1's and rack3's accept [a y]:
+// chosen, without x. Let go, rack2 answers [a], older than [a x], so the
+// read writes its newest answer back from rack1's replica, which by then
+// holds [a y]. Written back in its place, [a y] satisfied the write-back
+// and the read answered [a x], which no later read holds.
+func TestQuorumReadAnswersNoUndecidedTry(t *testing.T) {
+	tc := startCluster(t, clusterOpts{racks: 3, configure: func(c *topology.Config) {
+		c.ReadRepair, c.AntiEntropyInterval = false, 0 // only the test's commands move values
+	}})
+	replica := func(i int) *client { return dial(t, tc.nodes[i].redis.Addr) }
+	w := tc.client(0, "DC_QUORUM")
+	w.must("RPUSH", "list", "a") // decided by rack1's node, whose next change goes out as an accept alone
+	for i := range tc.nodes {
+		eventually(t, 10*time.Second, func() string {
+			if got := replica(i).must("LLEN", "list"); got != "1" {
+				return fmt.Sprintf("%s's replica holds %s elements, want [a]", tc.nodes[i].cfg.Name, got)
+			}
+			return ""
+		})
+	}
+	w.must("TROOP", "FIT", callP(n1, n2)+"=hold,"+callP(n1, n3)+"=hold")
+	pushed := make(chan struct{})
+	go func() { w.try("RPUSH", "list", "x"); close(pushed) }() // its answer is lost with its connection, below
+	first := replica(0)
+	eventually(t, 10*time.Second, func() string {
+		if got := first.must("LINDEX", "list", "1"); got != "x" {
+			return fmt.Sprintf("rack1's replica holds list[1] = %q, want the RPUSH's x, accepted there alone", got)
+		}
+		return ""
+	})
+
+	// The read, its call to rack2 held: once rack1's replica ran its
+	// LRANGE, it has [a x] from there and waits for rack2.
+	r := tc.client(0, "DC_QUORUM")
+	r.must("TROOP", "FIT", callP(n1, n2)+"=hold")
+	ranBefore := lrangeCalls(t, first)
+	r.c.SetDeadline(time.Now().Add(30 * time.Second))
+	if _, err := r.c.Write(resp.AppendCommandStrings(nil, "LRANGE", "list", "0", "-1")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, func() string {
+		if lrangeCalls(t, first) == ranBefore {
+			return "the read has not read rack1's replica"
+		}
+		return ""
+	})
+
+	// Another proposer chooses [a y] over [a]: promised by rack2 and
+	// rack3, accepted by rack1 and rack3.
+	var top uint64
+	for i := range tc.nodes {
+		for _, k := range []string{PromisePrefix + "list", VersionPrefix + "list"} {
+			if b, ok := versionBallot([]byte(replica(i).must("GET", k))); ok {
+				top = max(top, b.Counter)
+			}
+		}
+	}
+	ballot := string(ballotVersion(decide.Ballot{Counter: top + 1000, Proposer: 0x8000 | 0x77}))
+	for _, i := range []int{1, 2} {
+		v := dialPeer(t, tc.nodes[i]).do("PREPARE", "list", ballot)
+		if len(v.Elems) != 5 || v.Elems[0].Int != 1 {
+			t.Fatalf("PREPARE on %s = %s, want a promise", tc.nodes[i].cfg.Name, v)
+		}
+	}
+	scratch := replica(2)
+	scratch.must("RPUSH", "test:ay", "a", "y")
+	ay := scratch.must("DUMP", "test:ay")
+	scratch.must("DEL", "test:ay")
+	for _, i := range []int{0, 2} {
+		v := dialPeer(t, tc.nodes[i]).do("ACCEPT", "list", ballot, ballot, ay, "0")
+		if len(v.Elems) != 3 || v.Elems[0].Int != 1 {
+			t.Fatalf("ACCEPT on %s = %s, want it accepted", tc.nodes[i].cfg.Name, v)
+		}
+	}
+
+	// Let the read's call to rack2 go (a new scope lets go of the held
+	// calls), and read its answer.
+	if _, err := r.c.Write(resp.AppendCommandStrings(nil, "TROOP", "FIT", "RESET")); err != nil {
+		t.Fatal(err)
+	}
+	read, err := r.rd.ReadValue()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := r.rd.ReadValue(); err != nil || string(ok.Str) != "OK" {
+		t.Fatalf("TROOP FIT RESET = %s %v", ok, err)
+	}
+	w.c.Close() // lets go of the RPUSH's held calls: rack2 and rack3 refuse them, and x is never chosen
+	<-pushed
+	later := tc.client(2, "DC_QUORUM").do("LRANGE", "list", "0", "-1")
+	t.Logf("LRANGE while the RPUSH of x was undecided: %s; a later LRANGE: %s", read, later)
+	if read.IsError() || later.IsError() {
+		t.Fatalf("LRANGE = %s, then %s", read, later)
+	}
+	if !slices.Equal(values(later), []string{"a", "y"}) {
+		t.Errorf("a later LRANGE = %s, want [a y], chosen over [a]", later)
+	}
+	if got := values(read); len(got) > len(values(later)) || !slices.Equal(got, values(later)[:len(got)]) {
+		t.Errorf("LRANGE answered %s, which no later read extends (a later LRANGE: %s): it answered an RPUSH that was never decided", read, later)
+	}
+}
+
+// lrangeCalls is how many LRANGEs redis-server ran, its scripts' included.
+func lrangeCalls(t *testing.T, r *client) string {
+	t.Helper()
+	for _, line := range strings.Split(r.must("INFO", "commandstats"), "\r\n") {
+		if rest, ok := strings.CutPrefix(line, "cmdstat_lrange:"); ok {
+			calls, _, _ := strings.Cut(rest, ",")
+			return calls
+		}
+	}
+	return "calls=0"
 }

@@ -2,6 +2,7 @@ package node
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/troop-lab/troop/link"
 	"github.com/troop-lab/troop/node/consistency"
+	"github.com/troop-lab/troop/node/repair"
 	"github.com/troop-lab/troop/resp"
 	"github.com/troop-lab/troop/ring"
 )
@@ -53,7 +55,12 @@ func (n *Node) read(tr *trace, level consistency.Level, keys [][]byte, args [][]
 		return
 	}
 	q := &readQuorum{keys: keys, args: args}
-	q.begin(n, tr, level, args[0], reps, done)
+	q.run(n, tr, level, reps, b, done)
+}
+
+// run starts the quorum read q of reps.
+func (q *readQuorum) run(n *Node, tr *trace, level consistency.Level, reps []*member, b *batch, done replyFunc) {
+	q.begin(n, tr, level, q.args[0], reps, done)
 	q.answers = inlineOr(q.answersBuf[:], len(reps))
 	q.order = askOrder(q.orderBuf[:0], reps)
 	q.mu.Lock()
@@ -567,7 +574,12 @@ type readQuorum struct {
 	answers    []*consistency.Reply // by replica, nil until answered
 	answersBuf [inlineReplicas]*consistency.Reply
 	extra      int // replicas asked beyond the quorum, to settle a conflict
+	tries      int // reads of the request before this one (writeBack)
 }
+
+// maxReadTries bounds how many times a quorum read starts over because the
+// replica its answer was to be written back from had moved on.
+const maxReadTries = 3
 
 // toAskLocked returns the replicas to ask now, and counts them as asked.
 func (q *readQuorum) toAskLocked() []int {
@@ -727,6 +739,13 @@ func (q *readQuorum) writeBack(version []byte, src *member, targets []*member, n
 			// still be decided, built on another value. A read by
 			// consensus finishes it or supersedes it, and answers.
 			q.n.consensusRead(q.tr, q.level, q.keys[0], q.args, q.replicas, q.done)
+			return
+		}
+		if errors.Is(err, repair.ErrMovedOn) && q.tries+1 < maxReadTries {
+			// The value read is gone from src, and a newer one written
+			// back in its place would not make it a quorum's: read anew.
+			again := &readQuorum{keys: q.keys, args: q.args, tries: q.tries + 1}
+			again.run(q.n, q.tr, q.level, q.n.replicas(q.keys[0]), nil, q.done)
 			return
 		}
 		if err != nil {

@@ -239,23 +239,18 @@ func runMatrix(t *testing.T, c *cluster, faults ...string) (*NemesisPhase, Verdi
 // each condition of nemesisMatrix: each round runs them all, with clients
 // through every node and no think time, beside the register and write
 // workloads; every fault is put in place and undone, every workload runs
-// its minimum of operations, and no check finds anything wrong, but for
-// matrixToday's. (TestNemesisMatrixCatchesNoConsensus, in the planted
-// build, shows that the same run finds a store that does not decide these
-// commands by consensus.)
+// its minimum of operations, and no check finds anything wrong.
+// (TestNemesisMatrixCatchesNoConsensus, in the planted build, shows that
+// the same run finds a store that does not decide these commands by
+// consensus.)
 func TestNemesisFaultMatrix(t *testing.T) {
 	c := nemesisLab(t, "")
 	_, v := runMatrix(t, c, nemesisMatrix...)
-	judged := 0
 	for _, l := range v.Broke {
-		if bug := matrixToday(l); bug != "" {
-			t.Logf("known store bug (%s): %s", bug, l)
-			judged++
-			continue
-		}
 		t.Errorf("broke: %s", l)
 	}
-	for _, l := range v.Held {
+	judged := 0
+	for _, l := range slices.Concat(v.Held, v.Broke) {
 		if strings.Contains(l, "coordination at DC_QUORUM") {
 			judged++
 		}
@@ -263,38 +258,6 @@ func TestNemesisFaultMatrix(t *testing.T) {
 	if want := len(nemesisMatrix) * len(coordinationChecks); judged != want {
 		t.Errorf("%d coordination checks judged, want %d", judged, want)
 	}
-}
-
-// matrixToday names the store bug a broken line of the matrix's verdict
-// shows, or "" when it shows none known: those are left out of what the
-// matrix asserts, and logged, until the store is fixed.
-//
-// A DC_QUORUM list read now and then (4 of 18 runs of the matrix: three
-// times under the bridge, once under delay of the deciding node) answers a list
-// holding an RPUSH that was never decided: a later read, and the final
-// reads, which all agree, lack it, and hold another element at its
-// position. One run's operations, under delay 50ms±10ms of dc1-rack1-1,
-// the deciding node (times from the workload's start; the list's final
-// reads, through every node and on every replica, hold 326 elements, 3.62
-// at position 219 and 0.62 nowhere):
-//
-//	client 0 via dc1-rack1-1  RPUSH list 0.62  call 3016.982 ms  return 3281.923 ms  ERR troop: DC_QUORUM write (RPUSH) failed, outcome unknown: another coordinator changed the key while this one's try may have been accepted; it may have been applied, once
-//	client 3 via dc1-rack1-1  RPUSH list 3.62  call 3147.623 ms  return 3500.103 ms  (acknowledged)
-//	client 4 via dc1-rack2-1  LRANGE list -> 220 elements [... 1.35 3.61 0.62]  call 3172.082 ms  return 4057.661 ms
-//	client 0 via dc1-rack1-1  LRANGE list -> 248 elements [... 1.35 3.61 3.62 0.63 5.31 ...]  call 4233 ms  return 4239 ms
-//
-// The read answered 0.62 at position 219, an RPUSH whose try some replica
-// accepted but that was never decided; a later read cannot have it undone.
-// Under the bridge (two deciders) the same: an LRANGE through the bridge
-// answered 2.147 at position 381, where later reads hold 1.43. Reproduce
-// with go test -tags planted -count=4 -run 'TestNemesisFaultMatrix$' -v ./suite
-// (it logs "known store bug" with the operations).
-func matrixToday(broke string) string {
-	if strings.Contains(broke, "list append: ") && strings.Contains(broke, "order differs") &&
-		!strings.Contains(broke, "missing element") && !strings.Contains(broke, "duplicate element") && !strings.Contains(broke, "final reads differ") {
-		return "a DC_QUORUM list read answers an RPUSH that was never decided"
-	}
-	return ""
 }
 
 // A lab on loopback cannot have a network fault come between its nodes:

@@ -172,7 +172,7 @@ func RunProbe(ctx context.Context, nodes []client.Node, p Probe, prefix string, 
 		switch {
 		case ctx.Err() != nil:
 			return nil, ctx.Err()
-		case err != nil && s.Write && strings.Contains(err.Error(), notApplied):
+		case err != nil && s.Write && notApplied(err):
 			continue
 		case err != nil && s.Write:
 			op.Failed, op.Error = true, err.Error()

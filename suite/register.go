@@ -170,7 +170,7 @@ func RunRegisters(ctx context.Context, nodes []client.Node, cfg RegisterConfig) 
 					ctxtime.Sleep(ctx, errorPause)
 				}
 				switch {
-				case err != nil && op.Write && strings.Contains(err.Error(), notApplied):
+				case err != nil && op.Write && notApplied(err):
 					continue // it did nothing: a read of its value would be a violation
 				case err != nil && op.Write:
 					// Also when the run's time cut it off: it was sent, and
@@ -190,10 +190,16 @@ func RunRegisters(ctx context.Context, nodes []client.Node, cfg RegisterConfig) 
 	return slices.Concat(histories...), nil
 }
 
-// notApplied is in the error of a troop write that did nothing (it could
-// not reach a quorum for its version query, or every replica refused it):
-// the history leaves it out, where a write of unknown outcome stays open.
-const notApplied = "not applied"
+// notApplied says whether err is that of a troop write that did nothing
+// (it could not reach a quorum for its version query, or every replica
+// refused it): the history leaves it out, where a write of unknown outcome
+// stays open. An error of unknown outcome may quote a replica's refusal
+// among its reasons ("PROMISED ... this write was not applied here") while
+// other replicas took the write: its own "outcome unknown" decides.
+func notApplied(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "not applied") && !strings.Contains(msg, "outcome unknown")
+}
 
 // errorPause is how long a client waits after an error.
 const errorPause = 5 * time.Millisecond

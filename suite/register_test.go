@@ -2,6 +2,7 @@ package suite
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -143,5 +144,27 @@ func TestCutOffWriteIsKept(t *testing.T) {
 	}
 	if len(hist) != 1 || !hist[0].Write || !hist[0].Failed {
 		t.Fatalf("history %v, want the one write, of unknown outcome", hist)
+	}
+}
+
+// A write's error leaves it out of the history only when the write did
+// nothing; one of unknown outcome that quotes a replica's refusal ("this
+// write was not applied here") while another replica took it stays in,
+// else a read of its value would count as a read of a value never written.
+func TestNotAppliedWrites(t *testing.T) {
+	const promised = "PROMISED troop: a change of this key at a newer ballot was promised on this replica; this write was not applied here"
+	for _, tc := range []struct {
+		err  string
+		want bool
+	}{
+		{"ERR troop: DC_QUORUM write (SET) failed and was not applied: 1 of 3 replicas answered its version query, 2 needed (dc1/rack2: unreachable; dc1/rack3: unreachable)", true},
+		{"ERR troop: DC_QUORUM write (SET) failed, not applied: 0 of 3 replicas acknowledged, 2 needed (dc1/rack1: STALE; dc1/rack2: STALE; dc1/rack3: STALE)", true},
+		{promised, true}, // every replica refused it alike: their refusal is the answer
+		{"ERR troop: DC_QUORUM write (SET) failed, outcome unknown: 1 of 3 replicas acknowledged, 2 needed; it may have been applied, and hinted handoff or repair may still apply it (dc1/rack2: " + promised + "; dc1/rack3: " + promised + ")", false},
+		{"ERR troop: DC_QUORUM write (SET) failed, outcome unknown: dc1/rack2, which was to stamp it, did not answer (i/o timeout); it may have been applied, and repair may still spread it", false},
+	} {
+		if got := notApplied(errors.New(tc.err)); got != tc.want {
+			t.Errorf("notApplied(%q) = %v, want %v", tc.err, got, tc.want)
+		}
 	}
 }

@@ -264,16 +264,28 @@ func (r *Repairer[R]) Handoff(key []byte, self, to R, done func(error)) {
 	r.copyKeyAs("HANDOFF", key, self, []R{to}, nil, func(_ int, err error) { done(err) })
 }
 
-// WriteBack copies key, at version or newer, from replica src to the
-// targets before a quorum read answers, and calls done once need of them
-// hold it (or a newer version), or with the reason they cannot. It is the
-// second phase of an ABD read: the answer must be on a quorum before it is
-// given, or a later read could miss it. src's copy is fetched anew; one
-// older than version means src lost the value since it answered.
+// ErrMovedOn is WriteBack's error when the replica it copies from holds a
+// newer version than the one the read is to answer.
+var ErrMovedOn = errors.New("the replica holds a newer version than the one read")
+
+// WriteBack copies key, at version, from replica src to the targets before
+// a quorum read answers, and calls done once need of them hold it (or a
+// newer version), or with the reason they cannot. It is the second phase
+// of an ABD read: the answer must be on a quorum before it is given, or a
+// later read could miss it. src's copy is fetched anew; one older than
+// version means src lost the value since it answered, and a newer one
+// fails with ErrMovedOn: a newer value on a quorum does not put the one
+// read there. A value decided by consensus after it need not hold it
+// (what src answered may be a try some proposer's accept left there alone,
+// never chosen, and now never to be), so the read may not answer it.
 func (r *Repairer[R]) WriteBack(key []byte, src R, version []byte, targets []R, need int, done func(error)) {
 	r.fetch(src, key, nil, func(c Copy, err error) {
-		if err == nil && bytes.Compare(c.Version, version) < 0 {
+		switch cmp := bytes.Compare(c.Version, version); {
+		case err != nil:
+		case cmp < 0:
 			err = fmt.Errorf("%s no longer holds version %s", src.Name(), version)
+		case cmp > 0:
+			err = fmt.Errorf("%w: %s holds %s, not %s", ErrMovedOn, src.Name(), c.Version, version)
 		}
 		if err != nil {
 			done(err)
