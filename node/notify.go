@@ -17,7 +17,7 @@ import (
 // Redis would publish for it, once, through the datacenter's pub/sub
 // (pubsub.go), never for troop's own keys. The events redis-server makes
 // of its dataset rather than of a command (expired, evicted, new) come
-// from the redis-server of the key's first replica in the datacenter,
+// from the redis-server of one replica of the key in the datacenter,
 // which its node relays (notifyrelay.go). docs/store.md#keyspace-notifications.
 
 // The event classes, with Redis's bits and letters (notify.c).
@@ -75,7 +75,9 @@ func parseNotifyFlags(s string) (flags uint32, ok bool) {
 }
 
 // formatNotifyFlags writes flags as CONFIG GET answers them in Redis: the
-// classes (A when all), then K, E and m.
+// classes (A when all), then K, E and m. Redis 7.0 drops n after A (it is
+// not one of A's classes); here it stays, so that what CONFIG GET answers
+// sets the same flags again.
 func formatNotifyFlags(flags uint32) string {
 	var out []byte
 	all := flags&notifyAll == notifyAll
@@ -83,8 +85,7 @@ func formatNotifyFlags(flags uint32) string {
 		out = append(out, 'A')
 	}
 	for _, l := range notifyLetters {
-		class := l.bits&(notifyKeyspace|notifyKeyevent|notifyKeyMiss) == 0
-		if flags&l.bits != 0 && !(all && class) {
+		if flags&l.bits != 0 && !(all && l.bits&notifyAll != 0) {
 			out = append(out, l.letter)
 		}
 	}
@@ -298,8 +299,8 @@ func commandEvents(args [][]byte, reply resp.Value, now time.Time) []keyEvent {
 		if positive {
 			return one(notifySet, strings.ToLower(name))
 		}
-	case "ZADD":
-		if positive {
+	case "ZADD": // INCR answers the new score, nil when NX or XX kept it from adding
+		if positive || reply.Type == resp.BulkString && !reply.IsNull {
 			if zaddIncr(args) {
 				return one(notifyZset, "zincr")
 			}

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"net"
+	"slices"
+	"strings"
 	"time"
 
 	troopclient "github.com/troop-lab/troop/client"
@@ -14,12 +16,12 @@ import (
 // Some events are redis-server's to see, not a command's: a key that
 // expired (x), was evicted (e) or came to be (n). Every replica's
 // redis-server sees them, each at its own time, so each node subscribes
-// to its own redis-server's and relays those of the keys it is the first
-// replica of in its datacenter (the replica of the first rack, whether up
+// to its own redis-server's and relays those of the keys it relays: of
+// each key's replicas in the datacenter, one its token picks (whether up
 // or not, so that no two nodes relay one), through the datacenter's
 // pub/sub. Its redis-server then runs with notify-keyspace-events of E and
-// those classes only, so it publishes nothing else. When the first replica
-// is down, its keys' events are lost, as a subscriber's messages are when
+// those classes only, so it publishes nothing else. When that replica is
+// down, its keys' events are lost, as a subscriber's messages are when
 // its node is down.
 
 // relayedEvents are the channels the relay subscribes to, with their class.
@@ -94,7 +96,7 @@ func (n *Node) relayOnce(ctx context.Context) error {
 		}
 		event, ok := bytes.CutPrefix(v.Elems[1].Str, []byte("__keyevent@0__:"))
 		key := v.Elems[2].Str
-		if !ok || bytes.HasPrefix(key, []byte(reservedPrefix)) || !n.firstReplica(key) {
+		if !ok || bytes.HasPrefix(key, []byte(reservedPrefix)) || !n.relaysFor(key) {
 			continue
 		}
 		for _, r := range relayedEvents {
@@ -105,15 +107,11 @@ func (n *Node) relayOnce(ctx context.Context) error {
 	}
 }
 
-// firstReplica says whether this node is key's replica in the first rack
-// of its datacenter.
-func (n *Node) firstReplica(key []byte) bool {
-	reps := n.replicas(key)
-	first := reps[0]
-	for _, m := range reps[1:] {
-		if m.rack < first.rack {
-			first = m
-		}
-	}
-	return first.self
+// relaysFor says whether this node relays key's events: of the key's
+// replicas in the datacenter, in rack order, the one its token picks, so
+// that the relaying spreads over the racks, and no two nodes relay one key.
+func (n *Node) relaysFor(key []byte) bool {
+	token := n.token(key)
+	reps := slices.SortedFunc(slices.Values(n.view().replicas(token)), func(a, b *member) int { return strings.Compare(a.rack, b.rack) })
+	return reps[token%uint32(len(reps))].self
 }
