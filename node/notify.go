@@ -130,16 +130,12 @@ func (n *Node) publishEvents(flags uint32, evs []keyEvent) {
 
 // notifying wraps a write's done: once the write answered, the events
 // Redis would publish for it are published, before the client has the
-// reply, as Redis publishes them while it runs the command. args are
-// copied, since the request's buffer is not the write's after it returns.
+// reply, as Redis publishes them while it runs the command (args are the
+// request's own copy, resp.ParseCommand's).
 func (n *Node) notifying(flags uint32, args [][]byte, done replyFunc) replyFunc {
-	own := make([][]byte, len(args))
-	for i, a := range args {
-		own[i] = append([]byte(nil), a...)
-	}
 	return func(reply []byte) {
 		if v, err := resp.Parse(reply); err == nil && !v.IsError() {
-			n.publishEvents(flags, commandEvents(own, v, time.Now()))
+			n.publishEvents(flags, commandEvents(args, v, time.Now()))
 		}
 		done(reply)
 	}
@@ -162,6 +158,22 @@ func (n *Node) notifySplit(c *command, keys, args [][]byte, results [][]byte) {
 		}
 		if v, err := resp.Parse(results[i]); err == nil && !v.IsError() {
 			n.publishEvents(flags, commandEvents(part, v, time.Now()))
+		}
+	}
+}
+
+// notifyExec publishes the events of a transaction's commands (order, as
+// queued) from EXEC's reply, command by command, as Redis publishes them
+// while it runs EXEC.
+func (n *Node) notifyExec(flags uint32, order [][][]byte, reply []byte) {
+	v, err := resp.Parse(reply)
+	if err != nil || v.Type != resp.Array {
+		return // aborted: nothing ran
+	}
+	now := time.Now()
+	for i, e := range v.Elems {
+		if i < len(order) && !e.IsError() {
+			n.publishEvents(flags, commandEvents(order[i], e, now))
 		}
 	}
 }
@@ -221,10 +233,20 @@ func commandEvents(args [][]byte, reply resp.Value, now time.Time) []keyEvent {
 		}
 	case "PFMERGE":
 		return one(notifyString, "pfadd")
-	case "DEL", "UNLINK":
-		if positive && len(args) == 2 {
-			return one(notifyGeneric, "del")
+	case "DEL", "UNLINK": // of several keys (in a transaction), known when it removed all or none
+		if positive && reply.Int == int64(len(args)-1) {
+			var out []keyEvent
+			for _, k := range args[1:] {
+				out = append(out, keyEvent{notifyGeneric, "del", k})
+			}
+			return out
 		}
+	case "MSET":
+		var out []keyEvent
+		for i := 1; i < len(args); i += 2 {
+			out = append(out, keyEvent{notifyString, "set", args[i]})
+		}
+		return out
 	case "EXPIRE", "PEXPIRE", "EXPIREAT", "PEXPIREAT":
 		if positive {
 			if expiryPast(name, args[2], now) {

@@ -84,6 +84,9 @@ func TestCommandEvents(t *testing.T) {
 		{"GETEX k EXAT 1", bulk("v"), "g del k"},
 		{"DEL k", num(1), "g del k"},
 		{"DEL k", num(0), ""},
+		{"DEL {t}a {t}b", num(2), "g del {t}a; g del {t}b"},
+		{"DEL {t}a {t}b", num(1), ""},
+		{"MSET {t}a 1 {t}b 2", ok, "$ set {t}a; $ set {t}b"},
 		{"EXPIRE k 10", num(1), "g expire k"},
 		{"EXPIRE k -1", num(1), "g del k"},
 		{"PEXPIREAT k 1700000001000", num(1), "g expire k"},
@@ -223,6 +226,13 @@ func TestKeyspaceNotificationsAcrossNodes(t *testing.T) {
 	writer.must("MSET", "{t}a", "1", "{t}b", "2")
 	writer.must("DEL", "{t}a", "{t}b", "none")
 	writer.must("INCR", "n")
+	writer.must("MULTI")
+	writer.must("HSET", "{t}h", "f", "v")
+	writer.must("SREM", "{t}s", "none")
+	writer.must("RENAME", "{t}h", "{t}g")
+	if v := writer.do("EXEC"); len(v.Elems) != 3 {
+		t.Fatalf("EXEC = %s", v)
+	}
 	expect(until(0),
 		"__keyspace@0__:foo set", "__keyevent@0__:set foo",
 		"__keyspace@0__:foo expire", "__keyevent@0__:expire foo",
@@ -233,6 +243,9 @@ func TestKeyspaceNotificationsAcrossNodes(t *testing.T) {
 		"__keyspace@0__:{t}a del", "__keyevent@0__:del {t}a",
 		"__keyspace@0__:{t}b del", "__keyevent@0__:del {t}b",
 		"__keyspace@0__:n incrby", "__keyevent@0__:incrby n",
+		"__keyspace@0__:{t}h hset", "__keyevent@0__:hset {t}h",
+		"__keyspace@0__:{t}h rename_from", "__keyevent@0__:rename_from {t}h",
+		"__keyspace@0__:{t}g rename_to", "__keyevent@0__:rename_to {t}g",
 	)
 
 	// Expired: every replica's redis-server expires the key (each is
