@@ -231,6 +231,16 @@ func commandEvents(args [][]byte, reply resp.Value, now time.Time) []keyEvent {
 		if positive {
 			return one(notifyString, "pfadd")
 		}
+	case "BITOP": // the destination, set when the result is not empty
+		if positive && len(args) > 2 {
+			return ev(notifyString, "set", args[2])
+		}
+	case "SORT":
+		for i := 2; i+1 < len(args); i++ {
+			if strings.EqualFold(string(args[i]), "STORE") && positive {
+				return ev(notifyList, "sortstore", args[i+1])
+			}
+		}
 	case "PFMERGE":
 		return one(notifyString, "pfadd")
 	case "DEL", "UNLINK": // of several keys (in a transaction), known when it removed all or none
@@ -258,8 +268,8 @@ func commandEvents(args [][]byte, reply resp.Value, now time.Time) []keyEvent {
 		if positive {
 			return one(notifyGeneric, "persist")
 		}
-	case "RENAME", "RENAMENX":
-		if name == "RENAME" || positive {
+	case "RENAME", "RENAMENX": // a key renamed to itself is left as it is, without events
+		if (name == "RENAME" || positive) && !bytes.Equal(args[1], args[2]) {
 			return []keyEvent{{notifyGeneric, "rename_from", args[1]}, {notifyGeneric, "rename_to", args[2]}}
 		}
 	case "COPY":
