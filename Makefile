@@ -64,6 +64,7 @@ fuzz:
 	scripts/fuzz ./resp FuzzFrameScanner $(FUZZTIME)
 	scripts/fuzz ./node FuzzParseTxRequest $(FUZZTIME)
 	scripts/fuzz ./node FuzzGlobMatch $(FUZZTIME)
+	scripts/fuzz ./node FuzzNotifyFlags $(FUZZTIME)
 	scripts/fuzz ./topology FuzzParse $(FUZZTIME)
 	scripts/fuzz ./topology FuzzParseSeedList $(FUZZTIME)
 	scripts/fuzz ./chaos FuzzParseConfig $(FUZZTIME)

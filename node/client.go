@@ -151,6 +151,11 @@ func (n *Node) handleClient(cmd resp.Command, s *slot, sess *session, b *batch) 
 	}
 	s.measure(n.stats, write, level, b.started())
 	done := traced(tr, s.done)
+	if write && c.kind != kindSplit { // a split command's parts are notified by split
+		if flags := n.notify.flags.Load(); flags != 0 {
+			done = n.notifying(flags, args, done)
+		}
+	}
 	if write && n.blockers.count.Load() > 0 { // a pop blocked on one of the keys looks again before this answers
 		inner := done
 		done = func(reply []byte) { n.blockers.wake(keys).after(func() { inner(reply) }) }
@@ -292,6 +297,7 @@ func (n *Node) split(tr *trace, c *command, level consistency.Level, keys [][]by
 			last := remaining == 0
 			mu.Unlock()
 			if last {
+				n.notifySplit(c, keys, args, results)
 				done(mergeSplit(c, keys, results))
 			}
 		}

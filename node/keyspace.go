@@ -351,8 +351,9 @@ var configSettable = map[string]bool{
 	"active-defrag-ignore-bytes": true, "activedefrag": true,
 }
 
-// configCommand answers CONFIG GET from this node's redis-server, and
-// CONFIG SET of configSettable parameters on every node.
+// configCommand answers CONFIG GET from this node's redis-server (but for
+// notify-keyspace-events, the node's), and CONFIG SET of configSettable
+// parameters and of notify-keyspace-events on every node.
 func (n *Node) configCommand(args [][]byte, b *batch, complete func([]byte)) {
 	sub := strings.ToUpper(string(args[1]))
 	switch {
@@ -362,21 +363,46 @@ func (n *Node) configCommand(args [][]byte, b *batch, complete func([]byte)) {
 				complete(resp.AppendError(nil, "ERR troop: CONFIG GET: "+err.Error()))
 				return
 			}
-			complete(raw)
+			complete(n.withNotifyFlags(raw))
 		})
 	case sub == "SET" && len(args) >= 4 && len(args)%2 == 0:
+		var notify []byte // notify-keyspace-events' value, set by the node (notify.go)
+		encoding := args[:2:2]
 		for i := 2; i < len(args); i += 2 {
-			if p := strings.ToLower(string(args[i])); !configSettable[p] {
-				complete(resp.AppendError(nil, fmt.Sprintf("ERR troop: CONFIG SET '%s' is not passed on: only parameters that change how redis-server encodes values are (%s); configure each redis-server directly", resp.Printable(args[i]), strings.Join(settableNames(), ", "))))
+			p := strings.ToLower(string(args[i]))
+			if p == "notify-keyspace-events" {
+				if _, ok := parseNotifyFlags(string(args[i+1])); !ok {
+					complete(resp.AppendError(nil, badNotifyFlags))
+					return
+				}
+				notify = args[i+1]
+				continue
+			}
+			encoding = append(encoding, args[i], args[i+1])
+			if !configSettable[p] {
+				complete(resp.AppendError(nil, fmt.Sprintf("ERR troop: CONFIG SET '%s' is not passed on: only notify-keyspace-events and the parameters that change how redis-server encodes values are (%s); configure each redis-server directly", resp.Printable(args[i]), strings.Join(settableNames(), ", "))))
 				return
 			}
 		}
-		n.onEveryNode("CONFIG SET", args, b, complete)
+		switch {
+		case notify == nil:
+			n.onEveryNode("CONFIG SET", args, b, complete)
+		case len(encoding) == 2:
+			n.configSetNotify(notify, b, complete)
+		default:
+			n.onEveryNode("CONFIG SET", encoding, b, func(reply []byte) {
+				if reply[0] == '-' {
+					complete(reply)
+					return
+				}
+				n.configSetNotify(notify, nil, complete)
+			})
+		}
 	case sub == "RESETSTAT" && len(args) == 2:
 		n.stats.replies.reset(n.stats.commands) // this node's INFO commandstats and errorstats
 		n.onEveryNode("CONFIG RESETSTAT", args, b, complete)
 	default:
-		complete(resp.AppendError(nil, fmt.Sprintf("ERR troop: 'CONFIG %s' is not supported: CONFIG GET, CONFIG SET of encoding parameters and CONFIG RESETSTAT are", strings.ToUpper(resp.Printable(args[1])))))
+		complete(resp.AppendError(nil, fmt.Sprintf("ERR troop: 'CONFIG %s' is not supported: CONFIG GET, CONFIG SET of encoding parameters and notify-keyspace-events, and CONFIG RESETSTAT are", strings.ToUpper(resp.Printable(args[1])))))
 	}
 }
 

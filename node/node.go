@@ -79,6 +79,7 @@ type Node struct {
 	blockers blockers       // clients waiting in a blocking pop, by key (blocking.go)
 	clients  clientRegistry // the client connections, for CLIENT LIST, KILL and UNBLOCK (clients.go)
 	pubsub   pubsub         // the subscriptions of this node's clients (pubsub.go)
+	notify   notifier       // keyspace notifications (notify.go)
 	// The redis-server's version, once the heartbeat read it (info.go).
 	storeVersion atomic.Pointer[string]
 	limits       resp.Limits
@@ -140,11 +141,12 @@ func New(cfg *topology.Config, log *slog.Logger) (*Node, error) {
 		return nil, fmt.Errorf("node: want exactly one server (redis-server), got %d", len(cfg.Servers))
 	}
 	n := &Node{
-		cfg:   cfg,
-		log:   log,
-		conns: map[net.Conn]struct{}{},
-		stats: newStats(),
-		mem:   memBudget{limit: inflightShare(cfg.MaxMemoryMB)},
+		cfg:    cfg,
+		log:    log,
+		conns:  map[net.Conn]struct{}{},
+		stats:  newStats(),
+		mem:    memBudget{limit: inflightShare(cfg.MaxMemoryMB)},
+		notify: notifier{wake: make(chan struct{}, 1)},
 		limits: resp.Limits{
 			MaxBulk: cfg.MaxRequestBytes, MaxFrame: cfg.MaxRequestBytes,
 			MaxElems: resp.DefaultLimits.MaxElems, MaxInline: resp.DefaultLimits.MaxInline, MaxDepth: 1,
@@ -307,13 +309,14 @@ func (n *Node) Serve(ctx context.Context) error {
 		n.log.Warn("this node runs with a PLANTED BUG, a deliberate defect for testing testers: never use it for real data", "troop_planted_bug", n.cfg.PlantedBug)
 	}
 
-	n.wg.Add(6)
+	n.wg.Add(7)
 	go func() { defer n.wg.Done(); n.acceptLoop(front, n.serveClient) }()
 	go func() { defer n.wg.Done(); n.acceptLoop(peers, n.acceptPeer) }()
 	go func() { defer n.wg.Done(); n.admin.Serve(adminLn) }()
 	go func() { defer n.wg.Done(); n.heartbeatLoop(ctx) }()
 	go func() { defer n.wg.Done(); n.repair.RunAntiEntropy(ctx) }()
 	go func() { defer n.wg.Done(); n.changes.Run(ctx, catchUpEvery) }()
+	go func() { defer n.wg.Done(); n.relayServerEvents(ctx) }()
 	<-ctx.Done()
 	n.shutdown()
 	return nil

@@ -211,6 +211,8 @@ func (n *Node) handlePeer(tr *trace, op string, args [][]byte, s *slot, b *batch
 		n.localScript(b, version, keys, args[2:], done)
 	case (op == "PUBLISH" || op == "SPUBLISH") && len(args) == 3:
 		s.complete(resp.AppendInt(nil, n.pubsub.deliver(op == "SPUBLISH", args[1], args[2])))
+	case op == "NOTIFY" && len(args) == 2:
+		n.setNotify(b, args[1], done)
 	case op == "PUBSUB" && len(args) >= 2:
 		s.complete(n.pubsub.local(args[1:]))
 	case op == "SCRIPTFLUSH" && len(args) == 1:

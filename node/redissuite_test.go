@@ -43,7 +43,7 @@ func TestRedisSuite(t *testing.T) {
 	case "":
 	case "all":
 		units = []string{"type/string", "type/incr", "type/hash", "type/list", "type/set", "type/zset", "expire"}
-	case "apps": // what applications use beyond the data types; multi, scripting and pubsub below 95% yet (docs/store.md)
+	case "apps": // what applications use beyond the data types; multi and scripting below 95% yet (docs/store.md)
 		units = []string{"multi", "keyspace", "info-command", "scripting", "pubsub", "type/stream", "type/stream-cgroups"}
 	default:
 		units = strings.Split(want, ",")

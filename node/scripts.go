@@ -141,7 +141,11 @@ func (n *Node) decided(tr *trace, level consistency.Level, c *command, keys, arg
 			done(resp.AppendError(nil, fmt.Sprintf("ERR troop: %s failed, outcome unknown: the replica that decides it, %s, did not answer, and no other replica got it (%v)", c.name, replicaName(d), err)))
 			return
 		}
+		raw, consumerEvents := consumerOutcome(args, keys, raw)
 		reply, follow, bad := scriptOutcome(keys, raw)
+		if bad == "" && len(consumerEvents) > 0 {
+			n.publishEvents(n.notify.flags.Load(), consumerEvents)
+		}
 		if bad != "" || len(reps) == 1 || follow == nil {
 			if bad != "" {
 				reply = resp.AppendError(nil, "ERR troop: "+c.name+": "+bad)
@@ -199,8 +203,13 @@ func (n *Node) localScript(b *batch, version []byte, keys, args [][]byte, done f
 		}
 	}
 	grace := strconv.FormatInt(n.cfg.TombstoneGrace.Milliseconds(), 10)
+	var probes [][][]byte // the consumer a stream command may make or delete, looked at before and after (notify.go)
+	if flags := n.notify.flags.Load(); flags&notifyStream != 0 && flags&(notifyKeyspace|notifyKeyevent) != 0 {
+		probes = consumerProbes(args, keys)
+	}
 	appendReq := func(dst []byte) []byte {
 		dst = resp.AppendCommandStrings(dst, "MULTI")
+		dst = appendProbes(dst, probes)
 		dst = resp.AppendCommand(dst, args...)
 		dst = resp.AppendArrayHeader(dst, 5+len(keys))
 		dst = resp.AppendBulkString(dst, "EVALSHA")
@@ -211,10 +220,11 @@ func (n *Node) localScript(b *batch, version []byte, keys, args [][]byte, done f
 		}
 		dst = resp.AppendBulk(dst, version)
 		dst = resp.AppendBulkString(dst, grace)
+		dst = appendProbes(dst, probes)
 		return resp.AppendCommandStrings(dst, "EXEC")
 	}
 	l := n.storeFor(keys[0])
-	if err := l.TrySendAppend(4, appendReq, n.mirrorAfter(n.view(), version, keys, done)); err != nil {
+	if err := l.TrySendAppend(4+2*len(probes), appendReq, n.mirrorAfter(n.view(), version, keys, done)); err != nil {
 		done(nil, err)
 		return
 	}

@@ -491,6 +491,10 @@ func (n *Node) exec(tx *txn, watches []*watch, sess *session, b *batch, s *slot)
 		inner, order := done, tx.order
 		done = func(reply []byte) { s.replies.execErrors(order, reply); inner(reply) }
 	}
+	if flags := n.notify.flags.Load(); flags != 0 && tx.writes {
+		inner, order := done, tx.order
+		done = func(reply []byte) { n.notifyExec(flags, order, reply); inner(reply) }
+	}
 	if tx.writes && n.blockers.count.Load() > 0 { // as after a write: the clients blocked on its keys go first
 		inner := done
 		done = func(reply []byte) { n.blockers.wake(tx.writeKeys).after(func() { inner(reply) }) }
