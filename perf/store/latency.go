@@ -84,7 +84,7 @@ func latencyExperiment(ctx context.Context, cfg config, ps *procSet, bins binari
 		return err
 	}
 	var rate string
-	l.Saturating, l.Rate, rate = halfLoad(rows)
+	l.Saturating, l.Rate, rate = loadAt(rows, 0.5)
 	type target struct{ name, addr string }
 	targets := []target{{"nutcracker", ncAddr}, {"troop-node", nodeCfg.Listen}}
 	for n := 1; n <= cfg.LatencyRounds; n++ {

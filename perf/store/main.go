@@ -64,6 +64,7 @@ type config struct {
 	// MembershipKeys is the keys the membership experiment's lab holds; 0 skips it.
 	MembershipKeys   int     `json:"membership_keys"`
 	MembershipWindow seconds `json:"membership_window_s"` // its closed-loop and before windows
+	MembershipLoad   float64 `json:"membership_load"`     // its workload's rate, as a share of the closed loop's
 	AEKeys           int     `json:"ae_keys"`             // keys in the anti-entropy experiment
 	AEDiff           int     `json:"ae_diff"`             // keys made to differ on one replica
 	Quick            bool    `json:"quick"`
@@ -113,6 +114,7 @@ func defaultConfig() config {
 		LatencyRounds:    8,
 		MembershipKeys:   1_000_000,
 		MembershipWindow: seconds(30 * time.Second),
+		MembershipLoad:   0.5,
 		AEKeys:           1_000_000,
 		AEDiff:           1000,
 		Out:              "perf-store.json",
@@ -197,6 +199,9 @@ func (c *config) validate() error {
 	}
 	if c.AEDiff < 1 || c.AEDiff > c.AEKeys {
 		bad = append(bad, "--ae-diff must be 1 to --ae-keys")
+	}
+	if c.MembershipLoad <= 0 || c.MembershipLoad >= 1 {
+		bad = append(bad, "--membership-load must be between 0 and 1 (a share of the closed loop's throughput)")
 	}
 	if c.Rounds < 1 {
 		bad = append(bad, "--rounds must be at least 1")
@@ -293,7 +298,8 @@ Flags:
 	fs.DurationVar((*time.Duration)(&c.MemoryAfter), "memory-after", time.Duration(c.MemoryAfter), "memory experiment: how long RSS is watched after the burst")
 	fs.BoolVar(&c.Latency, "latency", c.Latency, "latency experiment: troop bench mixed in an open loop at half of nutcracker's closed-loop rate, against nutcracker and a node in front of the same redis-server, --latency-rounds rounds of --duration")
 	fs.IntVar(&c.LatencyRounds, "latency-rounds", c.LatencyRounds, "rounds of the latency experiment (a window's p99 moves more between rounds than the other experiments' figures do)")
-	fs.IntVar(&c.MembershipKeys, "membership-keys", c.MembershipKeys, "membership experiment: keys of 1 KB in a three-rack lab (troop lab up, troop bench write) to which troop lab add-node adds a node while troop bench mixed runs at half of the lab's closed loop; 0 skips it")
+	fs.IntVar(&c.MembershipKeys, "membership-keys", c.MembershipKeys, "membership experiment: keys of 1 KB in a three-rack lab (troop lab up, troop bench write) to which troop lab add-node adds a node while troop bench mixed runs at --membership-load of the lab's closed loop; 0 skips it")
+	fs.Float64Var(&c.MembershipLoad, "membership-load", c.MembershipLoad, "membership experiment: the workload's rate, as a share of the lab's closed-loop throughput")
 	fs.DurationVar((*time.Duration)(&c.MembershipWindow), "membership-window", time.Duration(c.MembershipWindow), "membership experiment: how long the closed loop and the workload before the change run")
 	fs.BoolVar(&c.Quick, "quick", c.Quick, "smoke run: 1 round, 1s windows, 1000 keys, anti-entropy over 10,000 keys, a 2s memory burst watched 3s after, 10,000 keys for used_memory (flags given explicitly still apply)")
 	fs.StringVar(&c.Out, "out", c.Out, "JSON result file")

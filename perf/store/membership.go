@@ -17,7 +17,8 @@ import (
 
 // membershipResult is the membership experiment: a node added to rack1 of
 // a three-rack lab at DC_QUORUM, holding Keys keys of 1 KB, while a mixed
-// workload runs at half of the lab's closed-loop throughput.
+// workload runs at a share of the lab's closed-loop throughput (half, by
+// default).
 type membershipResult struct {
 	Keys          int         `json:"keys"`
 	ClosedLoop    float64     `json:"closed_loop_ops_per_sec"`
@@ -29,7 +30,8 @@ type membershipResult struct {
 
 // membershipExperiment drives the troop binary as a user would: troop lab
 // up, troop bench write to load the keys, troop bench mixed for the closed
-// loop and then at half of it, before and during troop lab add-node. The
+// loop and then at cfg.MembershipLoad of it, before and during troop lab
+// add-node. The
 // lab is stopped at the end, also on an error.
 func membershipExperiment(ctx context.Context, cfg config, ps *procSet, bins binaries, res *result, log io.Writer) error {
 	dir := filepath.Join(ps.dir, "membership")
@@ -73,7 +75,7 @@ func membershipExperiment(ctx context.Context, cfg config, ps *procSet, bins bin
 		return err
 	}
 	var rate string
-	m.ClosedLoop, m.Rate, rate = halfLoad(rows)
+	m.ClosedLoop, m.Rate, rate = loadAt(rows, cfg.MembershipLoad)
 	before, out := mixed(ctx, "before", 9, "--rate", rate, "--duration", time.Duration(cfg.MembershipWindow).String())
 	if err := before.Run(); err != nil {
 		return fmt.Errorf("membership: before the change: %w (log: %s)", err, logFile.Name())
@@ -128,14 +130,14 @@ func membershipExperiment(ctx context.Context, cfg config, ps *procSet, bins bin
 }
 
 // benchTotals reads the per-task totals of a troop bench JSON result.
-// halfLoad is the closed loop's throughput, the sum of its rows', and
-// half of it in whole operations a second: the open-loop rate of a
-// workload at half load, also as troop bench's --rate takes it.
-func halfLoad(closed []bench.Row) (saturating, rate float64, rateArg string) {
+// loadAt is the closed loop's throughput, the sum of its rows', and share
+// of it in whole operations a second: the open-loop rate of a workload at
+// that share of the load, also as troop bench's --rate takes it.
+func loadAt(closed []bench.Row, share float64) (saturating, rate float64, rateArg string) {
 	for _, r := range closed {
 		saturating += r.ReqPerSec
 	}
-	rate = float64(int(saturating / 2))
+	rate = max(1, float64(int(saturating*share)))
 	return saturating, rate, strconv.FormatFloat(rate, 'f', 0, 64)
 }
 
