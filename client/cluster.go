@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/troop-lab/troop/internal/ctxtime"
 	"github.com/troop-lab/troop/link"
 	"github.com/troop-lab/troop/resp"
 	"github.com/troop-lab/troop/ring"
@@ -172,21 +173,14 @@ func (c *Cluster) connsTo(node Node) []*conn {
 // follow routes by Follow's answer every FollowEvery, until Close.
 func (c *Cluster) follow(ctx context.Context) {
 	defer c.followed.Done()
-	t := time.NewTicker(c.opts.FollowEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	ctxtime.Every(ctx, c.opts.FollowEvery, func() {
 		ask, cancel := context.WithTimeout(ctx, c.opts.FollowEvery)
 		nodes, err := c.opts.Follow(ask)
 		cancel()
 		if err == nil {
 			c.route(nodes) // a routing it refuses leaves the last one
 		}
-	}
+	})
 }
 
 func (o Options) withDefaults(nodes []Node) (Options, error) {

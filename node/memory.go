@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/troop-lab/troop/internal/ctxtime"
 	"github.com/troop-lab/troop/internal/procmem"
 	"github.com/troop-lab/troop/resp"
 )
@@ -217,14 +218,7 @@ func ManageProcessMemory(ctx context.Context, budgetMB int, log *slog.Logger) {
 	last := s[0].Value.Uint64()
 	idleFor, nextRelease := 0, firstRelease
 	burst := false // the runtime held more than half the budget since the last releases
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	ctxtime.Every(ctx, time.Second, func() {
 		if limited {
 			setLimit()
 		}
@@ -239,5 +233,5 @@ func ManageProcessMemory(ctx context.Context, budgetMB int, log *slog.Logger) {
 			burst = nextRelease <= lastRelease
 		}
 		last = now
-	}
+	})
 }

@@ -214,12 +214,18 @@ func New(cfg *topology.Config, log *slog.Logger) (*Node, error) {
 	return n, nil
 }
 
+// storeAuth is the AUTH a connection to the redis-server sends first when
+// redis_requirepass is set; nil when it is not.
+func (n *Node) storeAuth() link.Handshake {
+	return troopclient.Dial{User: n.cfg.RedisUser, Password: n.cfg.RedisPassword}.Handshake()
+}
+
 // storeHandshake is what a new connection to the redis-server sends first:
 // AUTH when redis_requirepass is set, then troop's scripts. A connection of
 // the request path (forget) may reach a redis-server that restarted with
 // other data: what the version cache knows of its versions no longer holds.
 func (n *Node) storeHandshake(forget bool) link.Handshake {
-	auth := troopclient.Dial{User: n.cfg.RedisUser, Password: n.cfg.RedisPassword}.Handshake()
+	auth := n.storeAuth()
 	return func(conn net.Conn, rd *resp.Reader) error {
 		if auth != nil {
 			if err := auth(conn, rd); err != nil {

@@ -439,9 +439,7 @@ func expiryPast(name string, arg []byte, now time.Time) bool {
 		return false
 	}
 	switch name {
-	case "EXPIRE":
-		return v <= 0
-	case "PEXPIRE":
+	case "EXPIRE", "PEXPIRE":
 		return v <= 0
 	case "EXPIREAT":
 		return v <= now.Unix()

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	troopclient "github.com/troop-lab/troop/client"
 	"github.com/troop-lab/troop/internal/ctxtime"
 	"github.com/troop-lab/troop/resp"
 )
@@ -73,7 +72,7 @@ func (n *Node) relayOnce(ctx context.Context) error {
 	defer conn.Close()
 	defer context.AfterFunc(ctx, func() { conn.Close() })()
 	rd := resp.NewReader(conn, n.limits)
-	if auth := (troopclient.Dial{User: n.cfg.RedisUser, Password: n.cfg.RedisPassword}).Handshake(); auth != nil {
+	if auth := n.storeAuth(); auth != nil {
 		if err := auth(conn, rd); err != nil {
 			return err
 		}
