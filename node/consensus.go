@@ -59,6 +59,10 @@ const scratchKey = "__troop:scratch"
 // promise.
 const promisedError = promisedCode + " troop: a change of this key at a newer ballot was promised on this replica; this write was not applied here"
 
+// outrun ends the error of a change that left the value as it was and
+// met another coordinator's newer value at every try.
+const outrun = "other coordinators changed the key at every try"
+
 // promisedCode starts promisedError, which is how repair tells it
 // (promised).
 const promisedCode = "PROMISED"
@@ -424,6 +428,12 @@ func (n *Node) decide(tr *trace, level consistency.Level, name, key []byte, run 
 	var reply []byte
 	var changeErr error
 	expires := false
+	// changed: a try of this change went out with a value other than the
+	// one it was given. Until one does, every try is the key's value as it
+	// was (a read, a WATCH, an EXEC whose watched key moved, a SET NX of a
+	// key that exists ...): one that may still be chosen changes nothing,
+	// so the change may start afresh, and stopping applied nothing.
+	changed := false
 	change := func(cur []byte) []byte {
 		r, next, err := run(cur, p.Base(), p.Ballot())
 		if err != nil {
@@ -433,6 +443,7 @@ func (n *Node) decide(tr *trace, level consistency.Level, name, key []byte, run 
 		changeErr, reply = nil, r
 		_, expireAt := unpackValue(next)
 		expires = expireAt > 0
+		changed = changed || !bytes.Equal(next, cur)
 		return next
 	}
 	// A whole-value write this node's replica was sent since the last
@@ -462,7 +473,8 @@ func (n *Node) decide(tr *trace, level consistency.Level, name, key []byte, run 
 			n.stats.quorumFailures.Add(1)
 			return resp.AppendError(nil, fmt.Sprintf("ERR troop: %s write (%s) failed and was not applied: this node's redis-server could not run it (%v)", level, name, changeErr)), nil
 		}
-		if st != decide.Refused || try >= maxConsensusTries || time.Now().After(deadline) {
+		again := st == decide.Refused || st == decide.Unknown && !changed
+		if !again || try >= maxConsensusTries || time.Now().After(deadline) {
 			break
 		}
 		n.clock.Observe(ballotVersion(decide.Ballot{Counter: p.Counter()}))
@@ -471,7 +483,11 @@ func (n *Node) decide(tr *trace, level consistency.Level, name, key []byte, run 
 		// it: a proposer that decides a change each millisecond raises
 		// its promise by one each time, and would stay ahead.
 		p.Observe(n.clock.Counter())
-		req = p.Retry()
+		if st == decide.Unknown {
+			req = p.Propose(change) // another coordinator's value came first: run on it
+		} else {
+			req = p.Retry()
+		}
 	}
 	n.clock.Observe(ballotVersion(p.Ballot()))
 	switch st {
@@ -483,11 +499,14 @@ func (n *Node) decide(tr *trace, level consistency.Level, name, key []byte, run 
 		return reply, &decidedValue{ballot: ballotVersion(p.Ballot()), value: p.Value()}
 	case decide.Unknown:
 		n.stats.quorumFailures.Add(1)
+		if !changed {
+			return resp.AppendError(nil, fmt.Sprintf("ERR troop: %s command (%s) failed, not applied: %s", level, name, outrun)), nil
+		}
 		return resp.AppendError(nil, fmt.Sprintf("ERR troop: %s write (%s) failed, outcome unknown: another coordinator changed the key while this one's try may have been accepted; it may have been applied, once", level, name)), nil
 	}
 	n.stats.quorumFailures.Add(1)
 	outcome := "not applied"
-	if p.MayHaveApplied() {
+	if p.MayHaveApplied() && changed {
 		outcome = "outcome unknown; it may have been applied, once"
 	}
 	return resp.AppendError(nil, fmt.Sprintf("ERR troop: %s write (%s) failed, %s: no quorum of %d of %d replicas took it within %d tries (%s)",

@@ -396,10 +396,11 @@ func (n *Node) watch(keys [][]byte, sess *session, b *batch, s *slot) {
 			switch v, err := resp.Parse(reply); {
 			case err == nil && v.Type == resp.BulkString:
 				w.tokens = [][]byte{v.Str}
-			case err == nil && v.IsError() && bytes.Contains(v.Str, []byte("outcome unknown")):
-				// Another coordinator's change came between: the read
-				// was accepted or not, at a ballot it cannot tell. EXEC
-				// will abort, as after a change of a watched key.
+			case err == nil && v.IsError() && (bytes.Contains(v.Str, []byte("outcome unknown")) || bytes.HasSuffix(v.Str, []byte(outrun))):
+				// Other coordinators' changes kept coming between, or the
+				// deciding replica did not answer: the key may have
+				// changed since any token this could read. EXEC will
+				// abort, as after a change of a watched key.
 				w.tokens = [][]byte{[]byte(unknownToken)}
 			default:
 				w.err = strings.TrimSpace(strings.TrimPrefix(string(reply), "-"))
