@@ -132,15 +132,7 @@ var skippedThroughNode = map[string]string{
 	// in order; the node reads each connection on its own, so the second
 	// may block first, and the first then waits forever (no timeout).
 	"BRPOPLPUSH with multiple blocked clients": "two blocking commands sent back to back on two connections: the node may block the second first, and the first then waits forever",
-	// They set maxmemory to 1 through the connection and expect OOM
-	// errors: troop passes on CONFIG SET of encoding parameters only.
-	"EXEC fails if there are errors while queueing commands #2":    oomTest,
-	"DISCARD should not fail during OOM":                           oomTest,
-	"EXEC with only read commands should not be rejected when OOM": oomTest,
-	"EXEC with at least one use-memory command should fail":        oomTest,
 }
-
-const oomTest = "sets maxmemory through the node to get OOM errors: CONFIG SET is passed on for encoding parameters only"
 
 // runRedisUnit runs one unit against addr, in external-server mode with a
 // single database, without the tests of skip. Tests that need DEBUG or
