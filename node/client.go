@@ -147,6 +147,10 @@ func (n *Node) handleClient(cmd resp.Command, s *slot, sess *session, b *batch) 
 			return
 		}
 	}
+	if write && len(keys) > 0 && c.kind != kindScript && n.tooFewReplicas(keys[0]) { // scripts: scriptRefusal
+		n.reject(c, s, resp.AppendError(nil, noReplicasError))
+		return
+	}
 	if write && len(keys) > 0 {
 		n.versions.prefetch(keys[0]) // the write's version is recorded for it once the write is routed
 	}

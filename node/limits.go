@@ -40,11 +40,16 @@ import (
 // oomError is Redis's refusal of a command that may use memory over maxmemory.
 const oomError = "OOM command not allowed when used memory > 'maxmemory'."
 
+// noReplicasError is Redis's refusal of a write with fewer good replicas
+// than min-replicas-to-write.
+const noReplicasError = "NOREPLICAS Not enough good replicas to write."
+
 // serverLimits is a node's maxmemory, and what it knows of its
 // redis-server's memory and scripts.
 type serverLimits struct {
-	maxmemory atomic.Int64 // bytes; 0, the default, is no limit
-	used      atomic.Int64 // the redis-server's used_memory, as last read
+	maxmemory   atomic.Int64 // bytes; 0, the default, is no limit
+	minReplicas atomic.Int64 // min-replicas-to-write; 0, the default, is none
+	used        atomic.Int64 // the redis-server's used_memory, as last read
 	// busy is redis-server's BUSY error while it answers BUSY on side, nil
 	// otherwise; stuck are the oldest requests unanswered on the request
 	// path's connections (Link.Oldest) when it did, the script's among them.
@@ -93,19 +98,26 @@ func usesMemory(c *command, args [][]byte) bool {
 	if denyOOM[fullName(c, args)] {
 		return true
 	}
-	if c.name == "EVAL" && len(args) > 1 && bytes.HasPrefix(args[1], []byte("#!")) {
-		line, _, _ := bytes.Cut(args[1], []byte("\n"))
-		flags := map[string]bool{}
-		for _, f := range strings.Fields(string(line))[1:] {
-			if v, ok := strings.CutPrefix(f, "flags="); ok {
-				for _, fl := range strings.Split(v, ",") {
-					flags[fl] = true
-				}
+	flags, ok := shebangFlags(c, args)
+	return ok && !flags["no-writes"] && !flags["allow-oom"]
+}
+
+// shebangFlags are the flags of EVAL's script, and whether it has a
+// shebang (#!lua flags=no-writes,allow-oom) to give them.
+func shebangFlags(c *command, args [][]byte) (map[string]bool, bool) {
+	if c.name != "EVAL" || len(args) < 2 || !bytes.HasPrefix(args[1], []byte("#!")) {
+		return nil, false
+	}
+	line, _, _ := bytes.Cut(args[1], []byte("\n"))
+	flags := map[string]bool{}
+	for _, f := range strings.Fields(string(line))[1:] {
+		if v, ok := strings.CutPrefix(f, "flags="); ok {
+			for _, fl := range strings.Split(v, ",") {
+				flags[fl] = true
 			}
 		}
-		return !flags["no-writes"] && !flags["allow-oom"]
 	}
-	return false
+	return flags, true
 }
 
 // outOfMemory says whether this node's redis-server uses more than maxmemory.
@@ -173,6 +185,9 @@ func (n *Node) refusal(c *command, args [][]byte, sess *session) []byte {
 			return resp.AppendError(nil, oomError)
 		}
 	}
+	if c.name == "EXEC" && sess.tx != nil && sess.tx.writes && len(sess.tx.writeKeys) > 0 && n.tooFewReplicas(sess.tx.writeKeys[0]) {
+		return resp.AppendError(nil, noReplicasError)
+	}
 	if n.server.busy.Load() != nil && !allowBusy[fullName(c, args)] {
 		return n.busyReply()
 	}
@@ -228,6 +243,43 @@ var nodeSettings = map[string]struct {
 		set: (*Node).setMaxmemory,
 		get: func(n *Node) string { return strconv.FormatInt(n.server.maxmemory.Load(), 10) },
 	},
+	"min-replicas-to-write": {
+		check: func(v string) string {
+			i, err := strconv.ParseInt(v, 10, 64)
+			switch {
+			case err != nil:
+				return "ERR CONFIG SET failed (possibly related to argument 'min-replicas-to-write') - argument couldn't be parsed into an integer"
+			case i < 0 || i > 1<<31-1:
+				return "ERR CONFIG SET failed (possibly related to argument 'min-replicas-to-write') - argument must be between 0 and 2147483647 inclusive"
+			}
+			return ""
+		},
+		set: func(n *Node, _ *batch, value []byte, done func([]byte, error)) {
+			i, _ := strconv.ParseInt(string(value), 10, 32)
+			n.server.minReplicas.Store(i)
+			done(resp.AppendSimple(nil, "OK"), nil)
+		},
+		get: func(n *Node) string { return strconv.FormatInt(n.server.minReplicas.Load(), 10) },
+	},
+}
+
+// tooFewReplicas says whether a write of key would have fewer good
+// replicas than min-replicas-to-write: Redis counts the replicas of the
+// master that took it, troop the key's replicas in the datacenter that
+// the failure detector holds up, less one (the one that plays Redis's
+// master).
+func (n *Node) tooFewReplicas(key []byte) bool {
+	want := n.server.minReplicas.Load()
+	if want == 0 {
+		return false
+	}
+	up := int64(0)
+	for _, m := range n.replicas(key) {
+		if m.self || !m.isDown() {
+			up++
+		}
+	}
+	return up-1 < want
 }
 
 // setMaxmemory is CONFIG SET maxmemory on this node: the limit, once the
@@ -438,6 +490,32 @@ func (n *Node) killLocal(what string, done func([]byte, error)) {
 // not say allow-oom, was refused before (usesMemory); one that says
 // allow-oom runs as it is.
 func readOnlyOverMemory(c *command, args [][]byte, done replyFunc) (*command, [][]byte, replyFunc) {
+	return readOnlyRefusing(c, args, oomError, done)
+}
+
+// scriptRefusal is the node's refusal of a script that may write, before
+// it runs, for too few good replicas (NOREPLICAS) or memory (OOM), as
+// Redis refuses a script whose shebang does not say no-writes; nil when it
+// runs, as its read-only form when its writes are refused
+// (readOnlyRefusing).
+func (n *Node) scriptRefusal(c *command, keys, args [][]byte, done replyFunc) (*command, [][]byte, replyFunc, []byte) {
+	if !c.writes() {
+		return c, args, done, nil
+	}
+	if len(keys) > 0 && n.tooFewReplicas(keys[0]) {
+		if flags, ok := shebangFlags(c, args); ok && !flags["no-writes"] {
+			return c, args, done, resp.AppendError(nil, noReplicasError)
+		}
+		c, args, done = readOnlyRefusing(c, args, noReplicasError, done)
+	}
+	if c.writes() && n.outOfMemory() { // its writes are refused, as Redis refuses them over maxmemory
+		c, args, done = readOnlyOverMemory(c, args, done)
+	}
+	return c, args, done, nil
+}
+
+// readOnlyRefusing is readOnlyOverMemory with refusal for Redis's error.
+func readOnlyRefusing(c *command, args [][]byte, refusal string, done replyFunc) (*command, [][]byte, replyFunc) {
 	if c.name == "EVAL" && len(args) > 1 && bytes.HasPrefix(args[1], []byte("#!")) {
 		return c, args, done
 	}
@@ -447,9 +525,9 @@ func readOnlyOverMemory(c *command, args [][]byte, done replyFunc) (*command, []
 	}
 	args = append([][]byte{[]byte(ro.name)}, args[1:]...)
 	return ro, args, func(reply []byte) {
-		for _, refusal := range []string{"-ERR Write commands are not allowed from read-only scripts.", "-ERR Can not execute a script with write flag using *_ro command."} {
-			if rest, ok := bytes.CutPrefix(reply, []byte(refusal)); ok {
-				reply = append([]byte("-"+oomError), rest...)
+		for _, ro := range []string{"-ERR Write commands are not allowed from read-only scripts.", "-ERR Can not execute a script with write flag using *_ro command."} {
+			if rest, ok := bytes.CutPrefix(reply, []byte(ro)); ok {
+				reply = append([]byte("-"+refusal), rest...)
 				break
 			}
 		}

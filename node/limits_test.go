@@ -121,3 +121,52 @@ func TestBusyScript(t *testing.T) {
 	}
 	a.must("CONFIG", "SET", "lua-time-limit", "5000")
 }
+
+// TestMinReplicasToWrite: CONFIG SET min-replicas-to-write through one node
+// reaches every node; a write, a script that writes and EXEC of a write
+// are then refused with Redis's NOREPLICAS while fewer of the key's other
+// replicas than that are up, and reads are served.
+func TestMinReplicasToWrite(t *testing.T) {
+	tc := startCluster(t, clusterOpts{racks: 3})
+	a, b := tc.client(0, ""), tc.client(1, "")
+	a.must("SET", "x", "v")
+	if got := a.do("CONFIG", "SET", "min-replicas-to-write", "-1"); !got.IsError() || !strings.Contains(string(got.Str), "argument must be between") {
+		t.Fatalf("CONFIG SET min-replicas-to-write -1 = %s", got)
+	}
+	b.must("CONFIG", "SET", "min-replicas-to-write", "2")
+	if v := a.do("CONFIG", "GET", "min-replicas-to-write"); len(v.Elems) != 2 || string(v.Elems[1].Str) != "2" {
+		t.Fatalf("CONFIG GET min-replicas-to-write = %s, want 2", v)
+	}
+	a.must("SET", "x", "w") // two other replicas up
+	tc.nodes[2].stop()
+	eventually(t, 15*time.Second, func() string {
+		if got := a.do("SET", "probe", "z"); !got.IsError() || string(got.Str) != noReplicasError {
+			return "SET with one other replica up = " + got.String()
+		}
+		return ""
+	})
+	if got := a.must("GET", "x"); got != "w" {
+		t.Fatalf("GET = %s, want w", got)
+	}
+	if got := a.must("EVAL", "return redis.call('get', KEYS[1])", "1", "x"); got != "w" {
+		t.Fatalf("a script that reads = %s, want w", got)
+	}
+	for _, script := range []string{"return redis.call('set', KEYS[1], 1)", "#!lua\nreturn redis.call('get', KEYS[1])"} {
+		if got := a.do("EVAL", script, "1", "x"); !got.IsError() || !strings.HasPrefix(string(got.Str), "NOREPLICAS") {
+			t.Fatalf("EVAL %q = %s, want NOREPLICAS", script, got)
+		}
+	}
+	a.must("MULTI")
+	a.must("SET", "x", "y")
+	if got := a.do("EXEC"); !got.IsError() || string(got.Str) != "EXECABORT Transaction discarded because of: "+noReplicasError {
+		t.Fatalf("EXEC of a write = %s", got)
+	}
+	tc.nodes[2].start() // up again: two other replicas
+	eventually(t, 15*time.Second, func() string {
+		if got := a.do("SET", "x", "z"); got.IsError() {
+			return "SET with both other replicas up again = " + got.String()
+		}
+		return ""
+	})
+	b.must("CONFIG", "SET", "min-replicas-to-write", "0")
+}

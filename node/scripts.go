@@ -94,8 +94,10 @@ func scriptKeys(a [][]byte) ([][]byte, string) {
 // read-only (as EVAL_RO ...) on this node's redis-server, which refuses
 // any write it tries.
 func (n *Node) script(tr *trace, level consistency.Level, c *command, keys, args [][]byte, g *keyGate, h *hold, b *batch, done replyFunc) {
-	if c.writes() && n.outOfMemory() { // its writes are refused, as Redis refuses them over maxmemory (limits.go)
-		c, args, done = readOnlyOverMemory(c, args, done)
+	c, args, done, refused := n.scriptRefusal(c, keys, args, done) // NOREPLICAS or OOM, as Redis refuses it (limits.go)
+	if refused != nil {
+		done(refused)
+		return
 	}
 	if len(keys) == 0 { // read-only, on this node's redis-server: a write it tried would reach no other replica
 		ro := append([][]byte{[]byte(strings.TrimSuffix(c.name, "_RO") + "_RO")}, args[1:]...)
