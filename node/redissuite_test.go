@@ -69,6 +69,13 @@ func TestRedisSuite(t *testing.T) {
 	var failures []string
 	low := false
 	for _, unit := range units {
+		// Each unit starts from the defaults of what the units set, as each
+		// starts a redis-server of its own outside external-server mode: a
+		// test that fails between its CONFIG SET maxmemory 1 and its reset
+		// would refuse the next unit's writes.
+		for _, addr := range []string{plain.Addr, node} {
+			dial(t, addr).must("CONFIG", "SET", "maxmemory", "0", "min-replicas-to-write", "0", "lua-time-limit", "5000", "notify-keyspace-events", "")
+		}
 		base := runRedisUnit(t, src, plain.Addr, unit, filepath.Join(logs, "redis-"+strings.ReplaceAll(unit, "/", "-")+".txt"), nil)
 		through := runRedisUnit(t, src, node, unit, filepath.Join(logs, "node-"+strings.ReplaceAll(unit, "/", "-")+".txt"), skippedThroughNode)
 		passed, total := 0, 0
