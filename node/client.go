@@ -68,7 +68,7 @@ func (n *Node) handleClient(cmd resp.Command, s *slot, sess *session, b *batch) 
 	if sess.proto == 3 {
 		s.conv = func(reply []byte) []byte { return resp3Reply(c, args, reply) }
 	}
-	if reply := n.refusal(c, args, sess); reply != nil { // OOM or BUSY, as Redis refuses it (limits.go)
+	if reply := n.refusal(c, args, sess); reply != nil { // OOM, NOREPLICAS or BUSY, as Redis refuses it (limits.go)
 		switch {
 		case c.name == "EXEC" && sess.tx != nil: // the transaction ends, as Redis's execCommandAbort ends it
 			sess.tx, sess.watches = nil, nil

@@ -157,10 +157,12 @@ func (n *Node) oldestWaiting() ([]uint64, bool) {
 	return out, some
 }
 
-// refusal is Redis's refusal of args before it runs, for memory or a busy
-// script: OOM or BUSY, nil when it may run. Inside MULTI, Redis refuses
-// every command but EXEC, DISCARD, QUIT and RESET when over maxmemory, as
-// queueing uses memory; EXEC only when it holds a command that may.
+// refusal is Redis's refusal of args before it runs, for memory, too few
+// replicas or a busy script: OOM, NOREPLICAS or BUSY, nil when it may run.
+// Inside MULTI, Redis refuses every command but EXEC, DISCARD, QUIT and
+// RESET when over maxmemory, as queueing uses memory; EXEC only when it
+// holds a command that may. NOREPLICAS here is EXEC's; a command's own
+// comes once its keys are known (handleClient, scriptRefusal).
 func (n *Node) refusal(c *command, args [][]byte, sess *session) []byte {
 	if c == nil {
 		return nil
