@@ -161,8 +161,9 @@ func (n *Node) oldestWaiting() ([]uint64, bool) {
 // replicas or a busy script: OOM, NOREPLICAS or BUSY, nil when it may run.
 // Inside MULTI, Redis refuses every command but EXEC, DISCARD, QUIT and
 // RESET when over maxmemory, as queueing uses memory; EXEC only when it
-// holds a command that may. NOREPLICAS here is EXEC's; a command's own
-// comes once its keys are known (handleClient, scriptRefusal).
+// holds a command that may. NOREPLICAS here is that of a write queued in
+// MULTI, and of EXEC of one; outside MULTI a command's comes once its keys
+// are known (handleClient, scriptRefusal).
 func (n *Node) refusal(c *command, args [][]byte, sess *session) []byte {
 	if c == nil {
 		return nil
@@ -187,8 +188,14 @@ func (n *Node) refusal(c *command, args [][]byte, sess *session) []byte {
 			return resp.AppendError(nil, oomError)
 		}
 	}
-	if c.name == "EXEC" && sess.tx != nil && sess.tx.writes && len(sess.tx.writeKeys) > 0 && n.tooFewReplicas(sess.tx.writeKeys[0]) {
-		return resp.AppendError(nil, noReplicasError)
+	if n.server.minReplicas.Load() > 0 && sess.tx != nil {
+		keys, write, _ := txCommand(c, args)
+		if c.name == "EXEC" {
+			keys, write = sess.tx.writeKeys, sess.tx.writes
+		}
+		if write && len(keys) > 0 && n.tooFewReplicas(keys[0]) {
+			return resp.AppendError(nil, noReplicasError)
+		}
 	}
 	if n.server.busy.Load() != nil && !allowBusy[fullName(c, args)] {
 		return n.busyReply()

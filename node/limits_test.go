@@ -138,6 +138,9 @@ func TestMinReplicasToWrite(t *testing.T) {
 		t.Fatalf("CONFIG GET min-replicas-to-write = %s, want 2", v)
 	}
 	a.must("SET", "x", "w") // two other replicas up
+	queued := tc.client(0, "")
+	queued.must("MULTI")
+	queued.must("SET", "x", "q") // queued while both other replicas are up
 	tc.nodes[2].stop()
 	eventually(t, 15*time.Second, func() string {
 		if got := a.do("SET", "probe", "z"); !got.IsError() || string(got.Str) != noReplicasError {
@@ -145,6 +148,9 @@ func TestMinReplicasToWrite(t *testing.T) {
 		}
 		return ""
 	})
+	if got := queued.do("EXEC"); !got.IsError() || string(got.Str) != "EXECABORT Transaction discarded because of: "+noReplicasError {
+		t.Fatalf("EXEC of a write queued before = %s", got)
+	}
 	if got := a.must("GET", "x"); got != "w" {
 		t.Fatalf("GET = %s, want w", got)
 	}
@@ -157,9 +163,14 @@ func TestMinReplicasToWrite(t *testing.T) {
 		}
 	}
 	a.must("MULTI")
-	a.must("SET", "x", "y")
-	if got := a.do("EXEC"); !got.IsError() || string(got.Str) != "EXECABORT Transaction discarded because of: "+noReplicasError {
-		t.Fatalf("EXEC of a write = %s", got)
+	if got := a.must("GET", "x"); got != "QUEUED" {
+		t.Fatalf("GET in MULTI = %s, want QUEUED", got)
+	}
+	if got := a.do("SET", "x", "y"); !got.IsError() || string(got.Str) != noReplicasError {
+		t.Fatalf("SET queued in MULTI = %s, want NOREPLICAS", got)
+	}
+	if got := a.do("EXEC"); !got.IsError() || !strings.HasPrefix(string(got.Str), "EXECABORT") {
+		t.Fatalf("EXEC after a refused write = %s, want EXECABORT", got)
 	}
 	tc.nodes[2].start() // up again: two other replicas
 	eventually(t, 15*time.Second, func() string {
