@@ -43,6 +43,7 @@ type Link struct {
 	writing   bool             // a caller is writing out; others just append
 	dialing   bool             // a connection is being made; requests queue meanwhile
 	pending   fifo.Queue[call] // oldest first; values, not pointers: one allocation fewer per request
+	sent      uint64           // requests sent so far, for Oldest
 	ticks     uint64           // the watchdog's ticks so far: the clock deadlines are counted in
 	downUntil time.Time
 	backoff   time.Duration // grows while dials keep failing
@@ -84,7 +85,8 @@ type linkStats struct {
 type call struct {
 	dueTick uint64 // the watchdog tick at which the request is past its deadline
 	done    func(raw []byte, err error)
-	skip    int // replies to read and drop before the one done gets
+	skip    int    // replies to read and drop before the one done gets
+	seq     uint64 // the link's count of requests when it was sent: Oldest's
 }
 
 // A link that failed waits before dialling again: minBackoff at first, then
@@ -191,7 +193,8 @@ func (l *Link) TrySendAppend(n int, appendReq func(dst []byte) []byte, done func
 	if err := l.connectLocked(); err != nil {
 		return err
 	}
-	l.pending.Push(call{dueTick: l.dueTickLocked(), done: done, skip: n - 1})
+	l.sent++
+	l.pending.Push(call{dueTick: l.dueTickLocked(), done: done, skip: n - 1, seq: l.sent})
 	l.out = appendReq(l.out)
 	return nil
 }
@@ -306,6 +309,18 @@ func (l *Link) flusher() {
 func (l *Link) Do(req []byte, done func(raw []byte, err error)) {
 	l.Send(req, done)
 	l.FlushSoon()
+}
+
+// Oldest names the oldest request sent on the link and not answered yet,
+// 0 when every one was: a request keeps its name until answered, so that
+// a caller can tell whether the one it saw waiting still is.
+func (l *Link) Oldest() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.pending.Len() == 0 {
+		return 0
+	}
+	return l.pending.All()[0].seq
 }
 
 // up reports whether the link is usable or may be retried now.

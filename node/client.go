@@ -68,6 +68,18 @@ func (n *Node) handleClient(cmd resp.Command, s *slot, sess *session, b *batch) 
 	if sess.proto == 3 {
 		s.conv = func(reply []byte) []byte { return resp3Reply(c, args, reply) }
 	}
+	if reply := n.refusal(c, args, sess); reply != nil { // OOM, NOREPLICAS or BUSY, as Redis refuses it (limits.go)
+		switch {
+		case c.name == "EXEC" && sess.tx != nil: // the transaction ends, as Redis's execCommandAbort ends it
+			sess.tx, sess.watches = nil, nil
+			sess.publish()
+			reply = append([]byte("-EXECABORT Transaction discarded because of: "), reply[1:]...)
+		case sess.tx != nil:
+			sess.tx.dirty = true
+		}
+		n.reject(c, s, reply)
+		return
+	}
 	if sess.client != nil && c != nil {
 		sess.client.lastCmd.Store(c)
 		sess.client.lastAt.Store(b.started().UnixNano())
@@ -134,6 +146,10 @@ func (n *Node) handleClient(cmd resp.Command, s *slot, sess *session, b *batch) 
 			s.complete(resp.AppendError(nil, fmt.Sprintf("ERR troop: keys starting with %q are reserved for troop", reservedPrefix)))
 			return
 		}
+	}
+	if write && len(keys) > 0 && c.kind != kindScript && n.tooFewReplicas(keys[0]) { // scripts: scriptRefusal
+		n.reject(c, s, resp.AppendError(nil, noReplicasError))
+		return
 	}
 	if write && len(keys) > 0 {
 		n.versions.prefetch(keys[0]) // the write's version is recorded for it once the write is routed

@@ -101,7 +101,7 @@ func TestCommandSupport(t *testing.T) {
 		{[]string{"BLPOP", "l", "0.01"}, ""},
 		{[]string{"BLPOP", "l", "forever"}, "ERR timeout is not a float or out of range"},
 		{[]string{"FLUSHALL"}, "ERR troop: 'FLUSHALL' is disabled"},
-		{[]string{"CONFIG", "SET", "maxmemory", "1"}, "ERR troop: CONFIG SET 'maxmemory' is not passed on"},
+		{[]string{"CONFIG", "SET", "maxmemory-policy", "allkeys-lru"}, "ERR troop: CONFIG SET 'maxmemory-policy' is not passed on"},
 		{[]string{"NOSUCH", "a"}, "ERR unknown command 'NOSUCH'"},
 		{[]string{"GET"}, "ERR wrong number of arguments for 'get'"},
 		{[]string{"GET", "__troop:v:x"}, "ERR troop: keys starting with"},

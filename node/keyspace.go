@@ -339,7 +339,10 @@ func (n *Node) flush(args [][]byte, b *batch, complete func([]byte)) {
 // configSettable are the redis-server parameters CONFIG SET passes on to
 // every node: they change how redis-server encodes values, never what a
 // command answers, so replicas stay alike and troop's own use of
-// redis-server (scripts, versions, persistence) is untouched.
+// redis-server (scripts, versions, persistence) is untouched; and
+// lua-time-limit (busy-reply-threshold), after which a script makes its
+// redis-server answer BUSY, which the node then gives its clients as Redis
+// does (limits.go).
 var configSettable = map[string]bool{
 	"hash-max-listpack-entries": true, "hash-max-listpack-value": true,
 	"hash-max-ziplist-entries": true, "hash-max-ziplist-value": true,
@@ -349,11 +352,12 @@ var configSettable = map[string]bool{
 	"zset-max-ziplist-entries": true, "zset-max-ziplist-value": true,
 	"hll-sparse-max-bytes": true, "stream-node-max-bytes": true, "stream-node-max-entries": true,
 	"active-defrag-ignore-bytes": true, "activedefrag": true,
+	"lua-time-limit": true, "busy-reply-threshold": true,
 }
 
 // configCommand answers CONFIG GET from this node's redis-server (but for
-// notify-keyspace-events, the node's), and CONFIG SET of configSettable
-// parameters and of notify-keyspace-events on every node.
+// the parameters the node keeps, nodeSettings, the node's), and CONFIG SET
+// of configSettable parameters and of nodeSettings on every node.
 func (n *Node) configCommand(args [][]byte, b *batch, complete func([]byte)) {
 	sub := strings.ToUpper(string(args[1]))
 	switch {
@@ -363,47 +367,56 @@ func (n *Node) configCommand(args [][]byte, b *batch, complete func([]byte)) {
 				complete(resp.AppendError(nil, "ERR troop: CONFIG GET: "+err.Error()))
 				return
 			}
-			complete(n.withNotifyFlags(raw))
+			complete(n.withNodeSettings(raw))
 		})
 	case sub == "SET" && len(args) >= 4 && len(args)%2 == 0:
-		var notify []byte // notify-keyspace-events' value, set by the node (notify.go)
-		encoding := args[:2:2]
+		var own [][]byte // the node's own parameters and their values (limits.go)
+		passed := args[:2:2]
 		for i := 2; i < len(args); i += 2 {
 			p := strings.ToLower(string(args[i]))
-			if p == "notify-keyspace-events" {
-				if _, ok := parseNotifyFlags(string(args[i+1])); !ok {
-					complete(resp.AppendError(nil, badNotifyFlags))
+			if s, ok := nodeSettings[p]; ok {
+				if bad := s.check(string(args[i+1])); bad != "" {
+					complete(resp.AppendError(nil, bad))
 					return
 				}
-				notify = args[i+1]
+				own = append(own, []byte(p), args[i+1])
 				continue
 			}
-			encoding = append(encoding, args[i], args[i+1])
+			passed = append(passed, args[i], args[i+1])
 			if !configSettable[p] {
-				complete(resp.AppendError(nil, fmt.Sprintf("ERR troop: CONFIG SET '%s' is not passed on: only notify-keyspace-events and the parameters that change how redis-server encodes values are (%s); configure each redis-server directly", resp.Printable(args[i]), strings.Join(settableNames(), ", "))))
+				complete(resp.AppendError(nil, fmt.Sprintf("ERR troop: CONFIG SET '%s' is not passed on: only %s and the parameters that change how redis-server encodes values are (%s); configure each redis-server directly", resp.Printable(args[i]), strings.Join(ownNames(), ", "), strings.Join(settableNames(), ", "))))
 				return
 			}
 		}
 		switch {
-		case notify == nil:
+		case own == nil:
 			n.onEveryNode("CONFIG SET", args, b, complete)
-		case len(encoding) == 2:
-			n.configSetNotify(notify, b, complete)
+		case len(passed) == 2:
+			n.configSetNodes(own, b, complete)
 		default:
-			n.onEveryNode("CONFIG SET", encoding, b, func(reply []byte) {
+			n.onEveryNode("CONFIG SET", passed, b, func(reply []byte) {
 				if reply[0] == '-' {
 					complete(reply)
 					return
 				}
-				n.configSetNotify(notify, nil, complete)
+				n.configSetNodes(own, nil, complete)
 			})
 		}
 	case sub == "RESETSTAT" && len(args) == 2:
 		n.stats.replies.reset(n.stats.commands) // this node's INFO commandstats and errorstats
 		n.onEveryNode("CONFIG RESETSTAT", args, b, complete)
 	default:
-		complete(resp.AppendError(nil, fmt.Sprintf("ERR troop: 'CONFIG %s' is not supported: CONFIG GET, CONFIG SET of encoding parameters and notify-keyspace-events, and CONFIG RESETSTAT are", strings.ToUpper(resp.Printable(args[1])))))
+		complete(resp.AppendError(nil, fmt.Sprintf("ERR troop: 'CONFIG %s' is not supported: CONFIG GET, CONFIG SET of encoding parameters, %s, and CONFIG RESETSTAT are", strings.ToUpper(resp.Printable(args[1])), strings.Join(ownNames(), ", "))))
 	}
+}
+
+func ownNames() []string {
+	var out []string
+	for p := range nodeSettings {
+		out = append(out, p)
+	}
+	sort.Strings(out)
+	return out
 }
 
 func settableNames() []string {

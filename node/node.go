@@ -80,6 +80,7 @@ type Node struct {
 	clients  clientRegistry // the client connections, for CLIENT LIST, KILL and UNBLOCK (clients.go)
 	pubsub   pubsub         // the subscriptions of this node's clients (pubsub.go)
 	notify   notifier       // keyspace notifications (notify.go)
+	server   serverLimits   // maxmemory, and a redis-server busy with a script (limits.go)
 	// The redis-server's version, once the heartbeat read it (info.go).
 	storeVersion atomic.Pointer[string]
 	limits       resp.Limits
@@ -199,6 +200,7 @@ func New(cfg *topology.Config, log *slog.Logger) (*Node, error) {
 		l.PollWith(n.pickLoop())
 		n.store = append(n.store, l)
 	}
+	n.server.side = link.New("redis-side", cfg.Servers[0].Addr, cfg.Timeout, n.storeAuth())
 	n.repair = n.newRepairer()
 	n.changes = reconfig.New((*changeNode)(n), reconfig.Config{Dir: n.dataDir, Datacenter: cfg.Datacenter, Timeout: cfg.Timeout, Log: log})
 	if err := n.openHints(); err != nil {
@@ -315,7 +317,7 @@ func (n *Node) Serve(ctx context.Context) error {
 		n.log.Warn("this node runs with a PLANTED BUG, a deliberate defect for testing testers: never use it for real data", "troop_planted_bug", n.cfg.PlantedBug)
 	}
 
-	n.wg.Add(7)
+	n.wg.Add(8)
 	go func() { defer n.wg.Done(); n.acceptLoop(front, n.serveClient) }()
 	go func() { defer n.wg.Done(); n.acceptLoop(peers, n.acceptPeer) }()
 	go func() { defer n.wg.Done(); n.admin.Serve(adminLn) }()
@@ -323,6 +325,7 @@ func (n *Node) Serve(ctx context.Context) error {
 	go func() { defer n.wg.Done(); n.repair.RunAntiEntropy(ctx) }()
 	go func() { defer n.wg.Done(); n.changes.Run(ctx, catchUpEvery) }()
 	go func() { defer n.wg.Done(); n.relayServerEvents(ctx) }()
+	go func() { defer n.wg.Done(); n.watchServer(ctx) }()
 	<-ctx.Done()
 	n.shutdown()
 	return nil
@@ -415,6 +418,7 @@ func (n *Node) closeLinks() {
 	for _, l := range n.store {
 		l.Close()
 	}
+	n.server.side.Close()
 	n.longMu.Lock()
 	defer n.longMu.Unlock()
 	if n.longStore != nil {

@@ -2,7 +2,6 @@ package node
 
 import (
 	"bytes"
-	"fmt"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -13,7 +12,7 @@ import (
 
 // Keyspace notifications, made by the node in Redis's manner: CONFIG SET
 // notify-keyspace-events reaches every node of the cluster (peer request
-// NOTIFY), and the node that coordinates a write publishes the events
+// SETTINGS, limits.go), and the node that coordinates a write publishes the events
 // Redis would publish for it, once, through the datacenter's pub/sub
 // (pubsub.go), never for troop's own keys. The events redis-server makes
 // of its dataset rather than of a command (expired, evicted, new) come
@@ -518,48 +517,6 @@ func (n *Node) setNotify(b *batch, value []byte, done func([]byte, error)) {
 	}
 	args := [][]byte{[]byte("CONFIG"), []byte("SET"), []byte("notify-keyspace-events"), []byte(serverNotifyFlags(flags))}
 	n.toStoreCommand(b, nil, n.store[0], args, done)
-}
-
-// configSetNotify runs CONFIG SET notify-keyspace-events value on every
-// node of the cluster, as onEveryNode runs other CONFIG SETs; value is
-// known good (parseNotifyFlags).
-func (n *Node) configSetNotify(value []byte, b *batch, complete func([]byte)) {
-	members := n.view().members
-	req := appendPeerRequest(nil, "NOTIFY", nil, [][]byte{value})
-	run := func(m *member, done func([]byte, error)) {
-		switch {
-		case m.self:
-			n.setNotify(b, value, done)
-		case m.isDown():
-			done(nil, errMarkedDown(m))
-		default:
-			n.toPeer(b, nil, m, req, fromPeer(done))
-		}
-	}
-	n.onNodesWith(b, members, run, func(resp.Value) {}, func(failures []string) {
-		if len(failures) > 0 {
-			complete(resp.AppendError(nil, fmt.Sprintf("ERR troop: CONFIG SET notify-keyspace-events reached %d of %d nodes; it was not applied on: %s",
-				len(members)-len(failures), len(members), strings.Join(failures, "; "))))
-			return
-		}
-		complete(resp.AppendSimple(nil, "OK"))
-	})
-}
-
-// withNotifyFlags puts this node's notify-keyspace-events into redis-server's
-// answer to CONFIG GET, where redis-server has its own (the relay's).
-func (n *Node) withNotifyFlags(raw []byte) []byte {
-	v, err := resp.Parse(raw)
-	if err != nil || v.Type != resp.Array {
-		return raw
-	}
-	for i := 0; i+1 < len(v.Elems); i += 2 {
-		if string(v.Elems[i].Str) == "notify-keyspace-events" {
-			v.Elems[i+1] = resp.Value{Type: resp.BulkString, Str: []byte(formatNotifyFlags(n.notify.flags.Load()))}
-			return resp.AppendValue(nil, v)
-		}
-	}
-	return raw
 }
 
 // consumerTarget names the consumer that a stream command may make

@@ -211,8 +211,12 @@ func (n *Node) handlePeer(tr *trace, op string, args [][]byte, s *slot, b *batch
 		n.localScript(b, version, keys, args[2:], done)
 	case (op == "PUBLISH" || op == "SPUBLISH") && len(args) == 3:
 		s.complete(resp.AppendInt(nil, n.pubsub.deliver(op == "SPUBLISH", args[1], args[2])))
-	case op == "NOTIFY" && len(args) == 2:
-		n.setNotify(b, args[1], done)
+	case op == "SETTINGS" && len(args) >= 3 && len(args)%2 == 1:
+		n.applySettings(b, args[1:], done)
+	case op == "KILL" && len(args) == 2 && (string(args[1]) == "SCRIPT" || string(args[1]) == "FUNCTION"):
+		n.killLocal(string(args[1]), done)
+	case op == "NOTIFY" && len(args) == 2: // from a node of a version before SETTINGS
+		n.applySettings(b, [][]byte{[]byte("notify-keyspace-events"), args[1]}, done)
 	case op == "PUBSUB" && len(args) >= 2:
 		s.complete(n.pubsub.local(args[1:]))
 	case op == "SCRIPTFLUSH" && len(args) == 1:

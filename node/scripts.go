@@ -94,6 +94,11 @@ func scriptKeys(a [][]byte) ([][]byte, string) {
 // read-only (as EVAL_RO ...) on this node's redis-server, which refuses
 // any write it tries.
 func (n *Node) script(tr *trace, level consistency.Level, c *command, keys, args [][]byte, g *keyGate, h *hold, b *batch, done replyFunc) {
+	c, args, done, refused := n.scriptRefusal(c, keys, args, done) // NOREPLICAS or OOM, as Redis refuses it (limits.go)
+	if refused != nil {
+		done(refused)
+		return
+	}
 	if len(keys) == 0 { // read-only, on this node's redis-server: a write it tried would reach no other replica
 		ro := append([][]byte{[]byte(strings.TrimSuffix(c.name, "_RO") + "_RO")}, args[1:]...)
 		n.toStoreCommand(b, nil, n.store[0], ro, func(raw []byte, err error) { done(storeReply(raw, err, n.cfg.Name)) })
@@ -277,6 +282,8 @@ func (n *Node) scriptCommand(args [][]byte, b *batch, complete func([]byte)) {
 			}
 			complete(resp.AppendBulkString(nil, sha))
 		})
+	case sub == "KILL" && len(args) == 2:
+		n.killScript("SCRIPT", b, complete)
 	case sub == "EXISTS" && len(args) >= 3:
 		n.onNode(b, n.self, args, func(raw []byte, err error) { complete(storeReply(raw, err, n.cfg.Name)) })
 	case sub == "FLUSH" && len(args) <= 3:
@@ -302,7 +309,7 @@ func (n *Node) scriptCommand(args [][]byte, b *batch, complete func([]byte)) {
 			complete(resp.AppendSimple(nil, "OK"))
 		})
 	default:
-		complete(resp.AppendError(nil, fmt.Sprintf("ERR troop: 'SCRIPT %s' is not supported: SCRIPT LOAD, EXISTS and FLUSH are", strings.ToUpper(resp.Printable(args[1])))))
+		complete(resp.AppendError(nil, fmt.Sprintf("ERR troop: 'SCRIPT %s' is not supported: SCRIPT LOAD, EXISTS, FLUSH and KILL are", strings.ToUpper(resp.Printable(args[1])))))
 	}
 }
 
@@ -336,8 +343,16 @@ func (n *Node) functionCommand(args [][]byte, b *batch, complete func([]byte)) {
 	switch strings.ToUpper(string(args[1])) {
 	case "FLUSH":
 		n.flush(args[1:], b, complete)
-	case "LIST", "DUMP", "STATS":
+	case "LIST", "DUMP":
 		n.onNode(b, n.self, args, func(raw []byte, err error) { complete(storeReply(raw, err, n.cfg.Name)) })
+	case "STATS": // over the side connection, as a script that runs holds its request path's (limits.go)
+		n.server.side.Do(resp.AppendCommand(nil, args...), func(raw []byte, err error) { complete(storeReply(raw, err, n.cfg.Name)) })
+	case "KILL":
+		if len(args) != 2 {
+			complete(resp.AppendError(nil, "ERR wrong number of arguments for 'function|kill' command"))
+			return
+		}
+		n.killScript("FUNCTION", b, complete)
 	case "LOAD", "DELETE", "RESTORE":
 		members := n.view().members
 		var mu sync.Mutex
@@ -361,6 +376,6 @@ func (n *Node) functionCommand(args [][]byte, b *batch, complete func([]byte)) {
 			complete(mine)
 		})
 	default:
-		complete(resp.AppendError(nil, fmt.Sprintf("ERR troop: 'FUNCTION %s' is not supported: FUNCTION LOAD, DELETE, RESTORE, FLUSH, LIST, DUMP and STATS are", strings.ToUpper(resp.Printable(args[1])))))
+		complete(resp.AppendError(nil, fmt.Sprintf("ERR troop: 'FUNCTION %s' is not supported: FUNCTION LOAD, DELETE, RESTORE, FLUSH, KILL, LIST, DUMP and STATS are", strings.ToUpper(resp.Printable(args[1])))))
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/troop-lab/troop/resp"
 	"github.com/troop-lab/troop/topology"
 )
 
@@ -134,4 +135,38 @@ func TestScripts(t *testing.T) {
 			t.Fatalf("EVAL inside MULTI: %s, EXEC %s", got[1], got[2])
 		}
 	})
+}
+
+// TestScriptDeepReply: a script's reply nests as deep as Lua's stack lets
+// it (a table that holds itself, about 8,000 levels), and reaches the
+// client whole through the node, from its own redis-server (no keys) and
+// from another node's (a key it does not hold, written by the script so
+// that it runs on the deciding replica); the connections to the
+// redis-servers stay up.
+func TestScriptDeepReply(t *testing.T) {
+	tc := startCluster(t, clusterOpts{racks: 1, perRack: 2, configure: func(c *topology.Config) { c.HashTag = "{}" }})
+	_, _, other := tagged(tc.nodes[0].node)
+	c := tc.client(0, "")
+	deep := func(v resp.Value) int {
+		d := 0
+		for v.Type == resp.Array && len(v.Elems) == 1 {
+			v, d = v.Elems[0], d+1
+		}
+		return d
+	}
+	for _, run := range [][]string{
+		{"EVAL", "local a = {}; local b = {a}; a[1] = b; return a", "0"},
+		{"EVAL", "redis.call('set', KEYS[1], 1); local a = {}; local b = {a}; a[1] = b; return a", "1", other},
+	} {
+		v := c.do(run...)
+		if d := deep(v); d < 1000 {
+			t.Fatalf("%v: a reply %d deep, %s", run[1], d, v.String()[:min(200, len(v.String()))])
+		}
+		if got := c.must("PING"); got != "PONG" {
+			t.Fatalf("PING after a deep reply = %s", got)
+		}
+	}
+	if got := c.must("GET", other); got != "1" {
+		t.Fatalf("GET %s = %s after the script set it", other, got)
+	}
 }

@@ -84,12 +84,14 @@ type Limits struct {
 }
 
 // DefaultLimits mirror redis-server's defaults: 512 MB bulk strings, 64 KB
-// inline commands.
+// inline commands; and replies nested as deep as redis-server makes them:
+// a Lua script's reply nests as deep as Lua's stack lets it (a table that
+// holds itself: about 8,000 levels, then "reached lua stack limit").
 var DefaultLimits = Limits{
 	MaxBulk:   512 << 20,
 	MaxElems:  1 << 20,
 	MaxInline: 64 << 10,
-	MaxDepth:  64,
+	MaxDepth:  10000,
 	MaxFrame:  512 << 20,
 }
 
