@@ -215,8 +215,6 @@ func (n *Node) handlePeer(tr *trace, op string, args [][]byte, s *slot, b *batch
 		n.applySettings(b, args[1:], done)
 	case op == "KILL" && len(args) == 2 && (string(args[1]) == "SCRIPT" || string(args[1]) == "FUNCTION"):
 		n.killLocal(string(args[1]), done)
-	case op == "NOTIFY" && len(args) == 2: // from a node of a version before SETTINGS
-		n.applySettings(b, [][]byte{[]byte("notify-keyspace-events"), args[1]}, done)
 	case op == "PUBSUB" && len(args) >= 2:
 		s.complete(n.pubsub.local(args[1:]))
 	case op == "SCRIPTFLUSH" && len(args) == 1:
