@@ -151,10 +151,20 @@ func TestRealAPIServer(t *testing.T) {
 			}
 			gone(t, sa, "shop", "web-1", uid)
 			// The workload is short of a pod until its controller (played
-			// here) replaces it and kwok makes the replacement Running.
-			short, cancel := context.WithTimeout(ctx, time.Second)
-			_, err := term.AwaitRecovery(short, inst, since)
-			cancel()
+			// here) replaces it and kwok makes the replacement Running. A
+			// wait of a second tells so once it has read the StatefulSet; on
+			// a busy machine the read itself can outlast the second, which
+			// tells nothing, and the wait is tried again (no replacement
+			// comes meanwhile).
+			var err error
+			for try := 0; try < 10; try++ {
+				short, cancel := context.WithTimeout(ctx, time.Second)
+				_, err = term.AwaitRecovery(short, inst, since)
+				cancel()
+				if err == nil || strings.Contains(err.Error(), "pods ready") {
+					break
+				}
+			}
 			if err == nil || !strings.Contains(err.Error(), "2 of 3 pods ready") {
 				t.Errorf("%s: recovery before the replacement: %v", kind, err)
 			}
