@@ -142,6 +142,9 @@ func (n *Node) write(tr *trace, level consistency.Level, cmd *command, keys [][]
 		n.consensus(tr, level, cmd, keys, args, g, h, done)
 		return
 	}
+	if len(keys) > 1 && n.transactCommand(tr, level, keys, args, g, h, done) {
+		return
+	}
 	if level == consistency.DCOne || !cmd.isLWW(args) || planted && n.noVersionQuery {
 		n.writeAt(tr, v, level, cmd, keys, args, reps, n.clock.Next(), nil, h, b, done)
 		return
@@ -623,6 +626,18 @@ func (q *readQuorum) ask(replicas []int, b *batch) {
 func (q *readQuorum) answer(i int, version, reply []byte, err error) {
 	q.mu.Lock()
 	q.inflight--
+	if isLocked(err) {
+		// A transaction on several keys holds the key: its value here may
+		// be older than the transaction, which may be decided already. A
+		// read by consensus waits for it or ends it.
+		first := !q.decided
+		q.decided = true
+		q.mu.Unlock()
+		if first {
+			q.readLocked()
+		}
+		return
+	}
 	if err == nil {
 		q.answers[i] = &consistency.Reply{Version: version, Raw: reply}
 		q.tally.OK++
@@ -695,6 +710,20 @@ func (q *readQuorum) answer(i int, version, reply []byte, err error) {
 	q.done(out)
 	if len(q.keys) == 1 {
 		q.n.repair.ReadRepair(q.keys[0], q.replicas, q.comparable(answered), idx)
+	}
+}
+
+// readLocked reads by consensus, once a replica refused the read of a
+// locked key: as a change of its one key that leaves it as it is, or as a
+// transaction of its keys that leaves them as they are.
+func (q *readQuorum) readLocked() {
+	if len(q.keys) == 1 {
+		q.n.consensusRead(q.tr, q.level, q.keys[0], q.args, q.replicas, q.done)
+		return
+	}
+	if !q.n.transactCommand(q.tr, q.level, q.keys, q.args, &keyGate{}, nil, q.done) {
+		q.n.stats.quorumFailures.Add(1)
+		q.done(resp.AppendError(nil, fmt.Sprintf("ERR troop: %s read (%s) failed: a key of it is locked by a transaction on several keys under way, and troop cannot read these keys by consensus", q.level, q.name)))
 	}
 }
 
