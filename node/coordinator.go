@@ -183,6 +183,9 @@ func (n *Node) queryThenWrite(tr *trace, v *view, level consistency.Level, cmd *
 // hold h.
 func (n *Node) writeAt(tr *trace, v *view, level consistency.Level, cmd *command, keys [][]byte, args [][]byte, reps []*member, version []byte, st *stamped, h *hold, b *batch, done replyFunc) {
 	w := n.newWriteQuorum(tr, level, args[0], reps, done)
+	if len(keys) == 1 && cmd.isLWW(args) && n.byConsensusAt(level) {
+		w.locked = lockedWrite{cmd: cmd, key: keys[0], args: args, view: v, hold: h}
+	}
 	h.add(len(reps))
 	var remote []byte
 	for i, m := range reps {
@@ -441,6 +444,7 @@ type writeQuorum struct {
 	replicated
 	replies    [][]byte // by replica
 	repliesBuf [inlineReplicas][]byte
+	locked     lockedWrite // a whole-value write that replicas may refuse as locked (transact.go)
 }
 
 func (n *Node) newWriteQuorum(tr *trace, level consistency.Level, name []byte, reps []*member, done replyFunc) *writeQuorum {
@@ -497,6 +501,12 @@ func (w *writeQuorum) answer(i int, raw []byte, err error) {
 			}
 		}
 	case consistency.Fail:
+		if w.locked.cmd != nil && w.refusedAsLocked() {
+			w.decided = true
+			w.mu.Unlock()
+			w.locked.byConsensus(w)
+			return
+		}
 		reply = w.failure()
 		w.n.stats.quorumFailures.Add(1)
 	default:

@@ -193,6 +193,37 @@ func (n *Node) decideLocked(tr *trace, level consistency.Level, name, key []byte
 	return n.outcomeReply(level, name, len(reps), proposal{st: st, mayHaveApplied: c.MayHaveApplied(), reasons: r.reasons, decided: r.last}, reply)
 }
 
+// lockedWrite is a whole-value write of one key at a level decided by
+// consensus, as its write quorum keeps it: when replicas refuse it because
+// a transaction on several keys holds the key locked, it runs again by
+// consensus, as a command of one key that waits for that transaction or
+// ends it. A whole-value write sets the value whatever it was: running it
+// again where it was taken changes nothing there.
+type lockedWrite struct {
+	cmd  *command
+	key  []byte
+	args [][]byte
+	view *view
+	hold *hold
+}
+
+// refusedAsLocked says whether a replica refused w's write as locked.
+// The caller holds w.mu.
+func (w *writeQuorum) refusedAsLocked() bool {
+	for _, r := range w.reasons {
+		if strings.Contains(r, lockedCode) {
+			return true
+		}
+	}
+	return false
+}
+
+// byConsensus runs the write again by consensus and answers w's client.
+func (l lockedWrite) byConsensus(w *writeQuorum) {
+	n := w.n
+	n.decideHere(w.tr, l.view, w.level, l.args[0], l.key, n.commandChange(w.tr, l.cmd, l.key, l.args), w.replicas, l.hold, w.done)
+}
+
 // txRun is one run of a decide.Command by this node.
 type txRun struct {
 	n    *Node

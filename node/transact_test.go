@@ -404,3 +404,22 @@ func TestLockedReadIsDecidedByTheDecider(t *testing.T) {
 		t.Errorf("%d replicas still hold {r}a locked after the read", n)
 	}
 }
+
+// A whole-value write of a locked key is refused by the replicas that hold
+// the lock, and runs again by consensus, ending the abandoned transaction
+// that holds it.
+func TestWholeValueWriteOfALockedKeyGoesByConsensus(t *testing.T) {
+	tc := startCluster(t, clusterOpts{racks: 3, configure: func(c *topology.Config) { c.HashTag = "{}" }})
+	c := tc.client(0, "DC_QUORUM")
+	c.must("SET", "{s}a", "before")
+	plantTransaction(t, tc, []string{"{s}a", "{s}b"}, recordPrefix+"{s}crashed", func(v [][]byte) [][]byte { return [][]byte{v[1], v[0]} }, false)
+	if got := c.must("SET", "{s}a", "set"); got != "OK" {
+		t.Fatalf("SET of a locked key = %s", got)
+	}
+	if got := tc.client(2, "DC_QUORUM").must("GET", "{s}a"); got != "set" {
+		t.Fatalf("GET after the SET = %q", got)
+	}
+	if got := c.must("GET", "{s}b"); got != "(nil)" {
+		t.Fatalf("GET {s}b = %q: the aborted transaction's value after leaked", got)
+	}
+}
