@@ -264,7 +264,8 @@
 //     read repair, anti-entropy) refuses to copy into or out of a locked
 //     key, and reads the key by consensus instead: two replicas never hold
 //     one version with different contents.
-//   - Record keys are keys of the owner (the hash tag of the first key),
+//   - Record keys are keys of the owner (the hash tag of the first key,
+//     when the cluster has one; they are decided on its replicas anyway),
 //     named for one try of one command, never reused (the node's name and
 //     random bytes), and deleted by their coordinator once every key the
 //     transaction locked is unlocked; a record deleted early would be read
