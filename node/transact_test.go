@@ -423,3 +423,47 @@ func TestWholeValueWriteOfALockedKeyGoesByConsensus(t *testing.T) {
 		t.Fatalf("GET {s}b = %q: the aborted transaction's value after leaked", got)
 	}
 }
+
+// moveScript moves a string from KEYS[1] to KEYS[2], answering 1, or
+// answers 0 when KEYS[1] holds none.
+const moveScript = "local v = redis.call('GET', KEYS[1]) if not v then return 0 end redis.call('DEL', KEYS[1]) redis.call('SET', KEYS[2], v) return 1"
+
+// A script and a RENAME of two keys of one owner through two deciders:
+// of two that race to move one value, one moves it.
+func TestScriptAndRenameOfTwoKeysThroughTwoDeciders(t *testing.T) {
+	tc := twoTaggedDeciders(t)
+	cs := []*client{tc.client(0, "DC_QUORUM"), tc.client(1, "DC_QUORUM")}
+	for r := range 4 {
+		src, dst := "{e}src"+strconv.Itoa(r), "{e}dst"+strconv.Itoa(r)
+		retried(t, cs[0], "SET", src, "v")
+		got := atOnce(cs, func(int) []string { return []string{"EVAL", moveScript, "2", src, dst} })
+		moved := 0
+		for i, v := range got {
+			switch {
+			case v.Type == resp.Integer && v.Int == 1:
+				moved++
+			case v.Type == resp.Integer && v.Int == 0, unknownOutcome(v):
+			default:
+				t.Fatalf("round %d: EVAL through node %d = %s", r, i, v)
+			}
+		}
+		if moved > 1 {
+			t.Errorf("round %d: both scripts moved the value", r)
+		}
+		retried(t, cs[1], "SET", src, "w")
+		got = atOnce(cs, func(int) []string { return []string{"RENAMENX", src, dst + "n"} })
+		renamed := 0
+		for i, v := range got {
+			switch {
+			case v.Type == resp.Integer && v.Int == 1:
+				renamed++
+			case v.IsError() && strings.Contains(string(v.Str), "no such key"), unknownOutcome(v):
+			default:
+				t.Fatalf("round %d: RENAMENX through node %d = %s", r, i, v)
+			}
+		}
+		if renamed > 1 {
+			t.Errorf("round %d: both RENAMENXs renamed %s", r, src)
+		}
+	}
+}
