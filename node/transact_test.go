@@ -87,10 +87,11 @@ func unknownOutcome(v resp.Value) bool {
 func TestSmoveRaceThroughTwoDeciders(t *testing.T) {
 	tc := twoTaggedDeciders(t)
 	cs := []*client{tc.client(0, "DC_QUORUM"), tc.client(1, "DC_QUORUM")}
+	setup := tc.client(2, "DC_QUORUM") // sees every node: its writes reach all three replicas
 	moved := 0
 	for r := range 6 {
 		m := "m" + strconv.Itoa(r)
-		retried(t, cs[0], "SADD", "{m}src", m)
+		retried(t, setup, "SADD", "{m}src", m)
 		got := atOnce(cs, func(int) []string { return []string{"SMOVE", "{m}src", "{m}dst", m} })
 		ones, unknown := 0, 0
 		for i, v := range got {
@@ -433,9 +434,10 @@ const moveScript = "local v = redis.call('GET', KEYS[1]) if not v then return 0 
 func TestScriptAndRenameOfTwoKeysThroughTwoDeciders(t *testing.T) {
 	tc := twoTaggedDeciders(t)
 	cs := []*client{tc.client(0, "DC_QUORUM"), tc.client(1, "DC_QUORUM")}
+	setup := tc.client(2, "DC_QUORUM") // sees every node: its writes reach all three replicas
 	for r := range 4 {
 		src, dst := "{e}src"+strconv.Itoa(r), "{e}dst"+strconv.Itoa(r)
-		retried(t, cs[0], "SET", src, "v")
+		retried(t, setup, "SET", src, "v")
 		got := atOnce(cs, func(int) []string { return []string{"EVAL", moveScript, "2", src, dst} })
 		moved := 0
 		for i, v := range got {
@@ -450,7 +452,7 @@ func TestScriptAndRenameOfTwoKeysThroughTwoDeciders(t *testing.T) {
 		if moved > 1 {
 			t.Errorf("round %d: both scripts moved the value", r)
 		}
-		retried(t, cs[1], "SET", src, "w")
+		retried(t, setup, "SET", src, "w")
 		got = atOnce(cs, func(int) []string { return []string{"RENAMENX", src, dst + "n"} })
 		renamed := 0
 		for i, v := range got {
