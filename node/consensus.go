@@ -68,33 +68,42 @@ const outrun = "other coordinators changed the key at every try"
 const promisedCode = "PROMISED"
 
 // luaPrelude starts the scripts that check a promise.
-var luaPrelude = "local PROMISE = '" + PromisePrefix + "'\nlocal PROMISED = '" + promisedError + "'\n"
+var luaPrelude = "local PROMISE = '" + PromisePrefix + "'\nlocal PROMISED = '" + promisedError + "'\n" +
+	"local LOCK = '" + LockPrefix + "'\nlocal LOCKED = '" + lockedError + "'\n"
 
 // prepareScript promises ARGV[1] unless the key's promise or version is at
 // or above it, and answers {1 or 0, the promise after, the version, the
-// DUMP of the value ("" for none), its PEXPIRETIME}. KEYS are the key, its version
-// key and its promise key; ARGV[2] is the tombstone grace (ms), the life
-// of a promise of a key that holds nothing.
-const prepareScript = `
+// DUMP of the value ("" for none), its PEXPIRETIME}, and the key's lock
+// (LockPrefix+key) after them when it has one. KEYS are the key, its
+// version key and its promise key; ARGV[2] is the tombstone grace (ms),
+// the life of a promise of a key that holds nothing. The lock comes in
+// the same call: a command of one key pays nothing for it.
+var prepareScript = `
 local b = ARGV[1]
 local p = redis.call('GET', KEYS[3]) or ''
 local v = redis.call('GET', KEYS[2]) or ''
 local top = p
 if v > top then top = v end
 if b <= top then return {0, top, v, '', -2} end
+local lock = redis.call('GET', '` + LockPrefix + `' .. KEYS[1]) or ''
 local vt = redis.call('PTTL', KEYS[2])
 if vt == -2 then vt = tonumber(ARGV[2]) end
-if vt > 0 then redis.call('SET', KEYS[3], b, 'PX', vt) else redis.call('SET', KEYS[3], b) end
-return {1, b, v, redis.call('DUMP', KEYS[1]) or '', redis.call('PEXPIRETIME', KEYS[1])}
+if vt > 0 and lock == '' then redis.call('SET', KEYS[3], b, 'PX', vt) else redis.call('SET', KEYS[3], b) end
+local out = {1, b, v, redis.call('DUMP', KEYS[1]) or '', redis.call('PEXPIRETIME', KEYS[1])}
+if lock ~= '' then out[6] = lock end
+return out
 `
 
 // acceptScript accepts ARGV[3] (a DUMP, "" for none) expiring at ARGV[4]
-// (Unix ms, as PEXPIRETIME; 0: never) at ballot ARGV[1] unless the key's promise or version is above it,
-// and promises ARGV[2] (the proposer's next ballot) as it does. It answers
-// {1 or 0, the promise after, the version after}. KEYS as prepareScript's;
-// ARGV[5] is the tombstone grace (ms): the version and promise of a key
-// that holds nothing, or holds a value with an expiry, outlive it by it.
-const acceptScript = `
+// (Unix ms, as PEXPIRETIME; 0: never) with the lock ARGV[6] ("" for none,
+// absent in an older peer's request) at ballot ARGV[1] unless the key's
+// promise or version is above it, and promises ARGV[2] (the proposer's
+// next ballot) as it does. It answers {1 or 0, the promise after, the
+// version after}. KEYS as prepareScript's; ARGV[5] is the tombstone grace
+// (ms): the version and promise of a key that holds nothing, or holds a
+// value with an expiry, outlive it by it. A locked key's version, promise
+// and lock never expire: the lock must outlive the value it fences.
+var acceptScript = `
 local b = ARGV[1]
 local p = redis.call('GET', KEYS[3]) or ''
 local v = redis.call('GET', KEYS[2]) or ''
@@ -106,6 +115,8 @@ end
 local np = b
 if ARGV[2] > np then np = ARGV[2] end
 local grace = tonumber(ARGV[5])
+local lock = ARGV[6] or ''
+local lk = '` + LockPrefix + `' .. KEYS[1]
 if ARGV[3] ~= '' then redis.call('RESTORE', KEYS[1], ARGV[4], ARGV[3], 'REPLACE', 'ABSTTL') end
 local ttl = redis.call('PTTL', KEYS[1])
 if ARGV[3] == '' or ttl == -2 then
@@ -113,6 +124,12 @@ if ARGV[3] == '' or ttl == -2 then
   ttl = grace
 elseif ttl > 0 then
   ttl = ttl + grace
+end
+if lock ~= '' then
+  redis.call('SET', lk, lock)
+  ttl = -1
+else
+  redis.call('DEL', lk)
 end
 if ttl > 0 and ttl <= 9007199254740991 then
   redis.call('SET', KEYS[2], b, 'PX', ttl)
@@ -189,24 +206,6 @@ func versionBallot(v []byte) (decide.Ballot, bool) {
 // with the top bit flipped, so that no ballot of this node equals a
 // version its clock issues.
 func (n *Node) proposerID() uint64 { return uint64(n.clock.Node() ^ 0x8000) }
-
-// A value as the proposer carries it: nil for none, else its expiry (Unix
-// ms, as PEXPIRETIME, 0 for none) in 8 bytes, then the DUMP.
-func packValue(dump []byte, expireAt int64) []byte {
-	if len(dump) == 0 {
-		return nil
-	}
-	out := make([]byte, 8, 8+len(dump))
-	binary.BigEndian.PutUint64(out, uint64(max(expireAt, 0)))
-	return append(out, dump...)
-}
-
-func unpackValue(v []byte) (dump []byte, expireAt int64) {
-	if len(v) < 8 {
-		return nil, 0
-	}
-	return v[8:], int64(binary.BigEndian.Uint64(v))
-}
 
 // keyProposers holds this node's proposer of each key it decides, so a
 // key's commands through this node take one round trip each. A key's
@@ -358,15 +357,15 @@ func (n *Node) decidedChange(tr *trace, level consistency.Level, c *command, key
 	if scratch, ok := n.consensusScript(level, c, keys, args); ok {
 		return n.blockChange(keys[0], [][][]byte{scratch}, false, nil)
 	}
-	if c.name == "WATCH" && n.consensusWatch(level, keys) {
+	if c.name == "WATCH" && len(keys) == 1 && n.consensusWatch(level, keys) {
 		return watchChange
 	}
 	return nil
 }
 
-// consensusWatch reports whether a WATCH of keys at level reads its token
-// by consensus: one key, at a quorum level, with versions. Read from the
-// deciding replica alone, the token could be that of a change in flight
+// consensusWatch reports whether a WATCH of keys at level reads their
+// tokens by consensus, each key's apart: at a quorum level, with versions.
+// Read from the deciding replica alone, the token could be that of a change in flight
 // there, which a quorum read after the WATCH does not see yet: the client
 // would compute its write from the older value, and EXEC, finding the
 // token it watched once the change is decided, would commit over it. Read
@@ -374,7 +373,7 @@ func (n *Node) decidedChange(tr *trace, level consistency.Level, c *command, key
 // accepted it at: every quorum read after it sees that value or a newer
 // one, and a newer one fails EXEC's check.
 func (n *Node) consensusWatch(level consistency.Level, keys [][]byte) bool {
-	return n.byConsensusAt(level) && len(keys) == 1
+	return n.byConsensusAt(level) && len(keys) >= 1
 }
 
 // watchChange is the change of a WATCH read by consensus: the value as it
@@ -417,35 +416,94 @@ type decidedValue struct {
 
 // decide runs a change of key, named name in its errors, through rounds
 // of consensus among reps: it answers the client's reply and, when
-// decided, the decided value.
+// decided, the decided value. A change that finds the key locked by a
+// transaction on several keys leaves it as it is, and the command then
+// runs as a command of one key that waits for that transaction or ends it
+// (decideLocked): a command that meets no lock pays nothing for locks.
 func (n *Node) decide(tr *trace, level consistency.Level, name, key []byte, run changeFunc, reps []*member) ([]byte, *decidedValue) {
+	var reply, lock []byte
+	var changeErr error
+	o := n.propose(tr, key, reps, func(p *decide.Proposer) decide.Change {
+		return func(cur []byte) []byte {
+			if _, l := splitSlot(cur); len(l) > 0 {
+				lock, changeErr, reply = l, nil, nil
+				return cur
+			}
+			r, next, err := run(cur, p.Base(), p.Ballot())
+			lock = nil
+			if err != nil {
+				changeErr, reply = err, nil
+				return cur
+			}
+			changeErr, reply = nil, r
+			return next
+		}
+	}, func() bool { return changeErr != nil })
+	if changeErr != nil {
+		// This node's redis-server could not run the command: what went
+		// out for acceptance was the value as it was, without it.
+		n.stats.quorumFailures.Add(1)
+		return resp.AppendError(nil, fmt.Sprintf("ERR troop: %s write (%s) failed and was not applied: this node's redis-server could not run it (%v)", level, name, changeErr)), nil
+	}
+	if o.st == decide.Decided && lock != nil {
+		return n.decideLocked(tr, level, name, key, run, reps)
+	}
+	return n.outcomeReply(level, name, len(reps), o, reply)
+}
+
+// outcomeReply is the client's reply to a change that ended as o, whose
+// reply, decided, is reply.
+func (n *Node) outcomeReply(level consistency.Level, name []byte, replicas int, o proposal, reply []byte) ([]byte, *decidedValue) {
+	switch o.st {
+	case decide.Decided:
+		n.stats.consensusWrites.Add(1)
+		return reply, o.decided
+	case decide.Unknown:
+		n.stats.quorumFailures.Add(1)
+		if !o.changed {
+			return resp.AppendError(nil, fmt.Sprintf("ERR troop: %s command (%s) failed, not applied: %s", level, name, outrun)), nil
+		}
+		return resp.AppendError(nil, fmt.Sprintf("ERR troop: %s write (%s) failed, outcome unknown: another coordinator changed the key while this one's try may have been accepted; it may have been applied, once", level, name)), nil
+	}
+	n.stats.quorumFailures.Add(1)
+	outcome := "not applied"
+	if o.mayHaveApplied {
+		outcome = "outcome unknown; it may have been applied, once"
+	}
+	return resp.AppendError(nil, fmt.Sprintf("ERR troop: %s write (%s) failed, %s: no quorum of %d of %d replicas took it within %d tries (%s)",
+		level, name, outcome, consistency.Quorum(replicas), replicas, maxConsensusTries, strings.Join(o.reasons, "; "))), nil
+}
+
+// proposal is how a change by consensus ended: its status, whether a
+// refused one may have been applied, whether a try of it changed the
+// value, why replicas did not take it, and, when decided, the decided
+// value.
+type proposal struct {
+	st             decide.Status
+	mayHaveApplied bool
+	changed        bool
+	reasons        []string
+	decided        *decidedValue
+}
+
+// propose runs the change that mk makes for this node's proposer of key
+// through rounds of consensus among reps, until it is decided, unknown, or
+// refused within maxConsensusTries and the node's timeout; stop, when it
+// says so after a round, gives up at once (the change could not run).
+//
+// Until a try of the change goes out with a value other than the one it
+// was given, every try is the key's value as it was (a read, a WATCH, an
+// EXEC whose watched key moved, a SET NX of a key that exists, a key
+// found locked ...): one that may still be chosen changes nothing, so
+// when another coordinator's value comes first the change starts afresh
+// on it, and stopping applied nothing.
+func (n *Node) propose(tr *trace, key []byte, reps []*member, mk func(*decide.Proposer) decide.Change, stop func() bool) proposal {
 	kp := n.proposers.acquire(string(key))
 	defer n.proposers.release(kp)
 	if kp.p == nil || !sameMembers(kp.reps, reps) {
 		kp.p, kp.reps = decide.NewProposer(n.proposerID(), len(reps)), reps
 	}
 	p := kp.p
-	var reply []byte
-	var changeErr error
-	expires := false
-	// changed: a try of this change went out with a value other than the
-	// one it was given. Until one does, every try is the key's value as it
-	// was (a read, a WATCH, an EXEC whose watched key moved, a SET NX of a
-	// key that exists ...): one that may still be chosen changes nothing,
-	// so the change may start afresh, and stopping applied nothing.
-	changed := false
-	change := func(cur []byte) []byte {
-		r, next, err := run(cur, p.Base(), p.Ballot())
-		if err != nil {
-			changeErr, reply = err, nil
-			return cur
-		}
-		changeErr, reply = nil, r
-		_, expireAt := unpackValue(next)
-		expires = expireAt > 0
-		changed = changed || !bytes.Equal(next, cur)
-		return next
-	}
 	// A whole-value write this node's replica was sent since the last
 	// change outranks the ballot the replicas promised: the accept at it
 	// would be refused, and could not tell it was never taken (the change
@@ -460,18 +518,21 @@ func (n *Node) decide(tr *trace, level consistency.Level, name, key []byte, run 
 	p.Observe(n.clock.Counter())
 	replies := make(chan acceptorReply, 2*len(reps)*(maxConsensusTries+2))
 	deadline := time.Now().Add(n.cfg.Timeout)
+	made, changed := mk(p), false
+	change := func(cur []byte) []byte {
+		next := made(cur)
+		changed = changed || !bytes.Equal(next, cur)
+		return next
+	}
 	req := p.Propose(change)
 	var reasons []string
 	var st decide.Status
 	sent := 0
 	for try := 1; ; try++ {
 		st, reasons = n.round(tr, key, reps, p, req, replies, &sent, deadline)
-		if changeErr != nil {
-			// This node's redis-server could not run the command: what went
-			// out for acceptance was the value as it was, without it.
+		if stop != nil && stop() {
 			p.GiveUp()
-			n.stats.quorumFailures.Add(1)
-			return resp.AppendError(nil, fmt.Sprintf("ERR troop: %s write (%s) failed and was not applied: this node's redis-server could not run it (%v)", level, name, changeErr)), nil
+			return proposal{st: decide.Refused, reasons: reasons}
 		}
 		again := st == decide.Refused || st == decide.Unknown && !changed
 		if !again || try >= maxConsensusTries || time.Now().After(deadline) {
@@ -490,27 +551,14 @@ func (n *Node) decide(tr *trace, level consistency.Level, name, key []byte, run 
 		}
 	}
 	n.clock.Observe(ballotVersion(p.Ballot()))
-	switch st {
-	case decide.Decided:
-		if expires {
+	o := proposal{st: st, mayHaveApplied: p.MayHaveApplied() && changed, changed: changed, reasons: reasons}
+	if st == decide.Decided {
+		if _, expireAt := unpackValue(p.Value()); expireAt > 0 {
 			p.Forget() // the value changes by itself: the next change reads it afresh
 		}
-		n.stats.consensusWrites.Add(1)
-		return reply, &decidedValue{ballot: ballotVersion(p.Ballot()), value: p.Value()}
-	case decide.Unknown:
-		n.stats.quorumFailures.Add(1)
-		if !changed {
-			return resp.AppendError(nil, fmt.Sprintf("ERR troop: %s command (%s) failed, not applied: %s", level, name, outrun)), nil
-		}
-		return resp.AppendError(nil, fmt.Sprintf("ERR troop: %s write (%s) failed, outcome unknown: another coordinator changed the key while this one's try may have been accepted; it may have been applied, once", level, name)), nil
+		o.decided = &decidedValue{ballot: ballotVersion(p.Ballot()), value: p.Value()}
 	}
-	n.stats.quorumFailures.Add(1)
-	outcome := "not applied"
-	if p.MayHaveApplied() && changed {
-		outcome = "outcome unknown; it may have been applied, once"
-	}
-	return resp.AppendError(nil, fmt.Sprintf("ERR troop: %s write (%s) failed, %s: no quorum of %d of %d replicas took it within %d tries (%s)",
-		level, name, outcome, consistency.Quorum(len(reps)), len(reps), maxConsensusTries, strings.Join(reasons, "; "))), nil
+	return o
 }
 
 func sameMembers(a, b []*member) bool {
@@ -625,14 +673,15 @@ func (n *Node) sendAcceptors(tr *trace, key []byte, reps []*member, req decide.R
 }
 
 // appendAcceptorRequest encodes `PREPARE key ballot` or `ACCEPT key ballot
-// next dump expireat` for a peer.
+// next dump expireat lock` for a peer.
 func appendAcceptorRequest(dst, key []byte, req decide.Request) []byte {
 	switch m := req.(type) {
 	case decide.Prepare:
 		return resp.AppendCommand(dst, []byte("PREPARE"), key, ballotVersion(m.Ballot))
 	case decide.Accept:
 		dump, expireAt := unpackValue(m.Value)
-		return resp.AppendCommand(dst, []byte("ACCEPT"), key, ballotVersion(m.Ballot), ballotVersion(m.Next), dump, strconv.AppendInt(nil, expireAt, 10))
+		_, lock := splitSlot(m.Value)
+		return resp.AppendCommand(dst, []byte("ACCEPT"), key, ballotVersion(m.Ballot), ballotVersion(m.Next), dump, strconv.AppendInt(nil, expireAt, 10), lock)
 	}
 	panic(fmt.Sprintf("troop: unknown acceptor request %T", req))
 }
@@ -652,7 +701,8 @@ func (n *Node) localAcceptor(b *batch, tr *trace, key []byte, req decide.Request
 		ballot, next := ballotVersion(m.Ballot), ballotVersion(m.Next)
 		n.versions.record(key, []byte(max(string(ballot), string(next))), mayExpire)
 		dump, expireAt := unpackValue(m.Value)
-		args = [][]byte{[]byte("EVALSHA"), []byte(acceptSHA), []byte("3"), key, nil, nil, ballot, next, dump, strconv.AppendInt(nil, expireAt, 10), grace}
+		_, lock := splitSlot(m.Value)
+		args = [][]byte{[]byte("EVALSHA"), []byte(acceptSHA), []byte("3"), key, nil, nil, ballot, next, dump, strconv.AppendInt(nil, expireAt, 10), grace, lock}
 	}
 	args[4] = append([]byte(VersionPrefix), key...)
 	args[5] = append([]byte(PromisePrefix), key...)
@@ -681,12 +731,17 @@ func parseAcceptorReply(req decide.Request, raw []byte) (decide.Reply, error) {
 	ok := v.Elems[0].Int == 1
 	switch m := req.(type) {
 	case decide.Prepare:
-		if len(v.Elems) != 5 {
+		if len(v.Elems) != 5 && len(v.Elems) != 6 {
 			return nil, bad
 		}
 		r := decide.Promise{Ballot: m.Ballot, OK: ok, Promised: promised, Accepted: accepted}
 		if ok {
 			r.Value = packValue(v.Elems[3].Str, v.Elems[4].Int)
+			if len(v.Elems) == 6 && len(v.Elems[5].Str) > 0 {
+				lock := v.Elems[5].Str
+				data, _ := splitSlot(r.Value)
+				r.Value = makeSlot(data, lock)
+			}
 		}
 		return r, nil
 	case decide.Accept:
@@ -696,7 +751,7 @@ func parseAcceptorReply(req decide.Request, raw []byte) (decide.Reply, error) {
 }
 
 // serveAcceptor serves a peer's PREPARE key ballot or ACCEPT key ballot
-// next dump expireat.
+// next dump expireat [lock].
 func (n *Node) serveAcceptor(tr *trace, op string, args [][]byte, b *batch, done func([]byte, error)) {
 	var req decide.Request
 	ballot, ok := versionBallot(args[2])
@@ -704,11 +759,15 @@ func (n *Node) serveAcceptor(tr *trace, op string, args [][]byte, b *batch, done
 	case !ok || len(args[2]) == 0:
 	case op == "PREPARE" && len(args) == 3:
 		req = decide.Prepare{Ballot: ballot}
-	case op == "ACCEPT" && len(args) == 6:
+	case op == "ACCEPT" && (len(args) == 6 || len(args) == 7):
 		next, ok := versionBallot(args[3])
 		expireAt, err := strconv.ParseInt(string(args[5]), 10, 64)
 		if ok && err == nil && expireAt >= 0 {
 			req = decide.Accept{Ballot: ballot, Next: next, Value: packValue(args[4], expireAt)}
+			if len(args) == 7 && len(args[6]) > 0 {
+				data, _ := splitSlot(packValue(args[4], expireAt))
+				req = decide.Accept{Ballot: ballot, Next: next, Value: makeSlot(data, args[6])}
+			}
 		}
 	}
 	if req == nil {

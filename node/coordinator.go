@@ -142,6 +142,9 @@ func (n *Node) write(tr *trace, level consistency.Level, cmd *command, keys [][]
 		n.consensus(tr, level, cmd, keys, args, g, h, done)
 		return
 	}
+	if len(keys) > 1 && n.transactCommand(tr, level, keys, args, g, h, done) {
+		return
+	}
 	if level == consistency.DCOne || !cmd.isLWW(args) || planted && n.noVersionQuery {
 		n.writeAt(tr, v, level, cmd, keys, args, reps, n.clock.Next(), nil, h, b, done)
 		return
@@ -180,6 +183,9 @@ func (n *Node) queryThenWrite(tr *trace, v *view, level consistency.Level, cmd *
 // hold h.
 func (n *Node) writeAt(tr *trace, v *view, level consistency.Level, cmd *command, keys [][]byte, args [][]byte, reps []*member, version []byte, st *stamped, h *hold, b *batch, done replyFunc) {
 	w := n.newWriteQuorum(tr, level, args[0], reps, done)
+	if len(keys) == 1 && cmd.isLWW(args) && n.byConsensusAt(level) {
+		w.locked = lockedWrite{cmd: cmd, key: keys[0], args: args, view: v, hold: h}
+	}
 	h.add(len(reps))
 	var remote []byte
 	for i, m := range reps {
@@ -438,6 +444,7 @@ type writeQuorum struct {
 	replicated
 	replies    [][]byte // by replica
 	repliesBuf [inlineReplicas][]byte
+	locked     lockedWrite // a whole-value write that replicas may refuse as locked (transact.go)
 }
 
 func (n *Node) newWriteQuorum(tr *trace, level consistency.Level, name []byte, reps []*member, done replyFunc) *writeQuorum {
@@ -494,6 +501,12 @@ func (w *writeQuorum) answer(i int, raw []byte, err error) {
 			}
 		}
 	case consistency.Fail:
+		if w.locked.cmd != nil && w.refusedAsLocked() {
+			w.decided = true
+			w.mu.Unlock()
+			w.locked.byConsensus(w)
+			return
+		}
 		reply = w.failure()
 		w.n.stats.quorumFailures.Add(1)
 	default:
@@ -623,6 +636,18 @@ func (q *readQuorum) ask(replicas []int, b *batch) {
 func (q *readQuorum) answer(i int, version, reply []byte, err error) {
 	q.mu.Lock()
 	q.inflight--
+	if isLocked(err) {
+		// A transaction on several keys holds the key: its value here may
+		// be older than the transaction, which may be decided already. A
+		// read by consensus waits for it or ends it.
+		first := !q.decided
+		q.decided = true
+		q.mu.Unlock()
+		if first {
+			q.readLocked()
+		}
+		return
+	}
 	if err == nil {
 		q.answers[i] = &consistency.Reply{Version: version, Raw: reply}
 		q.tally.OK++
@@ -695,6 +720,20 @@ func (q *readQuorum) answer(i int, version, reply []byte, err error) {
 	q.done(out)
 	if len(q.keys) == 1 {
 		q.n.repair.ReadRepair(q.keys[0], q.replicas, q.comparable(answered), idx)
+	}
+}
+
+// readLocked reads by consensus, once a replica refused the read of a
+// locked key: as a change of its one key that leaves it as it is, or as a
+// transaction of its keys that leaves them as they are.
+func (q *readQuorum) readLocked() {
+	if len(q.keys) == 1 {
+		q.n.consensusRead(q.tr, q.level, q.keys[0], q.args, q.replicas, q.done)
+		return
+	}
+	if !q.n.transactCommand(q.tr, q.level, q.keys, q.args, &keyGate{}, nil, q.done) {
+		q.n.stats.quorumFailures.Add(1)
+		q.done(resp.AppendError(nil, fmt.Sprintf("ERR troop: %s read (%s) failed: a key of it is locked by a transaction on several keys under way, and troop cannot read these keys by consensus", q.level, q.name)))
 	}
 }
 

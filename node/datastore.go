@@ -33,11 +33,14 @@ const VersionPrefix = "__troop:v:"
 // script answers the status STALE, which the node turns into the command's
 // own reply (writeLocal). A last-writer-wins write at or below the key's
 // promise (consensus.go) is refused with the PROMISED error: a change
-// decided by consensus may be built on a value without it.
+// decided by consensus may be built on a value without it; and so is one
+// of a locked key (LOCKED, register.go): the transaction that holds it
+// would write its own value over it.
 var writeScript = luaPrelude + `
 local v = ARGV[1]
 local lww = ARGV[2] == 'lww'
 if lww then
+  if redis.call('EXISTS', LOCK .. KEYS[1]) == 1 then return redis.error_reply(LOCKED) end
   local p = redis.call('GET', PROMISE .. KEYS[1])
   if p and p >= v then return redis.error_reply(PROMISED) end
   local cur = redis.call('GET', KEYS[2])
@@ -70,8 +73,13 @@ return r
 `
 
 // readScript runs a read and returns {version, reply}; the version is the
-// newest of the keys' versions, "" when none has one.
-const readScript = `
+// newest of the keys' versions, "" when none has one. KEYS are the keys'
+// version keys. A read of a locked key is refused (LOCKED, register.go):
+// its value may be older than a transaction already decided.
+var readScript = luaPrelude + `
+for i = 1, #KEYS do
+  if redis.call('EXISTS', LOCK .. string.sub(KEYS[i], ` + strconv.Itoa(len(VersionPrefix)+1) + `)) == 1 then return redis.error_reply(LOCKED) end
+end
 local r = redis.pcall(unpack(ARGV))
 local v = ''
 for i = 1, #KEYS do
@@ -83,8 +91,10 @@ return {v, r}
 
 // fetchScript reads what repair copies from a replica: {version (or ""),
 // DUMP of the value (or "" for none), PTTL of the value, PTTL of the
-// version}, atomically. KEYS are the key and its version key.
-const fetchScript = `
+// version}, atomically. KEYS are the key and its version key. A locked
+// key is not copied (LOCKED): its register is the lock with the value.
+var fetchScript = luaPrelude + `
+if redis.call('EXISTS', LOCK .. KEYS[1]) == 1 then return redis.error_reply(LOCKED) end
 return {redis.call('GET', KEYS[2]) or '', redis.call('DUMP', KEYS[1]) or '',
   redis.call('PTTL', KEYS[1]), redis.call('PTTL', KEYS[2])}
 `
@@ -95,8 +105,10 @@ return {redis.call('GET', KEYS[2]) or '', redis.call('DUMP', KEYS[1]) or '',
 // the version's PTTL as fetched. At the same version it replaces the value
 // only when it differs (a replica changed behind troop's back). It answers
 // 1 when it changed something, else 0; below the key's promise it is
-// refused, as an accept below it would be (consensus.go).
+// refused, as an accept below it would be (consensus.go), and so is a copy
+// into a locked key (LOCKED): repair then reads by consensus.
 var repairScript = luaPrelude + `
+if redis.call('EXISTS', LOCK .. KEYS[1]) == 1 then return redis.error_reply(LOCKED) end
 local v = ARGV[1]
 local p = redis.call('GET', PROMISE .. KEYS[1])
 if p and p > v then return redis.error_reply(PROMISED) end
@@ -377,20 +389,23 @@ func appendRead(dst []byte, keys [][]byte, args [][]byte) []byte {
 	return dst
 }
 
-func appendVersionKey(dst, key []byte) []byte {
+func appendVersionKey(dst, key []byte) []byte { return appendPrefixedKey(dst, VersionPrefix, key) }
+
+// appendPrefixedKey appends prefix+key as a bulk string.
+func appendPrefixedKey(dst []byte, prefix string, key []byte) []byte {
 	dst = append(dst, '$')
-	dst = strconv.AppendInt(dst, int64(len(VersionPrefix)+len(key)), 10)
+	dst = strconv.AppendInt(dst, int64(len(prefix)+len(key)), 10)
 	dst = append(dst, '\r', '\n')
-	dst = append(dst, VersionPrefix...)
+	dst = append(dst, prefix...)
 	dst = append(dst, key...)
 	return append(dst, '\r', '\n')
 }
 
 // readLocal reads args from this node's redis-server together with the
-// version of keys. A GET of one key asks `MGET key versionkey`, a plain
-// command that costs redis a third of the read script; when that cannot tell
-// (no value but a version: a tombstone, or a key of another type), it asks
-// the script.
+// version of keys. A GET of one key asks `MGET key versionkey lockkey`, a
+// plain command that costs redis a third of the read script; when that
+// cannot tell (no value but a version: a tombstone, or a key of another
+// type), it asks the script. A locked key is not read (lockedError).
 func (n *Node) readLocal(tr *trace, keys, args [][]byte, b *batch, done func(version, reply []byte, err error)) {
 	l := n.storeFor(keys[0])
 	script := func(raw []byte, err error) {
@@ -404,10 +419,13 @@ func (n *Node) readLocal(tr *trace, keys, args [][]byte, b *batch, done func(ver
 		n.toStore(b, tr, l, appendRead(nil, keys, args), script)
 		return
 	}
-	req := resp.AppendArrayHeader(nil, 3)
+	key := args[1]
+	req := make([]byte, 0, 40+3*len(key)+len(VersionPrefix)+len(LockPrefix))
+	req = resp.AppendArrayHeader(req, 4)
 	req = resp.AppendBulkString(req, "MGET")
-	req = resp.AppendBulk(req, args[1])
-	req = appendVersionKey(req, args[1])
+	req = resp.AppendBulk(req, key)
+	req = appendVersionKey(req, key)
+	req = appendPrefixedKey(req, LockPrefix, key)
 	n.toStore(b, tr, l, req, func(raw []byte, err error) {
 		if err != nil {
 			done(nil, nil, err)
@@ -415,7 +433,11 @@ func (n *Node) readLocal(tr *trace, keys, args [][]byte, b *batch, done func(ver
 		}
 		// The value's frame is GET's reply as it is, with no copy.
 		frames, perr := resp.Elements(raw)
-		if perr == nil && len(frames) == 2 && !(isNullBulk(frames[0]) && !isNullBulk(frames[1])) {
+		if perr == nil && len(frames) == 3 && !isNullBulk(frames[2]) {
+			done(nil, nil, errLocked)
+			return
+		}
+		if perr == nil && len(frames) == 3 && !(isNullBulk(frames[0]) && !isNullBulk(frames[1])) {
 			if version, err := resp.Parse(frames[1]); err == nil {
 				if version.Str == nil {
 					version.Str = []byte{}

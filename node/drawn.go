@@ -17,6 +17,9 @@ func (n *Node) pop(tr *trace, level consistency.Level, cmd *command, keys, args 
 		n.consensus(tr, level, cmd, keys, args, g, h, done)
 		return
 	}
+	if len(keys) > 1 && n.sameReplicas(keys) && n.transactCommand(tr, level, keys, args, g, h, done) {
+		return
+	}
 	n.drawn(tr, level, cmd, keys, args, h, b, done)
 }
 
@@ -36,6 +39,9 @@ func (n *Node) pop(tr *trace, level consistency.Level, cmd *command, keys, args 
 func (n *Node) drawn(tr *trace, level consistency.Level, cmd *command, keys, args [][]byte, h *hold, b *batch, done replyFunc) {
 	if n.consensusWrite(level, cmd, keys, args) { // a blocking pop that found something: its client waits, and sends nothing meanwhile
 		n.consensus(tr, level, cmd, keys, args, &keyGate{}, h, done)
+		return
+	}
+	if len(keys) > 1 && n.sameReplicas(keys) && n.transactCommand(tr, level, keys, args, &keyGate{}, h, done) {
 		return
 	}
 	if len(keys) > 1 && !n.sameReplicas(keys) {

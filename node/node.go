@@ -101,6 +101,7 @@ type Node struct {
 	dataDir   string                    // where hints live (troop_data_dir)
 	repair    *repair.Repairer[*member] // read repair, anti-entropy, hints (node/repair, repairnode.go)
 	proposers keyProposers              // this node's proposer of each key it decides by consensus (consensus.go)
+	txs       ownTxs                    // the transactions on several keys this node runs (transact.go)
 
 	// When the redis-server last answered the heartbeat's PING, Unix ns:
 	// for /ready (ready.go).

@@ -149,6 +149,10 @@ func (n *Node) handlePeer(tr *trace, op string, args [][]byte, s *slot, b *batch
 			return
 		}
 		n.readLocal(tr, keys, args[1:], b, func(version, reply []byte, err error) {
+			if isLocked(err) { // not a failure: the coordinator reads by consensus
+				s.complete(resp.AppendError(nil, lockedError))
+				return
+			}
 			if err != nil {
 				done(nil, err)
 				return

@@ -127,6 +127,9 @@ func (n *Node) decided(tr *trace, level consistency.Level, c *command, keys, arg
 		n.byConsensus(tr, level, keys[0], args[0], n.blockChange(keys[0], [][][]byte{scratch}, false, nil), decideRequest(level, args), g, h, done)
 		return
 	}
+	if c.writes() && n.transactCommand(tr, level, keys, args, g, h, done) {
+		return
+	}
 	v := n.view()
 	reps := v.replicas(n.token(keys[0]))
 	if !reps[0].self {

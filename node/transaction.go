@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/troop-lab/troop/node/consistency"
 	"github.com/troop-lab/troop/resp"
@@ -359,7 +360,7 @@ func (tx *txn) parts(watched bool) []txPart {
 }
 
 // watch reads the watched keys' tokens from the replica that will decide
-// the transaction, or, for one key at a quorum level, by consensus
+// the transaction, or, at a quorum level, each by consensus
 // (consensusWatch), and answers OK once they are in.
 func (n *Node) watch(keys [][]byte, sess *session, b *batch, s *slot) {
 	for _, k := range keys {
@@ -391,22 +392,42 @@ func (n *Node) watch(keys [][]byte, sess *session, b *batch, s *slot) {
 		s.complete(resp.AppendSimple(nil, "OK"))
 	}
 	if level := n.levelFor(sess, true); n.consensusWatch(level, keys) {
-		args := [][]byte{[]byte("WATCH"), keys[0]}
-		n.byConsensus(nil, level, keys[0], args[0], watchChange, decideRequest(level, args), &sess.gate, nil, func(reply []byte) {
-			switch v, err := resp.Parse(reply); {
-			case err == nil && v.Type == resp.BulkString:
-				w.tokens = [][]byte{v.Str}
-			case err == nil && v.IsError() && (bytes.Contains(v.Str, []byte("outcome unknown")) || bytes.HasSuffix(v.Str, []byte(outrun))):
-				// Other coordinators' changes kept coming between, or the
-				// deciding replica did not answer: the key may have
-				// changed since any token this could read. EXEC will
-				// abort, as after a change of a watched key.
-				w.tokens = [][]byte{[]byte(unknownToken)}
-			default:
-				w.err = strings.TrimSpace(strings.TrimPrefix(string(reply), "-"))
-			}
-			settle("a quorum of their replicas")
-		})
+		// Each key's token is read by consensus, all at once.
+		tokens, errs := make([][]byte, len(keys)), make([]string, len(keys))
+		var mu sync.Mutex
+		left := len(keys)
+		for i, k := range keys {
+			args := [][]byte{[]byte("WATCH"), k}
+			n.byConsensus(nil, level, k, args[0], watchChange, decideRequest(level, args), &sess.gate, nil, func(reply []byte) {
+				mu.Lock()
+				switch v, err := resp.Parse(reply); {
+				case err == nil && v.Type == resp.BulkString:
+					tokens[i] = v.Str
+				case err == nil && v.IsError() && (bytes.Contains(v.Str, []byte("outcome unknown")) || bytes.HasSuffix(v.Str, []byte(outrun))):
+					// Other coordinators' changes kept coming between, or
+					// the deciding replica did not answer: the key may have
+					// changed since any token this could read. EXEC will
+					// abort, as after a change of a watched key.
+					tokens[i] = []byte(unknownToken)
+				default:
+					errs[i] = strings.TrimSpace(strings.TrimPrefix(string(reply), "-"))
+				}
+				left--
+				last := left == 0
+				mu.Unlock()
+				if !last {
+					return
+				}
+				w.tokens = tokens
+				for _, e := range errs {
+					if e != "" {
+						w.err = e
+						break
+					}
+				}
+				settle("a quorum of their replicas")
+			})
+		}
 		return
 	}
 	m, _ := n.decider(n.replicas(keys[0]))
@@ -506,6 +527,9 @@ func (n *Node) exec(tx *txn, watches []*watch, sess *session, b *batch, s *slot)
 	}
 	if key, scratch, ok := n.consensusTx(level, tx.cmds, wkeys); ok {
 		n.execByConsensus(tx, key, scratch, wkeys, tokens, sess, level, done)
+		return
+	}
+	if n.execTransact(tx, wkeys, tokens, sess, level, done) {
 		return
 	}
 	n.execReplicated(tx, wkeys, tokens, all[0], sess, b, level, done)

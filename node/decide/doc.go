@@ -136,8 +136,8 @@
 //     the highest accepted value at its ballot, with no Next (repair may
 //     send one: it is a copy of the accept that value's proposer sent, and
 //     the replica checks it as any accept).
-//   - Commands on several keys of one owner run as a [Command], below; the
-//     node does not run them so yet (see "Wiring a Command").
+//   - Commands on several keys of one owner run as a [Command], below
+//     (see "Wiring a Command").
 //
 // # Commands on several keys
 //
@@ -254,29 +254,34 @@
 //
 // # Wiring a Command
 //
-// What the node needs to run commands of several keys of one owner so, at
-// DC_QUORUM and DC_SAFE_QUORUM (not done yet; they still run on a
-// deciding replica, docs/store.md):
+// How the node runs commands of several keys of one owner so, at
+// DC_QUORUM and DC_SAFE_QUORUM (node/transact.go, docs/store.md):
 //
 //   - The lock lives beside the key's value on each replica (a key of its
 //     own, `__troop:l:`+key), written by the accept script in the same
 //     script as the value and at the same version, and answered with it by
 //     the prepare script: the register's value is the pair. Repair (hints,
-//     read repair, anti-entropy) must copy the lock with the value, or two
-//     replicas would hold one version with different contents.
-//   - Record keys are keys of the owner (a hash tag of the first key), named
-//     for one try of one command, never reused (the node's id, a counter
-//     saved across restarts, or random bytes), and deleted once every key
-//     the transaction locked is unlocked, by its coordinator; a record
-//     deleted early is read as absent, and a lock of a committed
-//     transaction would then be undone as aborted, so a record must
-//     outlive its locks.
-//   - Whole-value writes (SET, DEL, versions from the clock) must refuse a
+//     read repair, anti-entropy) refuses to copy into or out of a locked
+//     key, and reads the key by consensus instead: two replicas never hold
+//     one version with different contents.
+//   - Record keys are keys of the owner (the hash tag of the first key,
+//     when the cluster has one; they are decided on its replicas anyway),
+//     named for one try of one command, never reused (the node's name and
+//     random bytes), and deleted by their coordinator once every key the
+//     transaction locked is unlocked; a record deleted early would be read
+//     as absent, and a lock of a committed transaction would then be
+//     undone as aborted, so a record outlives its locks (a locked key's
+//     lock, and a record, never expire).
+//   - Whole-value writes (SET, DEL, versions from the clock) refuse a
 //     locked key as they refuse one promised above their version, and go
 //     by consensus instead: a write under a lock would be undone by the
-//     transaction's data after.
+//     transaction's data after. So do reads: a replica's value of a locked
+//     key may be older than a transaction already decided.
 //   - The coordinator runs the compound on the keys' data in its scratch
 //     area (RESTORE each, run the command or the MULTI/EXEC or script, DUMP
-//     each), and waits for a transaction of its own by its end, not a
-//     timer.
+//     each), and waits for a transaction of its own begun earlier by its
+//     end, not a timer.
+//   - A change of one key that meets a lock leaves the key as it is and
+//     runs again as a [Command] of one key, so a command that meets no
+//     lock costs what it cost before locks.
 package decide
