@@ -182,12 +182,18 @@ func (n *Node) decided(tr *trace, level consistency.Level, c *command, keys, arg
 }
 
 // consensusScript reports whether a script that writes (EVAL, EVALSHA,
-// FCALL) or a stream write is decided by consensus at level, as a
-// read-modify-write of its one key is (consensusWrite): at a quorum level,
-// with versions, when all its keys are one and the node can run it on that
-// key in the scratch key (scratchArgs), which it returns.
+// FCALL), a stream write, or a write whose several key places all name one
+// key (LMOVE l l, SMOVE s s m, SUNIONSTORE k k ...) is decided by consensus
+// at level, as a read-modify-write of its one key is (consensusWrite): at
+// a quorum level, with versions, when all its keys are one and the node
+// can run it on that key in the scratch key (scratchArgs), which it
+// returns.
 func (n *Node) consensusScript(level consistency.Level, c *command, keys, args [][]byte) ([][]byte, bool) {
-	if !n.byConsensusAt(level) || len(keys) == 0 || (c.kind != kindScript && c.kind != kindCopied) || !c.writes() {
+	if !n.byConsensusAt(level) || len(keys) == 0 || !c.writes() {
+		return nil, false
+	}
+	ofOneKey := len(keys) > 1 && c.kind != kindSplit && len(distinctKeys(keys)) == 1
+	if c.kind != kindScript && c.kind != kindCopied && !ofOneKey {
 		return nil, false
 	}
 	return scratchArgs(args, keys, keys[0])

@@ -469,3 +469,56 @@ func TestScriptAndRenameOfTwoKeysThroughTwoDeciders(t *testing.T) {
 		}
 	}
 }
+
+// A move of a list onto itself (LMOVE l l LEFT RIGHT) names one key twice:
+// it is a change of that key by consensus, so the moves through two
+// deciders rotate the list once each, in one order, on every replica.
+func TestLmoveOntoItselfThroughTwoDeciders(t *testing.T) {
+	tc := twoTaggedDeciders(t)
+	cs := []*client{tc.client(0, "DC_QUORUM"), tc.client(1, "DC_QUORUM")}
+	setup := tc.client(2, "DC_QUORUM") // sees every node: its writes reach all three replicas
+	start := []string{"e0", "e1", "e2", "e3", "e4", "e5"}
+	setup.must(append([]string{"RPUSH", "{l}r"}, start...)...)
+	answered, unknown := 0, 0
+	for range 10 {
+		for _, v := range atOnce(cs, func(int) []string { return []string{"LMOVE", "{l}r", "{l}r", "LEFT", "RIGHT"} }) {
+			switch {
+			case !v.IsError():
+				answered++
+			case unknownOutcome(v):
+				unknown++
+			case !strings.Contains(string(v.Str), "not applied"):
+				t.Fatalf("LMOVE {l}r {l}r: %s", v)
+			}
+		}
+	}
+	for i, other := range []int{1, 0} { // let every node see every other again
+		tc.nodes[i].node.memberByAddr(tc.nodes[other].cfg.DynListen).health.Down.Store(false)
+	}
+	got := lrange(setup, "{l}r")
+	rotated := func(k int) []string { k %= len(start); return append(slices.Clone(start[k:]), start[:k]...) }
+	ok := false
+	for k := answered; k <= answered+unknown; k++ {
+		ok = ok || slices.Equal(got, rotated(k))
+	}
+	t.Logf("%d LMOVEs answered, %d of unknown outcome: {l}r = %v", answered, unknown, got)
+	if !ok {
+		t.Fatalf("{l}r = %v after %d to %d rotations of %v", got, answered, answered+unknown, start)
+	}
+	if answered == 0 {
+		t.Fatal("no LMOVE answered: the test checked nothing")
+	}
+	// Every replica comes to hold it, those the marks kept from some
+	// accepts by repair.
+	eventually(t, 30*time.Second, func() string {
+		for i, tn := range tc.nodes {
+			if r := lrange(dial(t, tn.redis.Addr), "{l}r"); !slices.Equal(r, got) {
+				if _, err := tn.node.AntiEntropy(context.Background()); err != nil {
+					return err.Error()
+				}
+				return fmt.Sprintf("replica %d holds %v, a quorum read answered %v", i, r, got)
+			}
+		}
+		return ""
+	})
+}

@@ -26,8 +26,12 @@ func (n *Node) transactCommand(tr *trace, level consistency.Level, keys, args []
 		return false
 	}
 	distinct := distinctKeys(keys)
-	if len(distinct) < 2 {
-		return false
+	if len(distinct) < 2 { // one key in several places (LMOVE l l): a change of that key
+		scratch, ok := n.consensusScript(level, lookup(args[0]), keys, args)
+		if ok {
+			n.byConsensus(tr, level, keys[0], args[0], n.blockChange(keys[0], [][][]byte{scratch}, false, nil), decideRequest(level, args), g, h, done)
+		}
+		return ok
 	}
 	scratch, ok := scratchArgsFor(args, keys, distinct)
 	if !ok {
