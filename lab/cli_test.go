@@ -104,8 +104,8 @@ func TestCLI(t *testing.T) {
 		n := status().Nodes[1]
 		return n.RedisPID != 0 && n.RedisPID != old && n.RedisP.State == Running
 	})
-	must("lab", "stop", name, "--dir", dir)
-	time.Sleep(1500 * time.Millisecond)
+	must("lab", "stop", name, "--dir", dir) // returns once the node is down
+	time.Sleep(1500 * time.Millisecond)     // a negative window: past the 1 s replacement delay it stays down
 	if n := status().Nodes[1]; n.NodeP.State != Stopped || pingOK(n.Listen) {
 		t.Fatalf("after stop: %+v", n.NodeP)
 	}

@@ -41,8 +41,11 @@ func TestBlockingPops(t *testing.T) {
 		got []string
 		wg  sync.WaitGroup
 	)
-	for i := 0; i < clients; i++ {
-		cl := tc.client(i%3, "DC_QUORUM")
+	cls := make([]*client, clients) // all connected first: each gives up after 2 s with nothing
+	for i := range cls {
+		cls[i] = tc.client(i%3, "DC_QUORUM")
+	}
+	for _, cl := range cls {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -69,7 +72,16 @@ func TestBlockingPops(t *testing.T) {
 			}
 		}()
 	}
-	time.Sleep(100 * time.Millisecond) // blocked first
+	eventually(t, 10*time.Second, func() string { // blocked first, every one of them
+		n := int64(0)
+		for _, tn := range tc.nodes {
+			n += tn.node.stats.blocked.Load()
+		}
+		if n != clients {
+			return fmt.Sprintf("%d clients blocked, want %d before the pushes", n, clients)
+		}
+		return ""
+	})
 	if n := c.must("INFO"); !strings.Contains(n, "blocked_clients:") {
 		t.Errorf("INFO without blocked_clients:\n%s", n)
 	}
@@ -117,7 +129,12 @@ func TestBlockingPops(t *testing.T) {
 			}
 			reply <- v
 		}()
-		time.Sleep(50 * time.Millisecond)
+		eventually(t, 10*time.Second, func() string { // blocked before the push
+			if n := tc.nodes[1].node.stats.blocked.Load(); n != 1 {
+				return fmt.Sprintf("%v: %d clients blocked, want 1", tc2.block, n)
+			}
+			return ""
+		})
 		tc.client(2, "DC_QUORUM").must(tc2.push...)
 		select {
 		case v := <-reply:
@@ -279,12 +296,19 @@ func TestBlockingPopsAsRedisDoes(t *testing.T) {
 		}
 		return ""
 	})
+	// A write through the same node answers once the clients blocked on
+	// its keys have looked again: after this one, the pop has looked at
+	// the key once, found nothing and waits (a pop whose first look finds
+	// a string answers WRONGTYPE at once).
+	c.must("DEL", "{r}k")
 	c.must("MULTI")
 	c.must("LPUSH", "{r}k", "a")
 	c.must("DEL", "{r}k")
 	c.must("SET", "{r}k", "string")
-	c.do("EXEC")
-	time.Sleep(100 * time.Millisecond) // looks at the key, a string now
+	c.do("EXEC") // answers once the pop has looked at the key, a string now
+	if n := tc.nodes[0].node.stats.blocked.Load(); n != 1 {
+		t.Errorf("%d clients blocked after the key became a string, want the pop still waiting", n)
+	}
 	c.must("DEL", "{r}k")
 	c.must("LPUSH", "{r}k", "b")
 	if v := <-got; v.String() != `["{r}k" "b"]` {

@@ -135,6 +135,7 @@ func TestCatchUpAfterOutage(t *testing.T) {
 		phase   atomic.Int32          // 0 before, 1 during, 2 after the outage
 		during  = map[string]bool{}
 		failed  atomic.Int64
+		acked   [3]atomic.Int64 // writes acknowledged in each phase
 		stop    = make(chan struct{})
 		wg      sync.WaitGroup
 	)
@@ -163,6 +164,7 @@ func TestCatchUpAfterOutage(t *testing.T) {
 					during[key] = true
 				}
 				mu.Unlock()
+				acked[p].Add(1)
 			}
 		}()
 	}
@@ -176,7 +178,18 @@ func TestCatchUpAfterOutage(t *testing.T) {
 	}
 	t.Cleanup(stopLoad)
 
-	time.Sleep(time.Second)
+	// loadGoesOn waits until the writers have had n writes of phase p
+	// acknowledged: a count, not a time, which a busy machine could give
+	// to anything but the load.
+	loadGoesOn := func(p, n int64) {
+		t.Helper()
+		for deadline := time.Now().Add(2 * time.Minute); acked[p].Load() < n; time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d writes acknowledged in phase %d within 2 minutes, want %d (%d failed)", acked[p].Load(), p, n, failed.Load())
+			}
+		}
+	}
+	loadGoesOn(0, 50) // the load runs before the outage
 	phase.Store(1)
 	if err := l.StopNode(victim.Name, lab.NodeProc); err != nil {
 		t.Fatal(err)
@@ -187,7 +200,7 @@ func TestCatchUpAfterOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	back := time.Now()
-	time.Sleep(time.Second) // the load goes on after the return
+	loadGoesOn(2, 50) // the load goes on after the return
 	stopLoad()
 	if n := failed.Load(); n > 0 {
 		t.Errorf("%d DC_QUORUM writes failed with one replica of three down", n)

@@ -37,9 +37,39 @@ func TestMembershipAddRemoveUnderLoad(t *testing.T) {
 // loadModel is the writers' record: per key, the highest sequence number
 // a write of it was acknowledged with.
 type loadModel struct {
-	mu    sync.Mutex
-	acked map[string]int
-	fails int
+	mu     sync.Mutex
+	acked  map[string]int
+	fails  int
+	writes int // acknowledged
+}
+
+// more waits until n more writes are acknowledged than now, for at most
+// 2 minutes: the load is under way, whatever the time a busy machine
+// gives it. It fails the test otherwise.
+func (m *loadModel) more(t *testing.T, n int, what string) {
+	t.Helper()
+	if msg := m.awaitMore(n, what); msg != "" {
+		t.Fatal(msg)
+	}
+}
+
+// awaitMore is more for a goroutine other than the test's: it says what
+// is missing ("" once the writes are there).
+func (m *loadModel) awaitMore(n int, what string) string {
+	m.mu.Lock()
+	want := m.writes + n
+	m.mu.Unlock()
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(10 * time.Millisecond) {
+		m.mu.Lock()
+		got := m.writes - want + n
+		m.mu.Unlock()
+		if got >= n {
+			return ""
+		}
+		if time.Now().After(deadline) {
+			return fmt.Sprintf("%d of %d writes acknowledged %s within 2 minutes", got, n, what)
+		}
+	}
 }
 
 // runWriters writes through every coordinator, one write every few
@@ -69,6 +99,9 @@ func runWriters(t *testing.T, tc *testCluster, model *loadModel, round int, stop
 				key := fmt.Sprintf("r%d-w%d-%d", round, w, idx)
 				v, err := c.try("SET", key, strconv.Itoa(seq))
 				model.mu.Lock()
+				if err == nil && !v.IsError() {
+					model.writes++
+				}
 				if err == nil && !v.IsError() && model.acked[key] < seq {
 					model.acked[key] = seq
 				} else if err != nil || v.IsError() {
@@ -280,9 +313,9 @@ func changeUnderLoad(t *testing.T, tc *testCluster, model *loadModel, round int,
 	t.Helper()
 	stop := make(chan struct{})
 	wg := runWriters(t, tc, model, round, stop)
-	time.Sleep(300 * time.Millisecond)
+	model.more(t, 30, "before the change")
 	code, rep, body := adminPost(t, admin, path, params)
-	time.Sleep(200 * time.Millisecond)
+	model.more(t, 30, "after the change")
 	close(stop)
 	wg.Wait()
 	if code != http.StatusOK || rep.State.Phase != membership.Stable || len(rep.State.New) != members {
@@ -356,7 +389,7 @@ func TestMembershipReplace(t *testing.T) {
 	model := &loadModel{acked: map[string]int{}}
 	stop := make(chan struct{})
 	wg := runWriters(t, tc, model, 1, stop)
-	time.Sleep(200 * time.Millisecond)
+	model.more(t, 30, "before the replace")
 	// The coordinator of one writer is the node replaced: its writes fail
 	// once it is out, and are not acknowledged.
 	code, rep, body := adminPost(t, tc.nodes[2].cfg.StatsListen, "/cluster/replace", url.Values{"old": {gone.cfg.DynListen}, "addr": {fresh.cfg.DynListen}})
@@ -394,12 +427,12 @@ func TestMembershipKilledMidHandoffCancelResume(t *testing.T) {
 	model := &loadModel{acked: map[string]int{}}
 	stop := make(chan struct{})
 	wg := runWriters(t, tc, model, 1, stop)
-	time.Sleep(200 * time.Millisecond)
+	model.more(t, 30, "before the add")
 	code, rep, body := adminPost(t, tc.nodes[1].cfg.StatsListen, "/cluster/add", url.Values{"addr": {addr}, "rack": {"rack1"}})
 	if code != http.StatusInternalServerError || !strings.Contains(rep.Error, "did not take step 2 (switched), so no member did") {
 		t.Fatalf("add with the new node killed after streaming: %d %s", code, body)
 	}
-	time.Sleep(300 * time.Millisecond) // the cluster goes on serving, routed by the old members
+	model.more(t, 30, "after the add failed") // the cluster goes on serving, routed by the old members
 	close(stop)
 	wg.Wait()
 	for _, tn := range tc.nodes {
@@ -439,7 +472,7 @@ func TestMembershipKilledMidHandoffCancelResume(t *testing.T) {
 	// Add it again, killed again; resumed once it is back.
 	stop = make(chan struct{})
 	wg = runWriters(t, tc, model, 2, stop)
-	time.Sleep(200 * time.Millisecond)
+	model.more(t, 30, "before the second add")
 	code, _, body = adminPost(t, tc.nodes[1].cfg.StatsListen, "/cluster/add", url.Values{"addr": {addr}, "rack": {"rack1"}})
 	if code != http.StatusInternalServerError || !strings.Contains(body, "did not take step 4 (switched)") {
 		t.Fatalf("second add with the new node killed: %d %s", code, body)
@@ -449,7 +482,7 @@ func TestMembershipKilledMidHandoffCancelResume(t *testing.T) {
 	waitUp(t, tc, addr)
 	tc.nodes[1].node.changes.AfterStream = nil
 	code, rep, body = adminPost(t, tc.nodes[2].cfg.StatsListen, "/cluster/resume", nil)
-	time.Sleep(200 * time.Millisecond)
+	model.more(t, 30, "after the resume")
 	close(stop)
 	wg.Wait()
 	if code != http.StatusOK || rep.State.Phase != membership.Stable || rep.State.Epoch != 5 || len(rep.State.New) != 4 {
@@ -730,7 +763,9 @@ func TestMembershipAddRackUnderLoad(t *testing.T) {
 		if v := dial(t, fresh.cfg.Listen).do("GET", "x"); !v.IsError() || !strings.HasPrefix(string(v.Str), "TRYAGAIN") {
 			t.Errorf("the new rack's node answered GET with %s while streaming, want TRYAGAIN", v)
 		}
-		time.Sleep(400 * time.Millisecond)
+		if msg := model.awaitMore(30, "after the streaming"); msg != "" {
+			t.Error(msg)
+		}
 	}
 	changeUnderLoad(t, tc, model, 1, tc.nodes[1].cfg.StatsListen, "/cluster/add", url.Values{"addr": {fresh.cfg.DynListen}, "rack": {"rack4"}}, 4)
 	t.Logf("add rack: %d keys acknowledged, %d writes failed", len(model.acked), model.fails)

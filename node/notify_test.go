@@ -258,17 +258,21 @@ func TestKeyspaceNotificationsAcrossNodes(t *testing.T) {
 	// node relays it. Then each node's redis-server publishes an expired
 	// event of a key that node relays: its relay reads it after any event before, so once the three
 	// arrived, every relayed event has.
+	// The writer's DC_ONE answers once one replica has a write: the key
+	// goes on every replica first, without a TTL, so that a replica
+	// without it has expired it, and has not yet to receive it.
 	setter.must("CONFIG", "SET", "notify-keyspace-events", "Ex")
-	writer.must("SET", "gone", "1", "PX", "50")
-	deadline := time.Now().Add(10 * time.Second)
+	writer.must("SET", "gone", "1")
+	tc.redisesHold("gone", "1", 10*time.Second)
+	writer.must("PEXPIRE", "gone", "50")
 	for _, tn := range tc.nodes {
 		r := dial(t, tn.redis.Addr)
-		for r.do("EXISTS", "gone").Int != 0 {
-			if time.Now().After(deadline) {
-				t.Fatalf("gone has not expired on %s", tn.redis.Addr)
+		eventually(t, 10*time.Second, func() string {
+			if r.do("EXISTS", "gone").Int != 0 {
+				return "gone has not expired on " + tn.redis.Addr
 			}
-			time.Sleep(10 * time.Millisecond)
-		}
+			return ""
+		})
 	}
 	marks := map[string]bool{}
 	for i, tn := range tc.nodes {

@@ -109,8 +109,17 @@ func TestAntiEntropy(t *testing.T) {
 		c.must("SET", fmt.Sprintf("ae%d", i), fmt.Sprintf("v%d", i))
 	}
 	victim := dial(t, tc.nodes[2].redis.Addr) // a replica nobody reads from here
-	applied := func(k, before string) string { t.Helper(); return awaitWrite(t, victim, k, before) }
-	for i := 0; i < 30; i++ {
+	others := []*client{dial(t, tc.nodes[0].redis.Addr), dial(t, tc.nodes[1].redis.Addr)}
+	// applied waits until every replica has the write (DC_QUORUM answers
+	// once two of three have it), and returns the victim's version.
+	applied := func(k, before string) string {
+		t.Helper()
+		for _, r := range others {
+			awaitWrite(t, r, k, before)
+		}
+		return awaitWrite(t, victim, k, before)
+	}
+	for i := 0; i < keys; i++ {
 		applied(fmt.Sprintf("ae%d", i), "(nil)")
 	}
 	// 10 keys lost, 10 changed behind troop's back, 10 older.
@@ -135,10 +144,17 @@ func TestAntiEntropy(t *testing.T) {
 	c.must("SET", "expiring", "soon")
 	v := applied("expiring", "(nil)")
 	c.must("SET", "expiring", "soon", "PX", "200")
-	applied("expiring", v)
+	applied("expiring", v) // a new version, or none once expired
 	victim.must("SET", "expiring", "soon")
 	victim.must("SET", VersionPrefix+"expiring", v)
-	time.Sleep(400 * time.Millisecond) // it expires on the other two
+	for i, r := range others { // it expires on the other two
+		eventually(t, 10*time.Second, func() string {
+			if r.must("EXISTS", "expiring") != "0" {
+				return tc.nodes[i].cfg.Name + "'s redis-server still holds the key set to expire"
+			}
+			return ""
+		})
+	}
 
 	rep := repairVia(t, tc.nodes[0])
 	t.Logf("pass: %+v", rep)

@@ -286,6 +286,22 @@ func TestNemesisOnLoopbackRunsClockFaultsOnly(t *testing.T) {
 	}
 }
 
+// holdsAPeerDown says whether a node of c's lab holds one of its peers
+// down.
+func holdsAPeerDown(ctx context.Context, c *cluster) bool {
+	nodes := c.lab.Status().Nodes
+	for _, from := range nodes {
+		for _, peer := range nodes {
+			if from.Name != peer.Name {
+				if state, err := labchaos.PeerState(ctx, from.Node, peer.Node); err == nil && state == "down" {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
 // Interrupted while its fault holds, the nemesis undoes the fault at once,
 // not at its lease's end: no lease is left when it returns.
 func TestNemesisInterruptUndoesFault(t *testing.T) {
@@ -298,16 +314,15 @@ func TestNemesisInterruptUndoesFault(t *testing.T) {
 	leases := filepath.Join(cfg.Out, "nemesis", "leases")
 	var placed time.Time
 	go func() {
-		// Cancel once the fault is in place: a second after its lease is
-		// stored (it is stored before the fault begins).
+		// Cancel once the fault is in place: its lease is stored (before
+		// the fault begins), and a node holds a peer down.
+		defer cancel()
 		for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-			if files, _ := filepath.Glob(filepath.Join(leases, "*.json")); len(files) == 1 {
-				break
+			if files, _ := filepath.Glob(filepath.Join(leases, "*.json")); len(files) == 1 && holdsAPeerDown(ctx, c) {
+				placed = time.Now()
+				return
 			}
 		}
-		time.Sleep(time.Second)
-		placed = time.Now()
-		cancel()
 	}()
 	start := time.Now()
 	_, err := c.nemesis(ctx, cfg, func(format string, args ...any) { t.Logf(format, args...) })
@@ -317,8 +332,11 @@ func TestNemesisInterruptUndoesFault(t *testing.T) {
 	if files, _ := filepath.Glob(filepath.Join(leases, "*.json")); len(files) != 0 {
 		t.Errorf("leases left after the interrupt: %v", files)
 	}
+	if placed.IsZero() {
+		t.Fatal("the fault was not in place a minute into the nemesis: no lease, or no node held a peer down")
+	}
 	// The fault is undone at once, and the workloads it held up end.
-	if took := time.Since(placed); placed.IsZero() || took > 15*time.Second {
+	if took := time.Since(placed); took > 15*time.Second {
 		t.Errorf("the nemesis returned %v after the interrupt (started %v before it)", took, placed.Sub(start))
 	}
 }

@@ -152,7 +152,7 @@ func TestBenchInterrupt(t *testing.T) {
 					t.Fatalf("no key written:\n%s", v.output())
 				}
 			}
-			time.Sleep(500 * time.Millisecond)
+			time.Sleep(500 * time.Millisecond) // some results for the partial table; the load runs a minute
 			v.signal(t, tc.sig)
 			if code := v.exit(t, 15*time.Second); code != tc.code {
 				t.Fatalf("exit status %d, want %d:\n%s", code, tc.code, v.output())
@@ -436,6 +436,8 @@ func TestRepairInterrupt(t *testing.T) {
 	if !strings.Contains(v.stderr.String(), "interrupted during the pass on") {
 		t.Errorf("repair does not say where it stopped:\n%s", v.output())
 	}
+	// A negative window: once a write the pass had under way has landed,
+	// 2 s (4 keys at 2 a second) in which no key may come back.
 	time.Sleep(time.Second)
 	at := count()
 	time.Sleep(2 * time.Second)

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -227,9 +228,17 @@ func registersThrough(t *testing.T, change func(dir string) error) {
 	changed := make(chan error, 1)
 	go func() {
 		defer stop() // the workload ends with the changes
-		time.Sleep(2 * time.Second)
-		err := change(l.Dir())
-		time.Sleep(2 * time.Second)
+		// The workload runs before the changes and after them for a count
+		// of its operations, not for a time a busy machine could give to
+		// anything else: 600 reads and 600 writes each side, past the
+		// 1,000 of each the check below wants.
+		err := servedMore(l.Nodes(), 600, "before the changes")
+		if err == nil {
+			err = change(l.Dir())
+		}
+		if err == nil {
+			err = servedMore(l.Nodes(), 600, "after the changes")
+		}
 		changed <- err
 	}()
 	cfg := suite.DefaultRegisterConfig()
@@ -249,6 +258,45 @@ func registersThrough(t *testing.T, change func(dir string) error) {
 	}
 	if v.Writes < 1000 || v.Reads < 1000 {
 		t.Errorf("only %d reads and %d writes", v.Reads, v.Writes)
+	}
+}
+
+// served sums the reads and the writes that nodes have answered clients
+// (their /info); a node that does not answer counts none.
+func served(nodes []lab.Node) (reads, writes int64) {
+	c := http.Client{Timeout: 5 * time.Second}
+	for _, n := range nodes {
+		res, err := c.Get("http://" + n.StatsListen + "/info")
+		if err != nil {
+			continue
+		}
+		var info struct {
+			Requests map[string]map[string]struct{ Count int64 }
+		}
+		json.NewDecoder(res.Body).Decode(&info)
+		res.Body.Close()
+		for _, r := range info.Requests["read"] {
+			reads += r.Count
+		}
+		for _, w := range info.Requests["write"] {
+			writes += w.Count
+		}
+	}
+	return reads, writes
+}
+
+// servedMore waits, for at most a minute, until nodes have answered n
+// more reads and n more writes than now; safe off the test's goroutine.
+func servedMore(nodes []lab.Node, n int64, when string) error {
+	r0, w0 := served(nodes)
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		r, w := served(nodes)
+		if r-r0 >= n && w-w0 >= n {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the workload made %d reads and %d writes %s in a minute, want %d of each", r-r0, w-w0, when, n)
+		}
 	}
 }
 

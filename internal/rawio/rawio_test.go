@@ -160,7 +160,28 @@ func TestConn(t *testing.T) {
 		c.CloseWrite()
 		wrote <- err
 	}()
-	time.Sleep(50 * time.Millisecond) // the writer fills the socket and waits
+	// The writer fills the socket and waits: the reader's receive queue
+	// stopped growing while the writer's send queue holds more.
+	queued := func(conn *net.TCPConn, req uint) (n int) {
+		raw, err := conn.SyscallConn()
+		if err == nil {
+			raw.Control(func(fd uintptr) { n, err = unix.IoctlGetInt(int(fd), req) })
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	for last, deadline := -1, time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
+		in, out := queued(s, unix.SIOCINQ), queued(c, unix.SIOCOUTQ)
+		if out > 0 && in == last {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the writer has not filled the socket a minute on: %d bytes queued to read, %d to send", in, out)
+		}
+		last = in
+	}
 	got, err := io.ReadAll(r)
 	if err != nil {
 		t.Fatal(err)

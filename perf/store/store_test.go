@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -372,29 +373,62 @@ func TestLatencyCheck(t *testing.T) {
 }
 
 // TestCPUTime reads a busy child's CPU clock: it grows while the child
-// spins, and stays within a clock tick of what /proc/PID/stat counts.
-// No pid reaches 1<<22, the kernel's largest pid_max.
+// spins, and, the child stopped, stays within a clock tick of what
+// /proc/PID/stat counts. No pid reaches 1<<22, the kernel's largest
+// pid_max.
 func TestCPUTime(t *testing.T) {
 	child := exec.Command("sh", "-c", "while :; do :; done")
 	if err := child.Start(); err != nil {
 		t.Fatal(err)
 	}
 	defer func() { child.Process.Kill(); child.Wait() }()
-	time.Sleep(200 * time.Millisecond)
-	first, err := cpuTime(child.Process.Pid)
-	if err != nil {
+	pid := child.Process.Pid
+	// The clock grows while the child spins, however little of the CPU a
+	// busy machine gives it: read until it has run, then until it ran more.
+	var first, second time.Duration
+	for deadline := time.Now().Add(time.Minute); second <= first || first == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the child's CPU clock read %v, then %v a minute later", first, second)
+		}
+		now, err := cpuTime(pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if first == 0 {
+			first = now
+		} else {
+			second = now
+		}
+	}
+	// Stopped, the child's clock and its /proc/PID/stat stand still: read
+	// one after the other, they agree.
+	if err := child.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(50 * time.Millisecond)
-	second, _ := cpuTime(child.Process.Pid)
-	user, sys, _ := cpuTimes(child.Process.Pid)
-	if second <= first {
-		t.Errorf("the child's CPU clock read %v, then %v", first, second)
+	for deadline := time.Now().Add(time.Minute); procState(t, pid) != "T"; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the child is in state %s a minute after SIGSTOP", procState(t, pid))
+		}
 	}
-	if d := second - (user + sys); d < -20*time.Millisecond || d > 20*time.Millisecond {
-		t.Errorf("CPU clock %v, /proc/PID/stat %v", second, user+sys)
+	clock, _ := cpuTime(pid)
+	user, sys, _ := cpuTimes(pid)
+	if d := clock - (user + sys); d < -20*time.Millisecond || d > 20*time.Millisecond {
+		t.Errorf("CPU clock %v, /proc/PID/stat %v", clock, user+sys)
 	}
 	if _, err := cpuTime(1 << 22); err == nil {
 		t.Error("the CPU clock of a process that does not exist read without error")
 	}
+}
+
+// procState is process pid's state, field 3 of /proc/PID/stat (R, S, T ...).
+func procState(t *testing.T, pid int) string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:])); len(f) > 0 {
+		return f[0]
+	}
+	return ""
 }
