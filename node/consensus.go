@@ -821,15 +821,22 @@ func (n *Node) blockChange(key []byte, cmds [][][]byte, exec bool, tokens [][]by
 		if err != nil {
 			return nil, nil, err
 		}
-		if !exec {
-			return resp.AppendValue(nil, replies[0]), next, nil
-		}
-		out := resp.AppendArrayHeader(nil, len(replies))
-		for _, r := range replies {
-			out = resp.AppendValue(out, r)
-		}
-		return out, next, nil
+		return blockReply(replies, exec), next, nil
 	}
+}
+
+// blockReply is the client's reply to a MULTI block's commands: the one
+// command's (a script's, a stream write's, a command's), or, exec, EXEC's
+// with every command's.
+func blockReply(replies []resp.Value, exec bool) []byte {
+	if !exec {
+		return resp.AppendValue(nil, replies[0])
+	}
+	out := resp.AppendArrayHeader(nil, len(replies))
+	for _, r := range replies {
+		out = resp.AppendValue(out, r)
+	}
+	return out
 }
 
 // scratchArgs is args with each of its keys (keys, as txCommand or

@@ -336,14 +336,40 @@ func twoDeciders(t *testing.T, bug string) *testCluster {
 	tc := startCluster(t, clusterOpts{racks: 3, configure: func(c *topology.Config) {
 		c.PlantedBug, c.Heartbeat, c.ReadRepair, c.AntiEntropyInterval = bug, time.Hour, false, 0
 	}})
+	tc.splitDeciders("k")
+	return tc
+}
+
+// splitDeciders has the first two nodes each mark the other down, and
+// checks that each then takes its own replica for key's deciding one.
+func (tc *testCluster) splitDeciders(key string) {
+	tc.t.Helper()
 	for i, other := range []int{1, 0} {
 		n := tc.nodes[i].node
 		n.memberByAddr(tc.nodes[other].cfg.DynListen).health.Down.Store(true)
-		if d, _ := n.decider(n.replicas([]byte("k"))); !d.self {
-			t.Fatalf("%s's deciding replica is %s, want its own", tc.nodes[i].cfg.Name, replicaName(d))
+		if d, _ := n.decider(n.replicas([]byte(key))); !d.self {
+			tc.t.Fatalf("%s's deciding replica is %s, want its own", tc.nodes[i].cfg.Name, replicaName(d))
 		}
 	}
-	return tc
+}
+
+// ballotAbove is a ballot of a proposer of the test's own (one no node
+// has), above every promise and version of keys on every replica: what a
+// coordinator the nodes do not know would prepare at.
+func (tc *testCluster) ballotAbove(keys ...string) string {
+	tc.t.Helper()
+	var top uint64
+	for _, tn := range tc.nodes {
+		r := dial(tc.t, tn.redis.Addr)
+		for _, k := range keys {
+			for _, vk := range []string{PromisePrefix + k, VersionPrefix + k} {
+				if b, ok := versionBallot([]byte(r.must("GET", vk))); ok {
+					top = max(top, b.Counter)
+				}
+			}
+		}
+	}
+	return string(ballotVersion(decide.Ballot{Counter: top + 1000, Proposer: 0x8000 | 0x77}))
 }
 
 // casRound has a client through each of the first two nodes WATCH a
@@ -613,15 +639,7 @@ func TestQuorumReadAnswersNoUndecidedTry(t *testing.T) {
 
 	// Another proposer chooses [a y] over [a]: promised by rack2 and
 	// rack3, accepted by rack1 and rack3.
-	var top uint64
-	for i := range tc.nodes {
-		for _, k := range []string{PromisePrefix + "list", VersionPrefix + "list"} {
-			if b, ok := versionBallot([]byte(replica(i).must("GET", k))); ok {
-				top = max(top, b.Counter)
-			}
-		}
-	}
-	ballot := string(ballotVersion(decide.Ballot{Counter: top + 1000, Proposer: 0x8000 | 0x77}))
+	ballot := tc.ballotAbove("list")
 	for _, i := range []int{1, 2} {
 		v := dialPeer(t, tc.nodes[i]).do("PREPARE", "list", ballot)
 		if len(v.Elems) != 5 || v.Elems[0].Int != 1 {

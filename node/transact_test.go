@@ -30,13 +30,7 @@ func twoTaggedDeciders(t *testing.T) *testCluster {
 	tc := startCluster(t, clusterOpts{racks: 3, configure: func(c *topology.Config) {
 		c.HashTag, c.Heartbeat, c.ReadRepair, c.AntiEntropyInterval = "{}", time.Hour, false, 0
 	}})
-	for i, other := range []int{1, 0} {
-		n := tc.nodes[i].node
-		n.memberByAddr(tc.nodes[other].cfg.DynListen).health.Down.Store(true)
-		if d, _ := n.decider(n.replicas([]byte("{m}src"))); !d.self {
-			t.Fatalf("%s's deciding replica is %s, want its own", tc.nodes[i].cfg.Name, replicaName(d))
-		}
-	}
+	tc.splitDeciders("{m}src")
 	return tc
 }
 
@@ -280,20 +274,12 @@ func TestWatchExecOfTwoKeysThroughTwoDeciders(t *testing.T) {
 func plantTransaction(t *testing.T, tc *testCluster, keys []string, record string, do decide.Compound, commit bool) {
 	t.Helper()
 	first := dial(t, tc.nodes[0].redis.Addr)
-	var top uint64
 	regs := map[string][]byte{}
 	for _, k := range keys {
 		d := first.do("DUMP", k)
 		regs[k] = packValue(d.Str, first.do("PEXPIRETIME", k).Int)
-		for _, tn := range tc.nodes {
-			r := dial(t, tn.redis.Addr)
-			for _, vk := range []string{PromisePrefix + k, VersionPrefix + k} {
-				if b, ok := versionBallot([]byte(r.must("GET", vk))); ok {
-					top = max(top, b.Counter)
-				}
-			}
-		}
 	}
+	ballot := tc.ballotAbove(keys...)
 	c, err := decide.NewCommand(keys, record, do)
 	if err != nil {
 		t.Fatal(err)
@@ -313,7 +299,6 @@ func plantTransaction(t *testing.T, tc *testCluster, keys []string, record strin
 		next, _ := c.Step(op, decide.Decided)
 		ops = append(ops, next...)
 	}
-	ballot := string(ballotVersion(decide.Ballot{Counter: top + 1000, Proposer: 0x8000 | 0x77}))
 	for _, tn := range tc.nodes {
 		peer := dialPeer(t, tn)
 		for k, v := range accepts {

@@ -66,18 +66,7 @@ func (n *Node) execTransact(tx *txn, wkeys, tokens [][]byte, sess *session, leve
 		}
 		scratch = append(scratch, sc)
 	}
-	proto := sess.proto // the callback runs on another goroutine
-	n.runTransact(nil, level, []byte("EXEC"), distinct, n.blockCompound(distinct, scratch, true, wkeys, tokens), &sess.gate, nil, func(reply []byte) {
-		if v, err := resp.Parse(reply); err != nil || v.Type != resp.Array || v.IsNull {
-			done(reply) // an error, or a watched key changed: nothing ran
-			return
-		}
-		reply = n.withNodeReplies(reply, tx, sess)
-		if proto == 3 {
-			reply = resp3EachReply(reply, tx.order)
-		}
-		done(reply)
-	})
+	n.runTransact(nil, level, []byte("EXEC"), distinct, n.blockCompound(distinct, scratch, true, wkeys, tokens), &sess.gate, nil, n.execReply(tx, sess, done))
 	return true
 }
 
@@ -164,14 +153,7 @@ func (n *Node) blockCompound(keys [][]byte, cmds [][][]byte, exec bool, wkeys, t
 		if err != nil {
 			return nil, nil, err
 		}
-		if !exec {
-			return resp.AppendValue(nil, replies[0]), after, nil
-		}
-		out := resp.AppendArrayHeader(nil, len(replies))
-		for _, r := range replies {
-			out = resp.AppendValue(out, r)
-		}
-		return out, after, nil
+		return blockReply(replies, exec), after, nil
 	}
 }
 

@@ -704,9 +704,16 @@ func (n *Node) consensusTx(level consistency.Level, cmds [][][]byte, wkeys [][]b
 // (DECIDETX), as for a write of one key. The node's own answers go in
 // after, in their places.
 func (n *Node) execByConsensus(tx *txn, key []byte, scratch [][][]byte, wkeys, tokens [][]byte, sess *session, level consistency.Level, done replyFunc) {
-	proto := sess.proto // the callback runs on another goroutine
 	decideReq := func() []byte { return appendTxRequest(nil, "DECIDETX", []byte(level.String()), wkeys, tokens, tx.cmds) }
-	n.byConsensus(nil, level, key, []byte("EXEC"), n.blockChange(key, scratch, true, tokens), decideReq, &sess.gate, nil, func(reply []byte) {
+	n.byConsensus(nil, level, key, []byte("EXEC"), n.blockChange(key, scratch, true, tokens), decideReq, &sess.gate, nil, n.execReply(tx, sess, done))
+}
+
+// execReply answers EXEC of tx, run by consensus, to done: its commands'
+// replies with the node's own answers in their places, in the session's
+// protocol; an error, or nil when a watched key changed, as it is.
+func (n *Node) execReply(tx *txn, sess *session, done replyFunc) replyFunc {
+	proto := sess.proto // the reply comes on another goroutine
+	return func(reply []byte) {
 		if v, err := resp.Parse(reply); err != nil || v.Type != resp.Array || v.IsNull {
 			done(reply) // an error, or a watched key changed: nothing ran
 			return
@@ -716,7 +723,7 @@ func (n *Node) execByConsensus(tx *txn, key []byte, scratch [][][]byte, wkeys, t
 			reply = resp3EachReply(reply, tx.order)
 		}
 		done(reply)
-	})
+	}
 }
 
 // serveDecideTx runs a peer's DECIDETX level W (key token)*W C

@@ -4,7 +4,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/troop-lab/troop/node/decide"
 	"github.com/troop-lab/troop/resp"
 	"github.com/troop-lab/troop/topology"
 )
@@ -44,15 +43,7 @@ func TestUnchangedValueTriesAgainAfterAnotherDecides(t *testing.T) {
 
 	// Another proposer chooses 2 on rack2 and rack3, at a ballot above
 	// the SET NX's.
-	var top uint64
-	for i := range tc.nodes {
-		for _, k := range []string{PromisePrefix + "k", VersionPrefix + "k"} {
-			if b, ok := versionBallot([]byte(replica(i).must("GET", k))); ok {
-				top = max(top, b.Counter)
-			}
-		}
-	}
-	ballot := string(ballotVersion(decide.Ballot{Counter: top + 1000, Proposer: 0x8000 | 0x77}))
+	ballot := tc.ballotAbove("k")
 	scratch := replica(2)
 	scratch.must("SET", "test:two", "2")
 	two := scratch.must("DUMP", "test:two")
