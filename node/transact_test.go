@@ -273,7 +273,26 @@ func TestWatchExecOfTwoKeysThroughTwoDeciders(t *testing.T) {
 // after, as decide.Command makes them; nothing is unlocked.
 func plantTransaction(t *testing.T, tc *testCluster, keys []string, record string, do decide.Compound, commit bool) {
 	t.Helper()
-	first := dial(t, tc.nodes[0].redis.Addr)
+	// The test's writes before were answered once two of three replicas
+	// had them: wait for the third, as the planted locks hold the values
+	// read here.
+	var replicas []*client
+	for _, tn := range tc.nodes {
+		replicas = append(replicas, dial(t, tn.redis.Addr))
+	}
+	eventually(t, 10*time.Second, func() string {
+		for _, k := range keys {
+			var dumps []string
+			for _, r := range replicas {
+				dumps = append(dumps, r.do("DUMP", k).String())
+			}
+			if dumps[0] != dumps[1] || dumps[1] != dumps[2] {
+				return fmt.Sprintf("the replicas hold %s apart: %q", k, dumps)
+			}
+		}
+		return ""
+	})
+	first := replicas[0]
 	regs := map[string][]byte{}
 	for _, k := range keys {
 		d := first.do("DUMP", k)
