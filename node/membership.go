@@ -147,13 +147,16 @@ return n
 // flight, at most troop_handoff_keys_per_sec a second: unbounded, the
 // stream took the clients' share of redis-server and the CPU
 // (perf/NOTES.md). It returns how many keys it copied.
+// handoffInflight bounds the copies of a membership change's stream in
+// flight at once.
+const handoffInflight = 64
+
 func (n *Node) streamRange(ctx context.Context, r membership.Range, addr string) (int64, error) {
 	to := n.memberByAddr(addr)
 	if to == nil {
 		return 0, fmt.Errorf("%s is not a member this node knows", addr)
 	}
-	const inflight = 64
-	slots := make(chan struct{}, inflight)
+	slots := make(chan struct{}, handoffInflight)
 	limiter := repair.NewLimiter(n.cfg.HandoffKeysPerSec)
 	var (
 		mu     sync.Mutex
