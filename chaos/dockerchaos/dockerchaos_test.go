@@ -448,13 +448,15 @@ func TestBurnCPU(t *testing.T) {
 	l, _ := begin(t, term, inst, chaos.Action{Kind: chaos.BurnCPU, Duration: time.Minute}, time.Minute)
 	// The container has half a CPU: one burner shell plus its loop.
 	waitFor(t, 10*time.Second, "no burner processes in the container", func() bool { return burners(t, id, l) >= 2 })
-	c0 := cpuTime(t, id)
-	time.Sleep(2 * time.Second)
-	used := cpuTime(t, id) - c0
-	t.Logf("burn-cpu: %s of CPU time in 2s (the container may use half a CPU)", used.Round(time.Millisecond))
-	if used < 200*time.Millisecond {
-		t.Errorf("the container used %s of CPU in 2s while burning; want at least 200ms", used)
-	}
+	// An idle container uses next to no CPU: a burning one reaches 200 ms
+	// of it, in 0.4 s at its half CPU, later on a machine busy with other
+	// work (142 ms in 2 s beside two CPU hogs and a second suite), so the
+	// wait is for the CPU time, bounded by the fault's minute.
+	c0, start := cpuTime(t, id), time.Now()
+	waitFor(t, 50*time.Second, "the burning container has not used 200ms of CPU", func() bool {
+		return cpuTime(t, id)-c0 >= 200*time.Millisecond
+	})
+	t.Logf("burn-cpu: 200ms of CPU time in %s (the container may use half a CPU)", time.Since(start).Round(time.Millisecond))
 	for i := range 2 {
 		if err := term.Revert(ctx, l); err != nil {
 			t.Fatalf("Revert #%d: %v", i+1, err)
