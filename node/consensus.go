@@ -911,27 +911,13 @@ func (n *Node) runBlock(key, cur []byte, cmds [][][]byte) ([]resp.Value, []byte,
 		dst = resp.AppendCommandStrings(dst, "DEL", scratchKey)
 		return resp.AppendCommandStrings(dst, "EXEC")
 	}
-	l := n.storeFor(key)
-	raw, err := await(func(done func([]byte, error)) error {
-		if err := l.TrySendAppend(sent, appendReq, done); err != nil {
-			return err
-		}
-		l.FlushSoon()
-		return nil
-	})
+	v, err := n.storeBlock(key, sent, appendReq)
 	if err != nil {
 		return nil, nil, err
-	}
-	v, err := resp.Parse(raw)
-	if err == nil && v.IsError() {
-		return nil, nil, fmt.Errorf("%s", v.Str)
 	}
 	first := 1 // after DEL, and RESTORE
 	if dump != nil {
 		first = 2
-	}
-	if err != nil || v.Type != resp.Array || len(v.Elems) != sent-2 {
-		return nil, nil, unexpectedAnswer(raw)
 	}
 	if first == 2 && v.Elems[1].IsError() {
 		return nil, nil, fmt.Errorf("the value could not be restored: %s", v.Elems[1].Str)
@@ -942,6 +928,32 @@ func (n *Node) runBlock(key, cur []byte, cmds [][][]byte) ([]resp.Value, []byte,
 	}
 	after := v.Elems[first+len(cmds):]
 	return replies, packValue(after[0].Str, after[1].Int), nil
+}
+
+// storeBlock sends a MULTI block of sent commands, which appendReq
+// writes, to the redis-server of key's node, and answers EXEC's replies:
+// an error for an error reply, or for one that is not an array of a reply
+// to each command queued (all but MULTI and EXEC).
+func (n *Node) storeBlock(key []byte, sent int, appendReq func([]byte) []byte) (resp.Value, error) {
+	l := n.storeFor(key)
+	raw, err := await(func(done func([]byte, error)) error {
+		if err := l.TrySendAppend(sent, appendReq, done); err != nil {
+			return err
+		}
+		l.FlushSoon()
+		return nil
+	})
+	if err != nil {
+		return resp.Value{}, err
+	}
+	v, err := resp.Parse(raw)
+	if err == nil && v.IsError() {
+		return resp.Value{}, fmt.Errorf("%s", v.Str)
+	}
+	if err != nil || v.Type != resp.Array || len(v.Elems) != sent-2 {
+		return resp.Value{}, unexpectedAnswer(raw)
+	}
+	return v, nil
 }
 
 // nameKey gives key's name back to the scratch key wherever a reply names

@@ -192,23 +192,9 @@ func (n *Node) runBlockOn(keys, values [][]byte, cmds [][][]byte) ([]resp.Value,
 		dst = resp.AppendCommand(dst, append([][]byte{[]byte("DEL")}, names...)...)
 		return resp.AppendCommandStrings(dst, "EXEC")
 	}
-	l := n.storeFor(keys[0])
-	raw, err := await(func(done func([]byte, error)) error {
-		if err := l.TrySendAppend(sent, appendReq, done); err != nil {
-			return err
-		}
-		l.FlushSoon()
-		return nil
-	})
+	v, err := n.storeBlock(keys[0], sent, appendReq)
 	if err != nil {
 		return nil, nil, err
-	}
-	v, err := resp.Parse(raw)
-	if err == nil && v.IsError() {
-		return nil, nil, fmt.Errorf("%s", v.Str)
-	}
-	if err != nil || v.Type != resp.Array || len(v.Elems) != sent-2 {
-		return nil, nil, unexpectedAnswer(raw)
 	}
 	for i := 1; i < 1+restores; i++ {
 		if v.Elems[i].IsError() {
